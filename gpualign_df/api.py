@@ -1,0 +1,190 @@
+"""The plain-function API: ``gpualign_df.align``, shared by the accessors and the CLI."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .encode import EncodedSequences, encode_sequences
+from .engine import check_options, run_pairs
+from .results import build_frame, empty_frame
+from .scoring import Mode, Scoring, make_scoring, parse_mode
+
+HOWS = ("rowwise", "pairwise", "search")
+
+
+def _labels(values: Any) -> pd.Index:
+    if isinstance(values, pd.Series):
+        return values.index
+    return pd.RangeIndex(len(values))
+
+
+def rowwise_pairs(query_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pair k = (row k, row k)."""
+    rows = np.arange(query_count, dtype=np.int64)
+    return rows, rows
+
+
+def pairwise_pairs(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """All pairs (i, j) with i < j, i major."""
+    first, second = np.triu_indices(count, k=1)
+    return first.astype(np.int64), second.astype(np.int64)
+
+
+def search_pairs(query_count: int, target_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every query against every target, query major."""
+    return (np.repeat(np.arange(query_count, dtype=np.int64), target_count),
+            np.tile(np.arange(target_count, dtype=np.int64), query_count))
+
+
+def best_first(pair_query: np.ndarray, pair_target: np.ndarray, score: np.ndarray,
+               valid: np.ndarray, top_k: int | None) -> np.ndarray:
+    """Positions of pairs ordered per query by score, best first (nulls last, ties by
+    target order), keeping at most ``top_k`` per query."""
+    ranked_score = np.where(valid, score.astype(np.int64), np.iinfo(np.int64).min + 1)
+    order = np.lexsort((pair_target, -ranked_score, pair_query))
+    if top_k is None:
+        return order
+    sorted_queries = pair_query[order]
+    group_start = np.flatnonzero(np.r_[True, sorted_queries[1:] != sorted_queries[:-1]])
+    group_sizes = np.diff(np.r_[group_start, len(order)])
+    rank = np.arange(len(order)) - np.repeat(group_start, group_sizes)
+    return order[rank < top_k]
+
+
+def validate_job(how: str, queries: Any, targets: Any, top_k: int | None) -> None:
+    """Check the job's shape before any work."""
+    if how not in HOWS:
+        raise ValueError(f"unknown how {how!r}; use one of {HOWS}")
+    if how == "pairwise" and targets is not None:
+        raise ValueError("how='pairwise' aligns all pairs within one collection: give no targets")
+    if how in ("rowwise", "search") and targets is None:
+        raise ValueError(f"how={how!r} needs targets")
+    if how == "rowwise" and len(queries) != len(targets):
+        raise ValueError(f"rowwise needs equal lengths: {len(queries)} queries, "
+                         f"{len(targets)} targets")
+    if top_k is not None:
+        if how != "search":
+            raise ValueError("top_k applies to how='search' only")
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+
+
+def align(
+    queries: pd.Series | Sequence[str | None],
+    targets: pd.Series | Sequence[str | None] | None = None,
+    *,
+    how: str = "rowwise",
+    mode: str = "sw",
+    matrix: str | pd.DataFrame | tuple | None = None,
+    match: int | None = None,
+    mismatch: int | None = None,
+    gap_open: int = 10,
+    gap_extend: int = 1,
+    free_ends: Iterable[str] | str | None = None,
+    top_k: int | None = None,
+    traceback: bool = True,
+    cigar_style: str = "=",
+    clip: str | None = None,
+    backend: str = "auto",
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """Align sequences pair by pair and return one row per alignment.
+
+    Parameters
+    ----------
+    queries : pandas.Series or sequence of str
+        Query sequences; the Series index labels fill the ``query`` column.
+    targets : pandas.Series or sequence of str, optional
+        Targets for ``how="rowwise"`` (row k against row k) or the database for
+        ``how="search"``; None for ``how="pairwise"``.
+    how : {"rowwise", "pairwise", "search"}
+        Job shape: element-wise, all pairs i < j within ``queries``, or every query
+        against every target (best first per query).
+    mode : {"sw", "local", "nw", "global", "sg", "semiglobal"}
+        Smith-Waterman, Needleman-Wunsch or semi-global (end gaps free).
+    matrix : str, pandas.DataFrame or (alphabet, table), optional
+        Substitution matrix; default EDNAFULL unless ``match``/``mismatch`` are given.
+    match, mismatch : int, optional
+        DNA scoring (ACGT, U read as T, IUPAC codes score ``mismatch`` always).
+    gap_open, gap_extend : int
+        Positive costs; a gap of length k costs ``gap_open + (k - 1) * gap_extend``.
+    free_ends : iterable of str or "all", optional
+        Semi-global only: which of ``query_start``, ``query_end``, ``target_start``,
+        ``target_end`` are free (default all four).
+    top_k : int, optional
+        Search only: keep the best k targets per query (score-only pass first, traceback
+        for the survivors only).
+    traceback : bool
+        False returns only ``score``, ``query_end`` and ``target_end``, much faster.
+    cigar_style : {"=", "M"}
+        Extended CIGAR (``=``/``X``) or classic ``M``.
+    clip : {None, "soft"}
+        ``"soft"`` adds ``S`` operations for the unaligned query ends.
+    backend : {"auto", "cpu", "cuda"}
+        Engine choice; ``"auto"`` uses the CPU engine in this version.
+    progress : bool, optional
+        Force the progress bar on or off; by default it appears after 2 seconds.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query``, ``target``, ``score``, ``query_start``, ``query_end``,
+        ``target_start``, ``target_end`` (0-based, end exclusive), ``cigar``, ``matches``,
+        ``mismatches``, ``gap_opens``, ``gaps``, ``length``, ``identity``.
+
+    Examples
+    --------
+    >>> import gpualign_df
+    >>> frame = gpualign_df.align(["ACGTACGT"], ["TTACGTACGTTT"], match=2, mismatch=-3,
+    ...                           gap_open=5, gap_extend=2)
+    >>> frame.loc[0, ["score", "target_start", "target_end", "cigar"]].tolist()
+    [16, 2, 10, '8=']
+    """
+    validate_job(how, queries, targets, top_k)
+    check_options(backend, cigar_style, clip)
+    scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
+                           gap_extend=gap_extend)
+    parsed_mode = parse_mode(mode, free_ends)
+    query_labels = _labels(queries)
+    encoded_queries = encode_sequences(queries, scoring, query_labels)
+    if how == "pairwise":
+        encoded_targets = encoded_queries
+        pair_query, pair_target = pairwise_pairs(len(encoded_queries))
+    else:
+        encoded_targets = encode_sequences(targets, scoring, _labels(targets))
+        if how == "rowwise":
+            pair_query, pair_target = rowwise_pairs(len(encoded_queries))
+        else:
+            pair_query, pair_target = search_pairs(len(encoded_queries), len(encoded_targets))
+    options = dict(cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
+    if how == "search":
+        return _search(encoded_queries, encoded_targets, pair_query, pair_target, scoring,
+                       parsed_mode, top_k, traceback, options)
+    if len(pair_query) == 0:
+        return empty_frame(traceback, encoded_queries.labels, encoded_targets.labels)
+    arrays = run_pairs(encoded_queries, encoded_targets, pair_query, pair_target, scoring,
+                       parsed_mode, traceback=traceback, **options)
+    return build_frame(arrays, encoded_queries.labels, encoded_targets.labels, pair_query,
+                       pair_target)
+
+
+def _search(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
+            pair_target: np.ndarray, scoring: Scoring, mode: Mode, top_k: int | None,
+            traceback: bool, options: dict) -> pd.DataFrame:
+    """Score, rank best first per query, keep top_k, then trace back the survivors only."""
+    if len(pair_query) == 0:
+        return empty_frame(traceback, queries.labels, targets.labels)
+    first_pass_traceback = traceback and top_k is None
+    arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
+                       traceback=first_pass_traceback, **options)
+    keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, top_k)
+    if traceback and not first_pass_traceback:
+        pair_query, pair_target = pair_query[keep], pair_target[keep]
+        arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
+                           traceback=True, **options)
+        return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+    frame = build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+    return frame.take(keep).reset_index(drop=True)

@@ -1,0 +1,180 @@
+"""Dispatch: runs a list of (query, target) pairs on an engine and returns raw columns.
+
+The engine sees encoded sequences and integer pair lists only; frames are built in
+``results.py``. Pairs with a null on either side are never computed and come back invalid.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+from tqdm.auto import tqdm
+
+from .encode import EncodedSequences
+from .kernels import cpu
+from .scoring import SCORE_LIMIT, Mode, Scoring
+
+BACKENDS = ("auto", "cpu", "cuda")
+CIGAR_STYLES = ("=", "M")
+CLIPS = (None, "soft")
+#: Ops buffered per CPU batch (1 byte each); bounds host memory of a batch.
+OPS_PER_BATCH = 1 << 26
+PAIRS_PER_BATCH = 1 << 20
+
+
+@dataclass
+class AlignmentArrays:
+    """Raw result columns of a batch of pairs, in pair order (numpy arrays)."""
+
+    valid: np.ndarray
+    score: np.ndarray
+    query_end: np.ndarray
+    target_end: np.ndarray
+    query_start: np.ndarray | None = None
+    target_start: np.ndarray | None = None
+    cigar_chars: np.ndarray | None = None
+    cigar_offsets: np.ndarray | None = None
+    stats: dict[str, np.ndarray] = field(default_factory=dict)
+    cells: int = 0
+    seconds: float = 0.0
+
+
+def check_options(backend: str, cigar_style: str, clip: str | None) -> None:
+    """Validate engine options before any work."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+    if cigar_style not in CIGAR_STYLES:
+        raise ValueError(f"unknown cigar_style {cigar_style!r}; use '=' (=/X) or 'M'")
+    if clip not in CLIPS:
+        raise ValueError(f"unknown clip {clip!r}; use None or 'soft'")
+
+
+def resolve_backend(backend: str) -> str:
+    """The engine that will run: ``"cpu"`` (the GPU engine is not part of this build)."""
+    if backend == "cuda":
+        raise RuntimeError("backend='cuda': the GPU engine is not available in this version of "
+                           "gpualign_df; use backend='cpu' or 'auto'")
+    return "cpu"
+
+
+def check_score_range(scoring: Scoring, queries: EncodedSequences,
+                      targets: EncodedSequences) -> None:
+    """Refuse a job whose scores could overflow the engines' int32 cells."""
+    longest_query = int(queries.lengths.max(initial=0))
+    longest_target = int(targets.lengths.max(initial=0))
+    bound = scoring.max_abs_score(longest_query, longest_target)
+    if bound >= SCORE_LIMIT:
+        raise ValueError(f"scores could reach {bound} for sequences of lengths {longest_query} x "
+                         f"{longest_target} with these penalties; the engines hold scores "
+                         f"below {SCORE_LIMIT}: use smaller penalties or split the sequences")
+
+
+def _batches(costs_ops: np.ndarray, order: np.ndarray):
+    """Split ``order`` into consecutive batches bounded in ops and pairs."""
+    start = 0
+    total = 0
+    for position, pair in enumerate(order):
+        size = int(costs_ops[pair])
+        if position > start and (total + size > OPS_PER_BATCH
+                                 or position - start >= PAIRS_PER_BATCH):
+            yield order[start:position]
+            start, total = position, 0
+        total += size
+    if start < len(order):
+        yield order[start:]
+
+
+def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
+              pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool = True,
+              cigar_style: str = "=", clip: str | None = None, backend: str = "auto",
+              progress: bool | None = None) -> AlignmentArrays:
+    """Align pairs and return their raw columns.
+
+    Parameters
+    ----------
+    queries, targets : EncodedSequences
+        Encoded inputs; ``pair_query``/``pair_target`` index into them.
+    scoring, mode : Scoring, Mode
+        Validated parameters.
+    traceback : bool
+        False: score and end coordinates only, no traceback memory.
+    progress : bool or None
+        Show a progress bar; None shows one only for jobs that run more than 2 seconds.
+    """
+    check_options(backend, cigar_style, clip)
+    resolve_backend(backend)
+    check_score_range(scoring, queries, targets)
+    pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
+    pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
+    pairs = len(pair_query)
+    query_lengths = queries.lengths[pair_query]
+    target_lengths = targets.lengths[pair_target]
+    valid = queries.valid[pair_query] & targets.valid[pair_target]
+    out = AlignmentArrays(valid=valid,
+                          score=np.zeros(pairs, np.int32), query_end=np.zeros(pairs, np.int32),
+                          target_end=np.zeros(pairs, np.int32))
+    query_start = np.zeros(pairs, np.int32)
+    target_start = np.zeros(pairs, np.int32)
+    cells = query_lengths * target_lengths
+    out.cells = int(cells[valid].sum())
+    # Longest first balances the threads; batches bound the ops buffer.
+    order = np.flatnonzero(valid)
+    order = order[np.argsort(-cells[order], kind="stable")]
+    ops_sizes = query_lengths + target_lengths
+    op_offsets = np.zeros(pairs + 1, dtype=np.int64)
+    op_counts = np.zeros(pairs, dtype=np.int64)
+    ops_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    started = time.perf_counter()
+    bar = tqdm(total=out.cells, unit="cell", unit_scale=True, delay=0 if progress else 2,
+               disable=progress is False, leave=False)
+    free = mode.flags()
+    with bar:
+        for batch in _batches(ops_sizes if traceback else np.ones(pairs, np.int64), order):
+            batch_offsets = np.zeros(pairs, dtype=np.int64)
+            batch_offsets[batch] = np.cumsum(ops_sizes[batch]) - ops_sizes[batch]
+            ops = np.empty(int(ops_sizes[batch].sum()) if traceback else 0, dtype=np.uint8)
+            with numba.parallel_chunksize(max(1, len(batch) // (numba.get_num_threads() * 32))):
+                cpu.align_pairs(queries.codes, queries.offsets, targets.codes, targets.offsets,
+                                pair_query, pair_target, batch, scoring.matrix,
+                                scoring.gap_open, scoring.gap_extend, mode.code, *free,
+                                traceback, batch_offsets, ops, out.score, query_start,
+                                out.query_end, target_start, out.target_end, op_counts)
+            if traceback:
+                ops_chunks.append((batch, batch_offsets[batch], ops))
+            bar.update(int(cells[batch].sum()))
+    if traceback:
+        out.query_start, out.target_start = query_start, target_start
+        _assemble_cigars(out, ops_chunks, op_counts, query_lengths, cigar_style, clip)
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _assemble_cigars(out: AlignmentArrays, ops_chunks, op_counts, query_lengths, cigar_style,
+                     clip) -> None:
+    """Gather every batch's ops into pair order and build CIGARs and statistics."""
+    pairs = len(out.valid)
+    total = int(op_counts.sum())
+    ops = np.empty(total, dtype=np.uint8)
+    op_offsets = np.zeros(pairs + 1, dtype=np.int64)
+    np.cumsum(op_counts, out=op_offsets[1:])
+    for batch, batch_offsets, batch_ops in ops_chunks:
+        _gather_ops(batch, batch_offsets, batch_ops, op_counts, op_offsets, ops)
+    chars, offsets, matches, mismatches, gap_opens, gaps, length = cpu.build_cigars(
+        ops, op_offsets, op_counts, out.valid, out.query_start, out.query_end,
+        query_lengths.astype(np.int64), cigar_style == "M", clip == "soft")
+    out.cigar_chars, out.cigar_offsets = chars, offsets
+    out.stats = {"matches": matches, "mismatches": mismatches, "gap_opens": gap_opens,
+                 "gaps": gaps, "length": length}
+
+
+@numba.njit(cache=True)
+def _gather_ops(batch, batch_offsets, batch_ops, op_counts, op_offsets, ops):
+    for k in range(batch.shape[0]):
+        p = batch[k]
+        source = batch_offsets[k]
+        target = op_offsets[p]
+        for c in range(op_counts[p]):
+            ops[target + c] = batch_ops[source + c]

@@ -1,0 +1,338 @@
+"""CPU engine: Gotoh affine-gap dynamic programming in numba, with 4-bit traceback.
+
+The recurrences and tie-breaking rules below are the contract that every engine (this
+one, the CUDA kernels, the CUDA simulator) implements bit for bit.
+
+Recurrences (query = rows ``i``, target = columns ``j``; ``go``/``ge`` positive costs)::
+
+    I[i,j] = max(H[i-1,j] - go, I[i-1,j] - ge)     # residue in the query only (CIGAR I)
+    D[i,j] = max(H[i,j-1] - go, D[i,j-1] - ge)     # residue in the target only (CIGAR D)
+    H[i,j] = max(H[i-1,j-1] + s(q[i-1], t[j-1]), I[i,j], D[i,j] [, 0 if local])
+
+Tie-breaking (documented in the README):
+
+* H: diagonal before I before D; in local mode a cell whose best value is <= 0 is 0 and
+  starts the alignment (so a local alignment never begins with a zero-scoring prefix).
+* I and D: opening a gap wins a tie against extending one.
+* End cell: the highest-scoring candidate; ties go to the smallest query end, then the
+  smallest target end (row-major first). Local: every cell, and a best score of 0 gives
+  the empty alignment at (0, 0). Semi-global: the last row (target end free) and/or the
+  last column (query end free), border cells excluded (parasail's convention); global
+  and semi-global without free ends: the corner cell.
+
+Traceback nibble per cell: bits 0-1 source of H (0 start, 1 diagonal, 2 I, 3 D), bit 2
+``I`` extends ``I[i-1,j]``, bit 3 ``D`` extends ``D[i,j-1]``. Two cells per byte, rows padded
+to whole bytes. Operations are emitted end to start as codes 0 ``=``, 1 ``X``, 2 ``I``, 3 ``D``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+NEG_INF = -(1 << 30)
+SRC_START, SRC_DIAG, SRC_INS, SRC_DEL = 0, 1, 2, 3
+OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
+MODE_LOCAL, MODE_GLOBAL, MODE_SEMIGLOBAL = 0, 1, 2
+
+
+@njit(cache=True, inline="always")
+def _border(index, go, ge, mode, free):
+    """H on row 0 / column 0 at distance ``index`` from the corner."""
+    if index == 0 or mode == MODE_LOCAL or (mode == MODE_SEMIGLOBAL and free):
+        return 0
+    return -(go + (index - 1) * ge)
+
+
+@njit(cache=True)
+def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row, i_row):
+    """Fill the DP matrix of one pair; return (score, query_end, target_end).
+
+    ``tb`` is the traceback buffer (``m * ((n + 1) // 2)`` bytes) or an empty array for a
+    score-only fill. ``h_row``/``i_row`` are scratch rows of length ``n + 1``.
+    """
+    m = query.shape[0]
+    n = target.shape[0]
+    want_tb = tb.shape[0] > 0
+    stride = (n + 1) // 2
+    for j in range(n + 1):
+        h_row[j] = _border(j, go, ge, mode, fts)
+        i_row[j] = NEG_INF
+    best = NEG_INF
+    best_i = m
+    best_j = n
+    if mode == MODE_LOCAL:
+        best, best_i, best_j = 0, 0, 0
+    for i in range(1, m + 1):
+        row_sub = sub[query[i - 1]]
+        diag = h_row[0]
+        h_left = _border(i, go, ge, mode, fqs)
+        h_row[0] = h_left
+        del_score = NEG_INF
+        pending = 0
+        base = (i - 1) * stride
+        for j in range(1, n + 1):
+            h_up = h_row[j]
+            ins_open = h_up - go
+            ins_ext = i_row[j] - ge
+            nibble = 0
+            if ins_ext > ins_open:
+                ins_score = ins_ext
+                nibble = 4
+            else:
+                ins_score = ins_open
+            del_open = h_left - go
+            del_ext = del_score - ge
+            if del_ext > del_open:
+                del_score = del_ext
+                nibble |= 8
+            else:
+                del_score = del_open
+            h = diag + row_sub[target[j - 1]]
+            src = SRC_DIAG
+            if ins_score > h:
+                h = ins_score
+                src = SRC_INS
+            if del_score > h:
+                h = del_score
+                src = SRC_DEL
+            if mode == MODE_LOCAL:
+                if h <= 0:
+                    h = 0
+                    src = SRC_START
+                elif h > best:
+                    best, best_i, best_j = h, i, j
+            elif mode == MODE_SEMIGLOBAL and ((fqe and j == n) or (fte and i == m)):
+                if h > best:
+                    best, best_i, best_j = h, i, j
+            diag = h_up
+            h_row[j] = h
+            i_row[j] = ins_score
+            h_left = h
+            if want_tb:
+                nibble |= src
+                if j & 1:
+                    pending = nibble
+                else:
+                    tb[base + ((j - 1) >> 1)] = pending | (nibble << 4)
+        if want_tb and (n & 1):
+            tb[base + (n >> 1)] = pending
+    if mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte)):
+        best, best_i, best_j = h_row[n], m, n
+    elif mode == MODE_SEMIGLOBAL and (m == 0 or n == 0):
+        best, best_i, best_j = _empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte)
+    return best, best_i, best_j
+
+
+@njit(cache=True)
+def _empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte):
+    """End cell and score of a semi-global alignment where one sequence is empty."""
+    if m == 0 and n == 0:
+        return 0, 0, 0
+    if m == 0:
+        if fte:
+            return 0, 0, 0
+        if fts:
+            return 0, 0, n
+        return -(go + (n - 1) * ge), 0, n
+    if fqe:
+        return 0, 0, 0
+    if fqs:
+        return 0, m, 0
+    return -(go + (m - 1) * ge), m, 0
+
+
+@njit(cache=True)
+def trace_back(query, target, tb, end_i, end_j, mode, fqs, fts, ops):
+    """Walk the traceback from (end_i, end_j); write op codes end to start into ``ops``.
+
+    Returns (query_start, target_start, number_of_ops).
+    """
+    n = target.shape[0]
+    stride = (n + 1) // 2
+    i = end_i
+    j = end_j
+    state = SRC_DIAG  # "in H"
+    count = 0
+    while True:
+        if state == SRC_DIAG:
+            if i == 0 or j == 0:
+                if mode == MODE_LOCAL:
+                    break
+                if i == 0 and (mode == MODE_GLOBAL or not fts):
+                    for _ in range(j):
+                        ops[count] = OP_DEL
+                        count += 1
+                    j = 0
+                elif j == 0 and (mode == MODE_GLOBAL or not fqs):
+                    for _ in range(i):
+                        ops[count] = OP_INS
+                        count += 1
+                    i = 0
+                break
+            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1)])
+            nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
+            src = nibble & 3
+            if src == SRC_START:
+                break
+            if src == SRC_DIAG:
+                ops[count] = OP_MATCH if query[i - 1] == target[j - 1] else OP_MISMATCH
+                count += 1
+                i -= 1
+                j -= 1
+            else:
+                state = src
+        else:
+            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1)])
+            nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
+            ops[count] = OP_INS if state == SRC_INS else OP_DEL
+            count += 1
+            if state == SRC_INS:
+                i -= 1
+                if not (nibble & 4):
+                    state = SRC_DIAG
+            else:
+                j -= 1
+                if not (nibble & 8):
+                    state = SRC_DIAG
+    return i, j, count
+
+
+@njit(cache=True, parallel=True)
+def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_query, pair_target,
+                order, sub, go, ge, mode, fqs, fqe, fts, fte, traceback, op_offsets, ops,
+                score, query_start, query_end, target_start, target_end, op_counts):
+    """Align pairs ``(pair_query[p], pair_target[p])`` for every ``p`` in ``order``.
+
+    Sequences are slices ``codes[offsets[k]:offsets[k+1]]``. With ``traceback`` the ops of
+    pair ``p`` land, end to start, in ``ops[op_offsets[p]:]`` (room for ``m + n`` ops).
+    """
+    for k in prange(order.shape[0]):
+        p = order[k]
+        qi = pair_query[p]
+        ti = pair_target[p]
+        query = query_codes[query_offsets[qi]:query_offsets[qi + 1]]
+        target = target_codes[target_offsets[ti]:target_offsets[ti + 1]]
+        m = query.shape[0]
+        n = target.shape[0]
+        h_row = np.empty(n + 1, dtype=np.int32)
+        i_row = np.empty(n + 1, dtype=np.int32)
+        if traceback:
+            tb = np.empty(m * ((n + 1) // 2), dtype=np.uint8)
+        else:
+            tb = np.empty(0, dtype=np.uint8)
+        best, end_i, end_j = fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte,
+                                         tb, h_row, i_row)
+        score[p] = best
+        query_end[p] = end_i
+        target_end[p] = end_j
+        if traceback:
+            start_i, start_j, count = trace_back(query, target, tb, end_i, end_j, mode, fqs, fts,
+                                                 ops[op_offsets[p]:op_offsets[p] + m + n])
+            query_start[p] = start_i
+            target_start[p] = start_j
+            op_counts[p] = count
+
+
+@njit(cache=True)
+def _digits(value):
+    count = 1
+    while value >= 10:
+        value //= 10
+        count += 1
+    return count
+
+
+@njit(cache=True)
+def _run_length(ops, begin, count, merge_matches, run_ops, run_lengths):
+    """Run-length encode ops stored end to start; return the number of runs (start to end)."""
+    runs = 0
+    k = count - 1
+    while k >= 0:
+        op = ops[begin + k]
+        if merge_matches and op == OP_MISMATCH:
+            op = OP_MATCH
+        length = 0
+        while k >= 0:
+            nxt = ops[begin + k]
+            if merge_matches and nxt == OP_MISMATCH:
+                nxt = OP_MATCH
+            if nxt != op:
+                break
+            length += 1
+            k -= 1
+        run_ops[runs] = op
+        run_lengths[runs] = length
+        runs += 1
+    return runs
+
+
+@njit(cache=True)
+def build_cigars(ops, op_offsets, op_counts, valid, query_start, query_end, query_length,
+                 merge_matches, soft_clip):
+    """CIGAR characters + offsets and the statistics columns from ops stored end to start.
+
+    Returns (chars, offsets, matches, mismatches, gap_opens, gaps, length). ``merge_matches``
+    writes ``M`` for ``=``/``X``; ``soft_clip`` adds ``S`` for the unaligned query ends.
+    """
+    pairs = op_counts.shape[0]
+    matches = np.zeros(pairs, dtype=np.int32)
+    mismatches = np.zeros(pairs, dtype=np.int32)
+    gap_opens = np.zeros(pairs, dtype=np.int32)
+    gaps = np.zeros(pairs, dtype=np.int32)
+    offsets = np.zeros(pairs + 1, dtype=np.int64)
+    symbols = np.array([ord("="), ord("X"), ord("I"), ord("D")], dtype=np.uint8)
+    if merge_matches:
+        symbols[0] = ord("M")
+    longest = 1
+    for p in range(pairs):
+        longest = max(longest, op_counts[p])
+    run_ops = np.empty(longest, dtype=np.uint8)
+    run_lengths = np.empty(longest, dtype=np.int64)
+    for p in range(pairs):  # pass 1: statistics and CIGAR sizes
+        size = 0
+        if valid[p]:
+            runs = _run_length(ops, op_offsets[p], op_counts[p], False, run_ops, run_lengths)
+            for r in range(runs):
+                op = run_ops[r]
+                if op == OP_MATCH:
+                    matches[p] += run_lengths[r]
+                elif op == OP_MISMATCH:
+                    mismatches[p] += run_lengths[r]
+                else:
+                    gap_opens[p] += 1
+                    gaps[p] += run_lengths[r]
+            runs = _run_length(ops, op_offsets[p], op_counts[p], merge_matches, run_ops, run_lengths)
+            for r in range(runs):
+                size += _digits(run_lengths[r]) + 1
+            if soft_clip:
+                if query_start[p] > 0:
+                    size += _digits(query_start[p]) + 1
+                if query_length[p] - query_end[p] > 0:
+                    size += _digits(query_length[p] - query_end[p]) + 1
+        offsets[p + 1] = offsets[p] + size
+    chars = np.empty(offsets[pairs], dtype=np.uint8)
+    for p in range(pairs):  # pass 2: characters
+        if not valid[p]:
+            continue
+        pos = offsets[p]
+        runs = _run_length(ops, op_offsets[p], op_counts[p], merge_matches, run_ops, run_lengths)
+        if soft_clip and query_start[p] > 0:
+            pos = _write_run(chars, pos, query_start[p], ord("S"))
+        for r in range(runs):
+            pos = _write_run(chars, pos, run_lengths[r], symbols[run_ops[r]])
+        if soft_clip and query_length[p] - query_end[p] > 0:
+            pos = _write_run(chars, pos, query_length[p] - query_end[p], ord("S"))
+    length = matches + mismatches + gaps
+    return chars, offsets, matches, mismatches, gap_opens, gaps, length
+
+
+@njit(cache=True, inline="always")
+def _write_run(chars, pos, length, symbol):
+    width = _digits(length)
+    value = length
+    for d in range(width - 1, -1, -1):
+        chars[pos + d] = ord("0") + value % 10
+        value //= 10
+    chars[pos + width] = symbol
+    return pos + width + 1

@@ -1,0 +1,67 @@
+"""Builds the result frame (fixed column names of DESIGN.md §2) from raw engine columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .engine import AlignmentArrays
+
+COORDINATES = ("query_start", "query_end", "target_start", "target_end")
+STATISTICS = ("matches", "mismatches", "gap_opens", "gaps", "length")
+TRACEBACK_COLUMNS = ("query", "target", "score", *COORDINATES, "cigar", *STATISTICS, "identity")
+SCORE_ONLY_COLUMNS = ("query", "target", "score", "query_end", "target_end")
+
+
+def _nullable_int32(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
+    return pd.arrays.IntegerArray(np.ascontiguousarray(values, dtype=np.int32), ~valid)
+
+
+def cigar_strings(chars: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pd.Series:
+    """CIGAR characters + offsets -> a pandas string Series (no per-row Python work)."""
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    array = pa.LargeStringArray.from_buffers(len(valid), pa.py_buffer(offsets.astype(np.int64)),
+                                             pa.py_buffer(chars), bitmap)
+    return pd.Series(array.to_pandas(), dtype="str")
+
+
+def empty_frame(traceback: bool, query_labels: pd.Index, target_labels: pd.Index) -> pd.DataFrame:
+    """A zero-row result frame with the right columns and dtypes."""
+    nothing = np.zeros(0, dtype=np.int64)
+    arrays = AlignmentArrays(valid=np.zeros(0, bool), score=np.zeros(0, np.int32),
+                             query_end=np.zeros(0, np.int32), target_end=np.zeros(0, np.int32))
+    if traceback:
+        arrays.query_start = arrays.target_start = np.zeros(0, np.int32)
+        arrays.cigar_chars, arrays.cigar_offsets = np.zeros(0, np.uint8), np.zeros(1, np.int64)
+        arrays.stats = {name: np.zeros(0, np.int32) for name in STATISTICS}
+    return build_frame(arrays, query_labels, target_labels, nothing, nothing)
+
+
+def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: pd.Index,
+                pair_query: np.ndarray, pair_target: np.ndarray) -> pd.DataFrame:
+    """Assemble the pandas result frame, one row per pair, in pair order.
+
+    ``query``/``target`` hold ``query_labels[pair_query]`` / ``target_labels[pair_target]``;
+    rows whose pair had a null sequence hold nulls everywhere else.
+    """
+    valid = arrays.valid
+    columns: dict[str, object] = {
+        "query": query_labels.take(pair_query),
+        "target": target_labels.take(pair_target),
+        "score": _nullable_int32(arrays.score, valid),
+    }
+    if arrays.cigar_chars is None:
+        columns["query_end"] = _nullable_int32(arrays.query_end, valid)
+        columns["target_end"] = _nullable_int32(arrays.target_end, valid)
+        return pd.DataFrame(columns)
+    for name in COORDINATES:
+        columns[name] = _nullable_int32(getattr(arrays, name), valid)
+    columns["cigar"] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets, valid).array
+    for name in STATISTICS:
+        columns[name] = _nullable_int32(arrays.stats[name], valid)
+    length = arrays.stats["length"]
+    identity = np.divide(arrays.stats["matches"], length, out=np.zeros(len(valid)),
+                         where=length > 0)
+    columns["identity"] = pd.arrays.FloatingArray(identity, ~valid)
+    return pd.DataFrame(columns)

@@ -1,0 +1,12 @@
+"""Test configuration: the CUDA simulator is switched on before numba is imported, so the
+kernel tests run on machines without a GPU; on the accelerator run pytest with
+GPUALIGN_REAL_GPU=1 to keep the real device."""
+
+import os
+import sys
+from pathlib import Path
+
+if os.environ.get("GPUALIGN_REAL_GPU") != "1":
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
