@@ -14,7 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .encode import EncodedSequences
-from .kernels import cpu
+from .kernels import cpu, cpu_lanes
 from .scoring import SCORE_LIMIT, Mode, Scoring
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -131,17 +131,28 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     bar = tqdm(total=out.cells, unit="cell", unit_scale=True, delay=0 if progress else 2,
                disable=progress is False, leave=False)
     free = mode.flags()
+    lanes_allowed = cpu_lanes.lane_eligible(
+        scoring.max_abs_score(int(query_lengths.max(initial=0)), int(target_lengths.max(initial=0))),
+        scoring.gap_open)
     with bar:
         for batch in _batches(ops_sizes if traceback else np.ones(pairs, np.int64), order):
             batch_offsets = np.zeros(pairs, dtype=np.int64)
             batch_offsets[batch] = np.cumsum(ops_sizes[batch]) - ops_sizes[batch]
             ops = np.empty(int(ops_sizes[batch].sum()) if traceback else 0, dtype=np.uint8)
-            with numba.parallel_chunksize(max(1, len(batch) // (numba.get_num_threads() * 32))):
+            arguments = (scoring.matrix, scoring.gap_open, scoring.gap_extend, mode.code, *free,
+                         traceback, batch_offsets, ops, out.score, query_start, out.query_end,
+                         target_start, out.target_end, op_counts)
+            in_lanes = (lanes_allowed & (query_lengths[batch] > 0) & (target_lengths[batch] > 0)
+                        & (query_lengths[batch] <= cpu_lanes.MAX_LANE_LENGTH)
+                        & (target_lengths[batch] <= cpu_lanes.MAX_LANE_LENGTH))
+            groups = lane_groups(batch[in_lanes], query_lengths, target_lengths)
+            with numba.parallel_chunksize(max(1, len(groups) // (numba.get_num_threads() * 16))):
+                cpu_lanes.align_lane_groups(queries.codes, queries.offsets, targets.codes,
+                                            targets.offsets, pair_query, pair_target, groups,
+                                            *arguments)
+            with numba.parallel_chunksize(1):
                 cpu.align_pairs(queries.codes, queries.offsets, targets.codes, targets.offsets,
-                                pair_query, pair_target, batch, scoring.matrix,
-                                scoring.gap_open, scoring.gap_extend, mode.code, *free,
-                                traceback, batch_offsets, ops, out.score, query_start,
-                                out.query_end, target_start, out.target_end, op_counts)
+                                pair_query, pair_target, batch[~in_lanes], *arguments)
             if traceback:
                 ops_chunks.append((batch, batch_offsets[batch], ops))
             bar.update(int(cells[batch].sum()))
@@ -150,6 +161,17 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         _assemble_cigars(out, ops_chunks, op_counts, query_lengths, cigar_style, clip)
     out.seconds = time.perf_counter() - started
     return out
+
+
+def lane_groups(pairs: np.ndarray, query_lengths: np.ndarray,
+                target_lengths: np.ndarray) -> np.ndarray:
+    """Pack pairs of similar lengths into groups of ``cpu_lanes.LANES`` (-1 pads), costliest
+    group first."""
+    lanes = cpu_lanes.LANES
+    pairs = pairs[np.lexsort((query_lengths[pairs], target_lengths[pairs]))]
+    groups = np.full((len(pairs) + lanes - 1) // lanes * lanes, -1, dtype=np.int64)
+    groups[:len(pairs)] = pairs
+    return groups.reshape(-1, lanes)[::-1].copy()
 
 
 def _assemble_cigars(out: AlignmentArrays, ops_chunks, op_counts, query_lengths, cigar_style,

@@ -48,8 +48,8 @@ def _border(index, go, ge, mode, free):
 def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row, i_row):
     """Fill the DP matrix of one pair; return (score, query_end, target_end).
 
-    ``tb`` is the traceback buffer (``m * ((n + 1) // 2)`` bytes) or an empty array for a
-    score-only fill. ``h_row``/``i_row`` are scratch rows of length ``n + 1``.
+    ``tb`` is the traceback buffer (``m * ((n + 1) // 2)`` x 1 bytes) or an empty array for
+    a score-only fill. ``h_row``/``i_row`` are scratch rows of length ``n + 1``.
     """
     m = query.shape[0]
     n = target.shape[0]
@@ -61,8 +61,11 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
     best = NEG_INF
     best_i = m
     best_j = n
-    if mode == MODE_LOCAL:
+    local = mode == MODE_LOCAL
+    if local:
         best, best_i, best_j = 0, 0, 0
+    fqe = fqe and mode == MODE_SEMIGLOBAL
+    fte = fte and mode == MODE_SEMIGLOBAL
     for i in range(1, m + 1):
         row_sub = sub[query[i - 1]]
         diag = h_row[0]
@@ -96,15 +99,9 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
             if del_score > h:
                 h = del_score
                 src = SRC_DEL
-            if mode == MODE_LOCAL:
-                if h <= 0:
-                    h = 0
-                    src = SRC_START
-                elif h > best:
-                    best, best_i, best_j = h, i, j
-            elif mode == MODE_SEMIGLOBAL and ((fqe and j == n) or (fte and i == m)):
-                if h > best:
-                    best, best_i, best_j = h, i, j
+            if local and h <= 0:
+                h = 0
+                src = SRC_START
             diag = h_up
             h_row[j] = h
             i_row[j] = ins_score
@@ -114,14 +111,34 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
                 if j & 1:
                     pending = nibble
                 else:
-                    tb[base + ((j - 1) >> 1)] = pending | (nibble << 4)
+                    tb[base + ((j - 1) >> 1), 0] = pending | (nibble << 4)
         if want_tb and (n & 1):
-            tb[base + (n >> 1)] = pending
+            tb[base + (n >> 1), 0] = pending
+        # End-cell candidates of this row, found after the row so the cell loop stays lean;
+        # rows come in ascending order, so a strictly better score alone replaces the best.
+        if local or (fte and i == m):
+            row_best, row_j = _row_maximum(h_row, n)
+            if row_best > best:
+                best, best_i, best_j = row_best, i, row_j
+        elif fqe and h_row[n] > best:
+            best, best_i, best_j = h_row[n], i, n
     if mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte)):
         best, best_i, best_j = h_row[n], m, n
     elif mode == MODE_SEMIGLOBAL and (m == 0 or n == 0):
         best, best_i, best_j = _empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte)
     return best, best_i, best_j
+
+
+@njit(cache=True, inline="always")
+def _row_maximum(h_row, n):
+    """(maximum of h_row[1..n], its first position)."""
+    value = NEG_INF
+    for j in range(1, n + 1):
+        value = max(value, h_row[j])
+    for j in range(1, n + 1):
+        if h_row[j] == value:
+            return value, j
+    return value, 0
 
 
 @njit(cache=True)
@@ -143,13 +160,12 @@ def _empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte):
 
 
 @njit(cache=True)
-def trace_back(query, target, tb, end_i, end_j, mode, fqs, fts, ops):
+def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, ops):
     """Walk the traceback from (end_i, end_j); write op codes end to start into ``ops``.
 
+    ``tb[row * stride + (j - 1) // 2, lane]`` holds the nibbles of cells (i, j) of one pair.
     Returns (query_start, target_start, number_of_ops).
     """
-    n = target.shape[0]
-    stride = (n + 1) // 2
     i = end_i
     j = end_j
     state = SRC_DIAG  # "in H"
@@ -170,7 +186,7 @@ def trace_back(query, target, tb, end_i, end_j, mode, fqs, fts, ops):
                         count += 1
                     i = 0
                 break
-            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1)])
+            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1), lane])
             nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
             src = nibble & 3
             if src == SRC_START:
@@ -183,7 +199,7 @@ def trace_back(query, target, tb, end_i, end_j, mode, fqs, fts, ops):
             else:
                 state = src
         else:
-            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1)])
+            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1), lane])
             nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
             ops[count] = OP_INS if state == SRC_INS else OP_DEL
             count += 1
@@ -218,16 +234,17 @@ def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_q
         h_row = np.empty(n + 1, dtype=np.int32)
         i_row = np.empty(n + 1, dtype=np.int32)
         if traceback:
-            tb = np.empty(m * ((n + 1) // 2), dtype=np.uint8)
+            tb = np.empty((m * ((n + 1) // 2), 1), dtype=np.uint8)
         else:
-            tb = np.empty(0, dtype=np.uint8)
+            tb = np.empty((0, 1), dtype=np.uint8)
         best, end_i, end_j = fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte,
                                          tb, h_row, i_row)
         score[p] = best
         query_end[p] = end_i
         target_end[p] = end_j
         if traceback:
-            start_i, start_j, count = trace_back(query, target, tb, end_i, end_j, mode, fqs, fts,
+            start_i, start_j, count = trace_back(query, target, tb, 0, (n + 1) // 2, end_i, end_j,
+                                                 mode, fqs, fts,
                                                  ops[op_offsets[p]:op_offsets[p] + m + n])
             query_start[p] = start_i
             target_start[p] = start_j

@@ -1,0 +1,194 @@
+"""CPU engine, inter-pair SIMD path: ``LANES`` pairs in lockstep, the lane innermost.
+
+Same recurrences, tie-breaks and traceback nibbles as :mod:`gpualign_df.kernels.cpu` (whose
+``trace_back`` walks the lanes' traceback): only the memory layout differs. Residues of a
+group are interleaved ``[position, lane]`` so that the lane loop compiles to vector
+instructions. Every array the cell loop touches is allocated inside ``fill_lanes``: numba
+marks its allocations as not aliasing, which is what lets LLVM vectorise the loop. Cells
+beyond a lane's own lengths are computed on padding and never read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .cpu import MODE_GLOBAL, MODE_LOCAL, NEG_INF, _border, trace_back
+
+LANES = 16
+#: Pairs longer than this on either side take the one-pair path.
+MAX_LANE_LENGTH = 2048
+#: Substitution score of padding cells (beyond a lane's target): far below any real cell.
+PADDING_SCORE = -(1 << 19)
+#: Lane groups need every cell below this in magnitude (row keys hold ``h << 12``).
+LANE_SCORE_LIMIT = 1 << 18
+
+
+def lane_eligible(max_abs_score: int, gap_open: int) -> bool:
+    """Whether a job's pairs may use the SIMD lanes (see :func:`fill_lanes`)."""
+    return max_abs_score < LANE_SCORE_LIMIT and gap_open >= 1
+
+
+@njit(cache=True)
+def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_flat, alphabet_size,
+               go, ge, mode, fqs, fqe, fts, fte, want_tb):
+    """Fill the DP matrices of ``LANES`` pairs (see :func:`cpu.fill_matrix`).
+
+    Returns (best, best_i, best_j, tb) with ``tb[(i-1) * stride + (j-1) // 2, lane]``.
+
+    Local mode finds each row's best cell inside the vectorised loop as the maximum of
+    ``(h << 12) | (4095 - j)`` (highest score, then smallest column), which needs
+    ``|h| < 2**19``, columns < 4096 and ``go >= 1`` (so that padding columns, scored
+    ``PADDING_SCORE`` through an extra target code, always stay below a real cell); ``lane_eligible`` checks this.
+    Semi-global end cells are read after each row, outside the vectorised loop.
+    """
+    rows = query_lanes.shape[0]
+    cols = target_lanes.shape[0]
+    stride = (cols + 1) // 2
+    local = mode == MODE_LOCAL
+    corner = mode == MODE_GLOBAL or not (local or fqe or fte)
+    go32 = np.int32(go)
+    ge32 = np.int32(ge)
+    floor = np.int32(0) if local else np.int32(NEG_INF)
+    tb = np.empty((rows * stride if want_tb else 0, LANES), dtype=np.uint8)
+    h_row = np.empty((cols + 1, LANES), dtype=np.int32)
+    i_row = np.full((cols + 1, LANES), np.int32(NEG_INF), dtype=np.int32)
+    scores = np.empty((cols, LANES), dtype=np.int32)
+    nibbles = np.zeros((cols + 1, LANES), dtype=np.uint8)
+    diag = np.empty(LANES, dtype=np.int32)
+    h_left = np.empty(LANES, dtype=np.int32)
+    del_row = np.empty(LANES, dtype=np.int32)
+    row_key = np.empty(LANES, dtype=np.int32)
+    query_offset = np.empty(LANES, dtype=np.int32)
+    best = np.full(LANES, np.int32(0) if local else np.int32(NEG_INF), dtype=np.int32)
+    best_i = np.zeros(LANES, dtype=np.int64)
+    best_j = np.zeros(LANES, dtype=np.int64)
+    for j in range(cols + 1):
+        border = _border(j, go, ge, mode, fts)
+        for lane in range(LANES):
+            h_row[j, lane] = border
+    for i in range(1, rows + 1):
+        for lane in range(LANES):
+            query_offset[lane] = np.int32(query_lanes[i - 1, lane]) * np.int32(alphabet_size)
+        for j in range(cols):
+            for lane in range(LANES):
+                scores[j, lane] = sub_flat[query_offset[lane] + target_lanes[j, lane]]
+        border = np.int32(_border(i, go, ge, mode, fqs))
+        previous_border = np.int32(_border(i - 1, go, ge, mode, fqs))
+        for lane in range(LANES):
+            diag[lane] = previous_border
+            h_left[lane] = border
+            del_row[lane] = np.int32(NEG_INF)
+            row_key[lane] = np.int32(NEG_INF)
+        for j in range(1, cols + 1):
+            column_key = np.int32(4095 - j)
+            for lane in range(LANES):
+                h_up = h_row[j, lane]
+                ins_open = h_up - go32
+                ins_ext = i_row[j, lane] - ge32
+                ins_extends = ins_ext > ins_open
+                ins_score = max(ins_ext, ins_open)
+                del_open = h_left[lane] - go32
+                del_ext = del_row[lane] - ge32
+                del_extends = del_ext > del_open
+                del_score = max(del_ext, del_open)
+                h = diag[lane] + scores[j - 1, lane]
+                src = np.uint8(1) if h >= ins_score else np.uint8(2)
+                h = max(h, ins_score)
+                src = np.uint8(3) if del_score > h else src
+                h = max(h, del_score)
+                src = np.uint8(0) if h <= floor else src
+                h = max(h, floor)
+                row_key[lane] = max(row_key[lane], (h << 12) | column_key)
+                diag[lane] = h_up
+                h_row[j, lane] = h
+                i_row[j, lane] = ins_score
+                h_left[lane] = h
+                del_row[lane] = del_score
+                nibbles[j - 1, lane] = (src | (np.uint8(4) if ins_extends else np.uint8(0))
+                                        | (np.uint8(8) if del_extends else np.uint8(0)))
+        if want_tb:
+            base = (i - 1) * stride
+            for k in range(stride):
+                for lane in range(LANES):
+                    tb[base + k, lane] = nibbles[2 * k, lane] | (nibbles[2 * k + 1, lane] << 4)
+        for lane in range(LANES):
+            m = query_lengths[lane]
+            n = target_lengths[lane]
+            if i > m:
+                continue
+            if local:
+                if (row_key[lane] >> 12) > best[lane]:
+                    best[lane] = row_key[lane] >> 12
+                    best_i[lane] = i
+                    best_j[lane] = 4095 - (row_key[lane] & 4095)
+            elif corner:
+                if i == m:
+                    best[lane], best_i[lane], best_j[lane] = h_row[n, lane], i, n
+            elif fte and i == m:
+                for j in range(1, n + 1):
+                    if h_row[j, lane] > best[lane]:
+                        best[lane], best_i[lane], best_j[lane] = h_row[j, lane], i, j
+            elif fqe and h_row[n, lane] > best[lane]:
+                best[lane], best_i[lane], best_j[lane] = h_row[n, lane], i, n
+    return best, best_i, best_j, tb
+
+
+@njit(cache=True, parallel=True)
+def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+                      pair_target, groups, sub, go, ge, mode, fqs, fqe, fts, fte, traceback,
+                      op_offsets, ops, score, query_start, query_end, target_start, target_end,
+                      op_counts):
+    """Align groups of pairs (``groups[g, lane]`` = pair index, -1 for an unused lane).
+
+    Every pair in a group has non-empty sequences. Outputs as :func:`cpu.align_pairs`.
+    """
+    # One extra target code for padding columns, scored PADDING_SCORE against everything.
+    alphabet_size = sub.shape[0] + 1
+    padded_sub = np.full((sub.shape[0], alphabet_size), PADDING_SCORE, dtype=np.int32)
+    padded_sub[:, :-1] = sub
+    sub_flat = padded_sub.ravel()
+    padding_code = sub.shape[0]
+    for g in prange(groups.shape[0]):
+        query_lengths = np.ones(LANES, dtype=np.int64)
+        target_lengths = np.ones(LANES, dtype=np.int64)
+        for lane in range(LANES):
+            p = groups[g, lane]
+            if p >= 0:
+                query_lengths[lane] = query_offsets[pair_query[p] + 1] - query_offsets[pair_query[p]]
+                target_lengths[lane] = (target_offsets[pair_target[p] + 1]
+                                        - target_offsets[pair_target[p]])
+        query_lanes = np.zeros((query_lengths.max(), LANES), dtype=np.uint8)
+        target_lanes = np.full((target_lengths.max(), LANES), padding_code, dtype=np.uint8)
+        for lane in range(LANES):
+            p = groups[g, lane]
+            if p >= 0:
+                q0 = query_offsets[pair_query[p]]
+                t0 = target_offsets[pair_target[p]]
+                for k in range(query_lengths[lane]):
+                    query_lanes[k, lane] = query_codes[q0 + k]
+                for k in range(target_lengths[lane]):
+                    target_lanes[k, lane] = target_codes[t0 + k]
+        best, best_i, best_j, tb = fill_lanes(query_lanes, target_lanes, query_lengths,
+                                              target_lengths, sub_flat, alphabet_size, go, ge,
+                                              mode, fqs, fqe, fts, fte, traceback)
+        stride = (target_lanes.shape[0] + 1) // 2
+        for lane in range(LANES):
+            p = groups[g, lane]
+            if p < 0:
+                continue
+            score[p] = best[lane]
+            query_end[p] = best_i[lane]
+            target_end[p] = best_j[lane]
+            if traceback:
+                query = query_codes[query_offsets[pair_query[p]]:query_offsets[pair_query[p] + 1]]
+                target = target_codes[target_offsets[pair_target[p]]:
+                                      target_offsets[pair_target[p] + 1]]
+                begin = op_offsets[p]
+                size = query_lengths[lane] + target_lengths[lane]
+                start_i, start_j, count = trace_back(query, target, tb, lane, stride, best_i[lane],
+                                                     best_j[lane], mode, fqs, fts,
+                                                     ops[begin:begin + size])
+                query_start[p] = start_i
+                target_start[p] = start_j
+                op_counts[p] = count
