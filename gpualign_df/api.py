@@ -140,8 +140,8 @@ def align(
     >>> import gpualign_df
     >>> frame = gpualign_df.align(["ACGTACGT"], ["TTACGTACGTTT"], match=2, mismatch=-3,
     ...                           gap_open=5, gap_extend=2)
-    >>> frame.loc[0, ["score", "target_start", "target_end", "cigar"]].tolist()
-    [16, 2, 10, '8=']
+    >>> frame[["score", "target_start", "target_end", "cigar"]].values.tolist()
+    [[16, 2, 10, '8=']]
     """
     validate_job(how, queries, targets, top_k)
     check_options(backend, cigar_style, clip)
