@@ -7,13 +7,13 @@ The engine sees encoded sequences and integer pair lists only; frames are built 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-
 import numba
 import numpy as np
 from tqdm.auto import tqdm
 
+from .arrays import AlignmentArrays
 from .encode import EncodedSequences
+from . import gpu
 from .kernels import cpu, cpu_lanes
 from .scoring import SCORE_LIMIT, Mode, Scoring
 
@@ -23,23 +23,6 @@ CLIPS = (None, "soft")
 #: Ops buffered per CPU batch (1 byte each); bounds host memory of a batch.
 OPS_PER_BATCH = 1 << 26
 PAIRS_PER_BATCH = 1 << 20
-
-
-@dataclass
-class AlignmentArrays:
-    """Raw result columns of a batch of pairs, in pair order (numpy arrays)."""
-
-    valid: np.ndarray
-    score: np.ndarray
-    query_end: np.ndarray
-    target_end: np.ndarray
-    query_start: np.ndarray | None = None
-    target_start: np.ndarray | None = None
-    cigar_chars: np.ndarray | None = None
-    cigar_offsets: np.ndarray | None = None
-    stats: dict[str, np.ndarray] = field(default_factory=dict)
-    cells: int = 0
-    seconds: float = 0.0
 
 
 def check_options(backend: str, cigar_style: str, clip: str | None) -> None:
@@ -53,10 +36,18 @@ def check_options(backend: str, cigar_style: str, clip: str | None) -> None:
 
 
 def resolve_backend(backend: str) -> str:
-    """The engine that will run: ``"cpu"`` (the GPU engine is not part of this build)."""
+    """The engine that will run: ``"cuda"`` or ``"cpu"``.
+
+    ``"auto"`` picks the GPU when a real one is usable; ``"cuda"`` insists on it (the CUDA
+    simulator counts, for tests) and raises ``RuntimeError`` when there is none.
+    """
     if backend == "cuda":
-        raise RuntimeError("backend='cuda': the GPU engine is not available in this version of "
-                           "gpualign_df; use backend='cpu' or 'auto'")
+        if not (gpu.gpu_usable() or gpu.simulator()):
+            raise RuntimeError("backend='cuda' but no usable CUDA GPU was found (numba.cuda "
+                               "reports none); use backend='cpu' or 'auto'")
+        return "cuda"
+    if backend == "auto" and gpu.gpu_usable():
+        return "cuda"
     return "cpu"
 
 
@@ -105,10 +96,34 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         Show a progress bar; None shows one only for jobs that run more than 2 seconds.
     """
     check_options(backend, cigar_style, clip)
-    resolve_backend(backend)
+    engine = resolve_backend(backend)
     check_score_range(scoring, queries, targets)
     pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
+    if engine == "cpu":
+        return _run_pairs_cpu(queries, targets, pair_query, pair_target, scoring, mode,
+                              traceback, cigar_style, clip, progress)
+    started = time.perf_counter()
+    valid = queries.valid[pair_query] & targets.valid[pair_target]
+    cells = int((queries.lengths[pair_query] * targets.lengths[pair_target])[valid].sum())
+    bar = tqdm(total=cells, unit="cell", unit_scale=True, delay=0 if progress else 2,
+               disable=progress is False, leave=False)
+    with bar:
+        out = gpu.run_pairs_gpu(
+            queries, targets, pair_query, pair_target, scoring, mode, traceback=traceback,
+            cigar_style=cigar_style, clip=clip, progress=bar.update,
+            cpu_runner=lambda subset_query, subset_target: _run_pairs_cpu(
+                queries, targets, subset_query, subset_target, scoring, mode, traceback,
+                cigar_style, clip, False))
+    out.cells = cells
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
+                   pair_target: np.ndarray, scoring: Scoring, mode: Mode, traceback: bool,
+                   cigar_style: str, clip: str | None, progress: bool | None) -> AlignmentArrays:
+    """The CPU engine: lane groups for short pairs, one pair per thread for the rest."""
     pairs = len(pair_query)
     query_lengths = queries.lengths[pair_query]
     target_lengths = targets.lengths[pair_target]

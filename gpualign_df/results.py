@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .engine import AlignmentArrays
+from .arrays import AlignmentArrays
 
 COORDINATES = ("query_start", "query_end", "target_start", "target_end")
 STATISTICS = ("matches", "mismatches", "gap_opens", "gaps", "length")

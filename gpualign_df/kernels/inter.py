@@ -1,0 +1,171 @@
+"""Inter-task CUDA kernel: one thread per pair, a strip of ``STRIP_ROWS`` query rows in
+registers sweeping the target, the H/I values of the row above the strip in a global
+``[column, lane]`` buffer.
+
+Same recurrences and tie-breaks as :mod:`gpualign_df.kernels.cpu` (the contract is written
+there). Memory layout, per warp ``w`` of 32 pairs (lane = pair's slot in the warp):
+
+* residues interleaved: query residue ``i`` of lane ``l`` at ``query_base[w] + 32*i + l``
+  (same for targets), so a warp's loads coalesce;
+* the row-above buffers at ``row_base[w] + 32*j + l``;
+* traceback: one ``uint32`` per (strip, column) holding the 8 nibbles of the strip's rows
+  (row ``r`` of the strip in bits ``4r..4r+3``), at
+  ``tb_base[w] + 32*(strip * warp_columns[w] + j - 1) + l``: written coalesced.
+
+Kernels are specialised per mode, free ends and traceback (closure constants), so the
+cell loop carries no run-time mode tests.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, int32, uint32
+
+from .cpu import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
+
+STRIP_ROWS = 8
+WARP = 32
+#: Largest alphabet the shared-memory substitution table holds.
+MAX_ALPHABET = 32
+
+
+@cuda.jit(device=True, inline=True)
+def border_score(index, go, ge, free):
+    """H on row 0 / column 0 at distance ``index`` from the corner (``free``: 0 there)."""
+    if index == 0 or free:
+        return 0
+    return -(go + (index - 1) * ge)
+
+
+@lru_cache(maxsize=None)
+def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool):
+    """The fill kernel for one mode / free-ends / traceback combination."""
+    local = mode == MODE_LOCAL
+    corner = mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte))
+    free_row0 = local or (mode == MODE_SEMIGLOBAL and fts)
+    free_col0 = local or (mode == MODE_SEMIGLOBAL and fqs)
+    end_row = mode == MODE_SEMIGLOBAL and fte
+    end_column = mode == MODE_SEMIGLOBAL and fqe
+    track_rows = local or end_row
+    rows = STRIP_ROWS
+    neg = NEG_INF
+
+    @cuda.jit
+    def fill(query, target, query_lengths, target_lengths, query_base, target_base, row_base,
+             tb_base, warp_columns, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
+             score, end_i, end_j):
+        shared_sub = cuda.shared.array(MAX_ALPHABET * MAX_ALPHABET, int32)
+        for k in range(cuda.threadIdx.x, alphabet_size * alphabet_size, cuda.blockDim.x):
+            shared_sub[k] = sub[k]
+        cuda.syncthreads()
+        pair = cuda.grid(1)
+        if pair >= query_lengths.shape[0]:
+            return
+        warp = pair // WARP
+        lane = pair % WARP
+        m = query_lengths[pair]
+        n = target_lengths[pair]
+        if m == 0 or n == 0:
+            return
+        q0 = query_base[warp] + lane
+        t0 = target_base[warp] + lane
+        r0 = row_base[warp] + lane
+        columns = warp_columns[warp]
+        b0 = tb_base[warp] + lane
+        row_offset = cuda.local.array(STRIP_ROWS, int32)
+        h_left = cuda.local.array(STRIP_ROWS, int32)
+        del_score = cuda.local.array(STRIP_ROWS, int32)
+        diag = cuda.local.array(STRIP_ROWS, int32)
+        row_best = cuda.local.array(STRIP_ROWS, int32)
+        row_best_j = cuda.local.array(STRIP_ROWS, int32)
+        best = 0 if local else neg
+        best_i = 0
+        best_j = 0
+        strips = (m + rows - 1) // rows
+        for strip in range(strips):
+            first = strip * rows + 1
+            for r in range(rows):
+                i = first + r
+                code = query[q0 + WARP * (i - 1)] if i <= m else 0
+                row_offset[r] = code * alphabet_size
+                h_left[r] = border_score(i, go, ge, free_col0)
+                del_score[r] = neg
+                diag[r] = border_score(i - 1, go, ge, free_col0)
+                row_best[r] = neg
+                row_best_j[r] = 0
+            for j in range(1, n + 1):
+                code_t = target[t0 + WARP * (j - 1)]
+                if strip == 0:
+                    h_up = border_score(j, go, ge, free_row0)
+                    i_up = neg
+                else:
+                    h_up = h_buffer[r0 + WARP * j]
+                    i_up = i_buffer[r0 + WARP * j]
+                word = uint32(0)
+                for r in range(rows):
+                    ins_open = h_up - go
+                    ins_ext = i_up - ge
+                    ins = max(ins_open, ins_ext)
+                    del_open = h_left[r] - go
+                    del_ext = del_score[r] - ge
+                    dele = max(del_open, del_ext)
+                    h = diag[r] + shared_sub[row_offset[r] + code_t]
+                    src = 1
+                    if ins > h:
+                        h = ins
+                        src = 2
+                    if dele > h:
+                        h = dele
+                        src = 3
+                    if local and h <= 0:
+                        h = 0
+                        src = 0
+                    if track_rows and h > row_best[r]:
+                        row_best[r] = h
+                        row_best_j[r] = j
+                    diag[r] = h_up
+                    h_left[r] = h
+                    del_score[r] = dele
+                    if traceback:
+                        nibble = src
+                        if ins_ext > ins_open:
+                            nibble |= 4
+                        if del_ext > del_open:
+                            nibble |= 8
+                        word |= uint32(nibble) << uint32(4 * r)
+                    h_up = h
+                    i_up = ins
+                h_buffer[r0 + WARP * j] = h_up
+                i_buffer[r0 + WARP * j] = i_up
+                if traceback:
+                    tb[b0 + WARP * (strip * columns + j - 1)] = word
+            # End-cell candidates of the strip's rows, in ascending row order (strict >).
+            for r in range(rows):
+                i = first + r
+                if i <= m:
+                    if local or (end_row and i == m):
+                        if row_best[r] > best:
+                            best = row_best[r]
+                            best_i = i
+                            best_j = row_best_j[r]
+                    elif end_column and h_left[r] > best:
+                        best = h_left[r]
+                        best_i = i
+                        best_j = n
+                    if corner and i == m:
+                        best = h_left[r]
+                        best_i = m
+                        best_j = n
+        score[pair] = best
+        end_i[pair] = best_i
+        end_j[pair] = best_j
+
+    return fill
+
+
+def tb_words(warp_rows: np.ndarray, warp_columns: np.ndarray) -> np.ndarray:
+    """Traceback words per warp (32 lanes x strips x columns)."""
+    strips = (warp_rows + STRIP_ROWS - 1) // STRIP_ROWS
+    return WARP * strips.astype(np.int64) * warp_columns.astype(np.int64)

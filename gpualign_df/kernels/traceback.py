@@ -1,0 +1,203 @@
+"""CUDA traceback: packed nibbles -> CIGAR runs and statistics (one thread per pair), then
+runs -> CIGAR characters at offsets from a prefix sum (second kernel).
+
+The walk is :func:`gpualign_df.kernels.cpu.trace_back` over the inter-task kernel's layout
+(see :mod:`gpualign_df.kernels.inter`). Runs are stored end to start as
+``length << 2 | op`` (op 0 ``=``/``M``, 1 ``X``, 2 ``I``, 3 ``D``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from numba import cuda, uint32
+
+from .cpu import MODE_GLOBAL, MODE_LOCAL
+from .inter import STRIP_ROWS, WARP
+
+OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
+
+
+@cuda.jit(device=True, inline=True)
+def digits(value):
+    count = 1
+    while value >= 10:
+        value //= 10
+        count += 1
+    return count
+
+
+@lru_cache(maxsize=None)
+def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool):
+    """Traceback walk for one mode / free-starts / CIGAR-style combination."""
+    local = mode == MODE_LOCAL
+    glob = mode == MODE_GLOBAL
+
+    @cuda.jit(device=True, inline=True)
+    def nibble_at(tb, b0, columns, i, j):
+        strip = (i - 1) // STRIP_ROWS
+        word = tb[b0 + WARP * (strip * columns + j - 1)]
+        return (word >> uint32(4 * ((i - 1) % STRIP_ROWS))) & uint32(15)
+
+    @cuda.jit
+    def walk(query, target, query_lengths, target_lengths, query_base, target_base, tb_base,
+             warp_columns, tb, end_i, end_j, run_base, runs, run_count, start_i, start_j,
+             matches, mismatches, gap_opens, gaps, cigar_length):
+        pair = cuda.grid(1)
+        if pair >= query_lengths.shape[0]:
+            return
+        m = query_lengths[pair]
+        n = target_lengths[pair]
+        if m == 0 or n == 0:  # an unused slot of the warp
+            run_count[pair] = 0
+            cigar_length[pair] = 0
+            return
+        warp = pair // WARP
+        lane = pair % WARP
+        q0 = query_base[warp] + lane
+        t0 = target_base[warp] + lane
+        b0 = tb_base[warp] + lane
+        columns = warp_columns[warp]
+        out = run_base[pair]
+        i = end_i[pair]
+        j = end_j[pair]
+        state = 1  # 1: in H, 2: in I, 3: in D
+        count = 0
+        current = -1
+        length = 0
+        size = 0
+        n_match = 0
+        n_mismatch = 0
+        n_open = 0
+        n_gap = 0
+        while True:
+            op = -1
+            repeat = 1
+            if state == 1:
+                if i == 0 or j == 0:
+                    if local:
+                        break
+                    if i == 0 and j > 0 and (glob or not fts):
+                        op = OP_DEL
+                        repeat = j
+                        j = 0
+                    elif j == 0 and i > 0 and (glob or not fqs):
+                        op = OP_INS
+                        repeat = i
+                        i = 0
+                    else:
+                        break
+                else:
+                    nibble = nibble_at(tb, b0, columns, i, j)
+                    src = nibble & 3
+                    if src == 0:
+                        break
+                    if src == 1:
+                        if query[q0 + WARP * (i - 1)] == target[t0 + WARP * (j - 1)]:
+                            op = OP_MATCH
+                        else:
+                            op = OP_MISMATCH
+                        i -= 1
+                        j -= 1
+                    else:
+                        state = src
+            else:
+                nibble = nibble_at(tb, b0, columns, i, j)
+                if state == 2:
+                    op = OP_INS
+                    i -= 1
+                    if (nibble & 4) == 0:
+                        state = 1
+                else:
+                    op = OP_DEL
+                    j -= 1
+                    if (nibble & 8) == 0:
+                        state = 1
+            if op < 0:
+                continue
+            if op == OP_MATCH:
+                n_match += repeat
+            elif op == OP_MISMATCH:
+                n_mismatch += repeat
+            else:
+                n_gap += repeat
+            run_op = OP_MATCH if (merge_matches and op == OP_MISMATCH) else op
+            if run_op == current:
+                length += repeat
+            else:
+                if length > 0:
+                    runs[out + count] = uint32(length << 2 | current)
+                    count += 1
+                    size += digits(length) + 1
+                    if current >= OP_INS:
+                        n_open += 1
+                current = run_op
+                length = repeat
+        if length > 0:
+            runs[out + count] = uint32(length << 2 | current)
+            count += 1
+            size += digits(length) + 1
+            if current >= OP_INS:
+                n_open += 1
+        if soft_clip:
+            if i > 0:
+                size += digits(i) + 1
+            if m - end_i[pair] > 0:
+                size += digits(m - end_i[pair]) + 1
+        run_count[pair] = count
+        start_i[pair] = i
+        start_j[pair] = j
+        matches[pair] = n_match
+        mismatches[pair] = n_mismatch
+        gap_opens[pair] = n_open
+        gaps[pair] = n_gap
+        cigar_length[pair] = size
+
+    return walk
+
+
+@cuda.jit(device=True, inline=True)
+def write_run(chars, pos, length, symbol):
+    width = digits(length)
+    value = length
+    for d in range(width - 1, -1, -1):
+        chars[pos + d] = 48 + value % 10
+        value //= 10
+    chars[pos + width] = symbol
+    return pos + width + 1
+
+
+@lru_cache(maxsize=None)
+def cigar_kernel(merge_matches: bool, soft_clip: bool):
+    """Runs -> CIGAR characters at ``offsets`` (exclusive prefix sum of cigar_length)."""
+    symbols = (77 if merge_matches else 61, 88, 73, 68)  # M or =, X, I, D
+    match_symbol, mismatch_symbol, ins_symbol, del_symbol = symbols
+
+    @cuda.jit
+    def write(runs, run_base, run_count, start_i, end_i, query_lengths, order, offsets, chars):
+        slot = cuda.grid(1)
+        if slot >= run_count.shape[0]:
+            return
+        row = order[slot]
+        if row < 0 or query_lengths[slot] == 0:  # no pair in this slot
+            return
+        pos = offsets[row]
+        if soft_clip and start_i[slot] > 0:
+            pos = write_run(chars, pos, start_i[slot], 83)
+        base = run_base[slot]
+        for k in range(run_count[slot] - 1, -1, -1):
+            packed = runs[base + k]
+            op = packed & 3
+            symbol = match_symbol
+            if op == 1:
+                symbol = mismatch_symbol
+            elif op == 2:
+                symbol = ins_symbol
+            elif op == 3:
+                symbol = del_symbol
+            pos = write_run(chars, pos, packed >> 2, symbol)
+        clip = query_lengths[slot] - end_i[slot]
+        if soft_clip and clip > 0:
+            pos = write_run(chars, pos, clip, 83)
+
+    return write
