@@ -24,6 +24,24 @@ GPU_MAX_CELLS = 1 << 28
 THREADS_PER_BLOCK = 128
 #: Share of the free device memory one batch may use.
 MEMORY_SHARE = 0.6
+#: Benchmark switches: sort pairs by length before forming warps; time each kernel.
+SORT_BY_LENGTH = True
+TIME_KERNELS = False
+#: Seconds spent in each kernel while TIME_KERNELS is on (reset it yourself).
+KERNEL_SECONDS: dict[str, float] = {}
+
+
+def _launch(name: str, kernel, blocks: int, *arguments) -> None:
+    """Launch a kernel; with TIME_KERNELS, time it with CUDA events."""
+    if not TIME_KERNELS or simulator():
+        kernel[blocks, THREADS_PER_BLOCK](*arguments)
+        return
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    kernel[blocks, THREADS_PER_BLOCK](*arguments)
+    stop.record()
+    stop.synchronize()
+    KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + cuda.event_elapsed_time(start, stop) / 1e3
 
 
 def simulator() -> bool:
@@ -79,7 +97,8 @@ def _run_on_gpu(queries, targets, pair_query, pair_target, scoring, mode, traceb
                 cigar_style, clip, progress) -> AlignmentArrays:
     query_lengths = queries.lengths[pair_query]
     target_lengths = targets.lengths[pair_target]
-    plan = plan_warps(np.arange(len(pair_query)), query_lengths, target_lengths, traceback)
+    plan = plan_warps(np.arange(len(pair_query)), query_lengths, target_lengths, traceback,
+                      sort=SORT_BY_LENGTH)
     sub = cuda.to_device(np.ascontiguousarray(scoring.matrix.ravel(), dtype=np.int32))
     fill = inter.fill_kernel(mode.code, *mode.flags(), traceback)
     merge_matches = cigar_style == "M"
@@ -146,7 +165,7 @@ def _run_batch(plan: WarpPlan, first_warp, stop_warp, queries, targets, slot_que
     end_i = cuda.device_array(slot_count, dtype=np.int32)
     end_j = cuda.device_array(slot_count, dtype=np.int32)
     blocks = _blocks(slot_count)
-    fill[blocks, THREADS_PER_BLOCK](query, target, query_lengths, target_lengths, query_base_d,
+    _launch("fill", fill, blocks, query, target, query_lengths, target_lengths, query_base_d,
                                     target_base_d, row_base, tb_base_d, columns_d, sub,
                                     alphabet_size, go, ge, h_buffer, i_buffer, tb, score, end_i,
                                     end_j)
@@ -162,7 +181,7 @@ def _run_batch(plan: WarpPlan, first_warp, stop_warp, queries, targets, slot_que
     columns_out = {name: cuda.device_array(slot_count, dtype=np.int32) for name in
                    ("run_count", "start_i", "start_j", "matches", "mismatches", "gap_opens",
                     "gaps", "cigar_length")}
-    walk[blocks, THREADS_PER_BLOCK](query, target, query_lengths, target_lengths, query_base_d,
+    _launch("walk", walk, blocks, query, target, query_lengths, target_lengths, query_base_d,
                                     target_base_d, tb_base_d, columns_d, tb, end_i, end_j,
                                     run_base, runs, columns_out["run_count"],
                                     columns_out["start_i"], columns_out["start_j"],
@@ -175,7 +194,7 @@ def _run_batch(plan: WarpPlan, first_warp, stop_warp, queries, targets, slot_que
     np.cumsum(cigar_length, out=offsets[1:])
     chars = cuda.device_array(max(int(offsets[-1]), 1), dtype=np.uint8)
     identity_order = cuda.to_device(np.arange(slot_count, dtype=np.int64))
-    write[blocks, THREADS_PER_BLOCK](runs, run_base, columns_out["run_count"],
+    _launch("cigar", write, blocks, runs, run_base, columns_out["run_count"],
                                      columns_out["start_i"], end_i, query_lengths,
                                      identity_order, cuda.to_device(offsets), chars)
     out.query_start = columns_out["start_i"].copy_to_host()

@@ -41,10 +41,11 @@ def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
 
 
 def plan_warps(pairs: np.ndarray, query_lengths: np.ndarray, target_lengths: np.ndarray,
-               traceback: bool) -> WarpPlan:
-    """Sort ``pairs`` by (target, query) length, longest first, and lay them out in warps."""
-    order = np.lexsort((-query_lengths[pairs], -target_lengths[pairs]))
-    pairs = pairs[order]
+               traceback: bool, sort: bool = True) -> WarpPlan:
+    """Lay ``pairs`` out in warps; with ``sort``, by (target, query) length, longest first,
+    so that the 32 pairs of a warp have similar lengths (less idle work, smaller buffers)."""
+    if sort:
+        pairs = pairs[np.lexsort((-query_lengths[pairs], -target_lengths[pairs]))]
     slot_count = (len(pairs) + WARP - 1) // WARP * WARP
     slots = np.full(slot_count, -1, dtype=np.int64)
     slots[:len(pairs)] = pairs

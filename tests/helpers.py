@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import re
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import numpy as np
 
 from gpualign_df.scoring import make_scoring
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("GPUALIGN_SHARED_DATA",
+                        Path(__file__).resolve().parents[2] / "shared" / "data"))
 CIGAR_RUN = re.compile(r"(\d+)([=XIDMS])")
 
 

@@ -89,14 +89,14 @@ def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             for r in range(rows):
                 i = first + r
                 code = query[q0 + WARP * (i - 1)] if i <= m else 0
-                row_offset[r] = code * alphabet_size
+                row_offset[r] = int32(code) * alphabet_size
                 h_left[r] = border_score(i, go, ge, free_col0)
                 del_score[r] = neg
                 diag[r] = border_score(i - 1, go, ge, free_col0)
                 row_best[r] = neg
                 row_best_j[r] = 0
             for j in range(1, n + 1):
-                code_t = target[t0 + WARP * (j - 1)]
+                code_t = int32(target[t0 + WARP * (j - 1)])
                 if strip == 0:
                     h_up = border_score(j, go, ge, free_row0)
                     i_up = neg

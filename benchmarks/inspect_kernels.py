@@ -1,0 +1,45 @@
+"""Resource report of the compiled CUDA kernels: registers, local memory (spills), and SASS
+instruction counts (LDL/STL = local memory traffic, VIMNMX = integer min/max).
+
+Run on a GPU machine after the kernels were compiled at least once in this process:
+``python benchmarks/inspect_kernels.py`` compiles them on a tiny job first.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> int:
+    import gpualign_df
+    from gpualign_df.kernels import inter, traceback
+
+    for mode in ("sw", "nw", "sg"):
+        for tb in (True, False):
+            gpualign_df.align(["ACGTACGTAC"] * 40, ["ACGTTACGTAC"] * 40, mode=mode, traceback=tb,
+                              match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
+    all_free = (True, True, True, True)
+    kernels = [(f"fill {mode} traceback={tb}", inter.fill_kernel(code, *flags, tb))
+               for mode, code, flags in (("sw", 0, (False,) * 4), ("nw", 1, (False,) * 4),
+                                         ("sg", 2, all_free))
+               for tb in (True, False)]
+    kernels += [(f"walk {mode}", traceback.walk_kernel(code, free, free, False, False))
+                for mode, code, free in (("sw", 0, False), ("nw", 1, False), ("sg", 2, True))]
+    kernels.append(("cigar", traceback.cigar_kernel(False, False)))
+    for label, kernel in kernels:
+        for signature in kernel.overloads:
+            regs = kernel.get_regs_per_thread(signature)
+            local = kernel.get_local_mem_per_thread(signature)
+            sass = kernel.inspect_sass(signature)
+            ops = Counter(re.findall(r"\b(LDL|STL|VIMNMX3?|VIADDMNMX|IMNMX|LDS|LDG|STG)\b", sass))
+            print(f"{label}: {regs} registers, {local} bytes local, SASS {dict(ops)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

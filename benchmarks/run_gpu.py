@@ -1,0 +1,145 @@
+"""GPU benchmark W1: the 20,000 GASAL2 pairs replicated x10 (200,000 pairs), match 1,
+mismatch -4, gap_open 7, gap_extend 1 (GASAL2's ``-a 1 -b 4 -q 6 -r 1``).
+
+For local, global and semi-global with traceback and local score-only, with and without
+length sorting: end to end (pandas Series in -> DataFrame with CIGAR out, ``backend="cuda"``)
+and kernel-only (CUDA events around the fill, traceback-walk and CIGAR kernels), next to
+GASAL2's published H100 times and parasail on every CPU core of the same machine.
+
+Usage::
+
+    python benchmarks/run_gpu.py [--data-dir DIR] [--replicate 10] [--repeat 3]
+                                 [--parasail-processes N] [--markdown BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+#: GASAL2 on an H100 (sm_90 build), same 200,000 pairs, milliseconds (DESIGN.md / issue).
+GASAL2_MS = {"local + traceback": 60.4, "global + traceback": 54.5,
+             "semi-global + traceback": 39.9, "local score-only": 37.8}
+CONFIGS = [("local + traceback", "sw", True), ("global + traceback", "nw", True),
+           ("semi-global + traceback", "sg", True), ("local score-only", "sw", False)]
+OPTIONS = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path,
+                        default=Path(os.environ.get("GPUALIGN_SHARED_DATA", Path(__file__)
+                                                    .resolve().parents[2] / "shared" / "data")))
+    parser.add_argument("--replicate", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--parasail-processes", type=int, default=os.cpu_count())
+    parser.add_argument("--markdown", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    import multiprocessing as mp
+
+    import numpy as np
+    import pandas as pd
+
+    import run_cpu
+    from helpers import read_fasta
+
+    queries = read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz") * args.replicate
+    targets = read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz") * args.replicate
+    cells = sum(len(q) * len(t) for q, t in zip(queries, targets))
+    pool = None
+    if args.parasail_processes > 0:  # start the pool before any CUDA in this process
+        pool = mp.get_context("spawn").Pool(args.parasail_processes, run_cpu._worker_init)
+        pool.map(run_cpu._warm, range(args.parasail_processes * 2), chunksize=1)
+
+    import gpualign_df
+    from gpualign_df import gpu
+    from numba import cuda
+
+    query_series, target_series = pd.Series(queries), pd.Series(targets)
+    device = cuda.get_current_device().name
+    device = device.decode() if isinstance(device, bytes) else device
+    rows = []
+    local_scores = None
+    for sort in (True, False):
+        gpu.SORT_BY_LENGTH = sort
+        for name, mode, traceback in CONFIGS:
+            run = lambda: gpualign_df.align(query_series, target_series, mode=mode,  # noqa: E731
+                                            traceback=traceback, backend="cuda",
+                                            progress=False, **OPTIONS)
+            gpualign_df.align(query_series[:3000], target_series[:3000], mode=mode,
+                              traceback=traceback, backend="cuda", progress=False, **OPTIONS)
+            times = []
+            for _ in range(args.repeat):
+                cuda.synchronize()
+                started = time.perf_counter()
+                frame = run()
+                times.append(time.perf_counter() - started)
+            gpu.TIME_KERNELS = True
+            gpu.KERNEL_SECONDS.clear()
+            run()
+            kernel = sum(gpu.KERNEL_SECONDS.values())
+            split = dict(gpu.KERNEL_SECONDS)
+            gpu.TIME_KERNELS = False
+            if name == "local + traceback" and sort:
+                local_scores = frame["score"].to_numpy(dtype=np.int64)
+            end_to_end = statistics.median(times)
+            rows.append({"workload": name, "sorted": "yes" if sort else "no",
+                         "end_to_end_ms": end_to_end * 1e3, "kernel_ms": kernel * 1e3,
+                         "fill_ms": split.get("fill", 0) * 1e3,
+                         "walk_ms": split.get("walk", 0) * 1e3,
+                         "cigar_ms": split.get("cigar", 0) * 1e3,
+                         "gcups_e2e": cells / end_to_end / 1e9, "gcups_kernel": cells / kernel / 1e9,
+                         "gasal2_ms": GASAL2_MS[name]})
+            print(rows[-1], flush=True)
+    parasail_row = None
+    if pool is not None:
+        pairs = list(zip(queries, targets))
+        started = time.perf_counter()
+        scores, _cigars, saturated = run_cpu.parasail_trace(pool, pairs, args.parasail_processes)
+        seconds = time.perf_counter() - started
+        pool.close()
+        mismatched = int((np.asarray(scores) != local_scores).sum())
+        parasail_row = {"processes": args.parasail_processes, "seconds": seconds,
+                        "gcups": cells / seconds / 1e9, "score_mismatches": mismatched,
+                        "saturated": saturated}
+        print(parasail_row, flush=True)
+    table = render(rows, parasail_row, device, len(queries), cells)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "a") as handle:
+            handle.write(table + "\n")
+    return 0
+
+
+def render(rows, parasail_row, device, pairs, cells) -> str:
+    lines = [f"## {_dt.date.today().isoformat()} — GPU W1 on {device}", "",
+             f"{pairs:,} pairs (GASAL2 x10), {cells / 1e9:.2f} Gcells, match 1 / mismatch -4 / "
+             f"gap 7+1. End to end = pandas Series in -> DataFrame with CIGAR out (median of "
+             f"runs); kernel = fill + traceback walk + CIGAR kernels (CUDA events).", "",
+             "| workload | sorted | end to end ms | GCUPS e2e | kernel ms (fill/walk/cigar) | "
+             "GCUPS kernel | GASAL2 ms | e2e vs GASAL2 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['workload']} | {row['sorted']} | {row['end_to_end_ms']:.1f} | "
+                     f"{row['gcups_e2e']:.0f} | {row['kernel_ms']:.1f} ({row['fill_ms']:.1f}/"
+                     f"{row['walk_ms']:.1f}/{row['cigar_ms']:.1f}) | {row['gcups_kernel']:.0f} | "
+                     f"{row['gasal2_ms']} | {row['gasal2_ms'] / row['end_to_end_ms']:.2f}x |")
+    if parasail_row:
+        lines += ["", f"parasail `sw_trace_striped_16` on {parasail_row['processes']} CPU "
+                      f"processes, same pairs: {parasail_row['seconds'] * 1e3:.0f} ms "
+                      f"({parasail_row['gcups']:.2f} GCUPS); scores differing from ours: "
+                      f"{parasail_row['score_mismatches']}."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

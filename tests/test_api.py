@@ -1,0 +1,622 @@
+"""The pandas accessor ``.aln`` and ``gpualign_df.align``: job shapes, labels, nulls, bad
+input, result columns and statistics, CIGAR styles, clipping, mode properties, options."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+import gpualign_df.api as api
+from gpualign_df import gpu
+from gpualign_df.accessor.series import SeriesAlignAccessor
+from gpualign_df.scoring import make_scoring
+from helpers import mutate, random_sequences, rescore
+
+DNA = "ACGT"
+OPTIONS = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2)
+TRACEBACK_COLUMNS = ["query", "target", "score", "query_start", "query_end", "target_start",
+                     "target_end", "cigar", "matches", "mismatches", "gap_opens", "gaps",
+                     "length", "identity"]
+SCORE_ONLY_COLUMNS = ["query", "target", "score", "query_end", "target_end"]
+INT_COLUMNS = ["score", "query_start", "query_end", "target_start", "target_end", "matches",
+               "mismatches", "gap_opens", "gaps", "length"]
+RESULT_COLUMNS = TRACEBACK_COLUMNS[2:]
+RUN = re.compile(r"(\d+)([=XIDMS])")
+MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
+         ("sg", ("query_start", "query_end")), ("sg", ("query_end",))]
+
+
+def runs(cigar: str) -> list[tuple[int, str]]:
+    parsed = [(int(count), op) for count, op in RUN.findall(cigar)]
+    assert "".join(f"{count}{op}" for count, op in parsed) == cigar, cigar
+    return parsed
+
+
+def related(seed: int, count: int, max_length: int = 120, flank: int = 15):
+    """(queries, targets): two thirds related (mutated, some flanked), one third unrelated."""
+    rng = np.random.default_rng(seed)
+    queries = random_sequences(rng, count, DNA, max_length, min_length=1)
+    targets = []
+    for k, query in enumerate(queries):
+        if k % 3 == 0:
+            targets.append(random_sequences(rng, 1, DNA, max_length, min_length=1)[0])
+        else:
+            target = mutate(rng, query, DNA, 0.06) or "A"
+            if k % 2:
+                ends = random_sequences(rng, 2, DNA, flank, min_length=1)
+                target = ends[0] + target + ends[1]
+            targets.append(target)
+    return queries, targets
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the job was validated")
+
+    monkeypatch.setattr(api, "encode_sequences", forbidden)
+    monkeypatch.setattr(api, "run_pairs", forbidden)
+
+
+# --- rowwise ---------------------------------------------------------------------------------
+
+
+def test_rowwise_keeps_input_order_and_string_labels():
+    queries, targets = related(1, 40)
+    query_index = [f"read{k:03d}" for k in range(40)][::-1]
+    target_index = [f"mate{k}" for k in range(40)]
+    q = pd.Series(queries, index=query_index)
+    t = pd.Series(targets, index=target_index)
+    frame = q.aln.rowwise(t, **OPTIONS)
+    assert list(frame.columns) == TRACEBACK_COLUMNS
+    assert frame["query"].tolist() == query_index
+    assert frame["target"].tolist() == target_index
+    assert isinstance(frame.index, pd.RangeIndex) and len(frame) == 40
+    scoring = make_scoring(**OPTIONS)
+    for row, query, target in zip(frame.itertuples(), queries, targets):
+        assert rescore(query, target, row, scoring) == row.score
+    # row k is the alignment of pair k alone
+    for k in (0, 7, 39):
+        single = gpualign_df.align([queries[k]], [targets[k]], **OPTIONS)
+        assert frame.loc[k, RESULT_COLUMNS].tolist() == single.loc[0, RESULT_COLUMNS].tolist()
+
+
+def test_rowwise_shuffled_integer_index_aligns_by_position():
+    rng = np.random.default_rng(2)
+    queries, targets = related(2, 30)
+    q_index = rng.permutation(30) + 1000
+    t_index = rng.permutation(30)
+    q = pd.Series(queries, index=q_index)
+    t = pd.Series(targets, index=t_index)
+    frame = q.aln.rowwise(t, **OPTIONS)
+    assert frame["query"].tolist() == q_index.tolist()
+    assert frame["target"].tolist() == t_index.tolist()
+    by_position = gpualign_df.align(queries, targets, **OPTIONS)
+    pd.testing.assert_frame_equal(frame[RESULT_COLUMNS], by_position[RESULT_COLUMNS])
+
+
+@pytest.mark.parametrize("null", [None, np.nan, pd.NA], ids=["None", "NaN", "NA"])
+def test_rowwise_null_gives_null_row_and_keeps_others(null):
+    queries, targets = related(3, 12)
+    queries = list(queries)
+    targets = list(targets)
+    queries[2] = null
+    targets[5] = null
+    queries[9] = null
+    targets[9] = null
+    q = pd.Series(queries, index=[f"q{k}" for k in range(12)], dtype=object)
+    t = pd.Series(targets, index=[f"t{k}" for k in range(12)], dtype=object)
+    frame = q.aln.rowwise(t, **OPTIONS)
+    assert len(frame) == 12
+    assert frame["query"].tolist() == list(q.index)
+    null_rows = [2, 5, 9]
+    good_rows = [k for k in range(12) if k not in null_rows]
+    assert frame.loc[null_rows, RESULT_COLUMNS].isna().all().all()
+    assert frame.loc[good_rows, RESULT_COLUMNS].notna().all().all()
+    alone = gpualign_df.align([queries[k] for k in good_rows], [targets[k] for k in good_rows],
+                              **OPTIONS)
+    pd.testing.assert_frame_equal(frame.loc[good_rows, RESULT_COLUMNS].reset_index(drop=True),
+                                  alone[RESULT_COLUMNS])
+
+
+def test_null_in_string_dtype_series_and_score_only():
+    q = pd.Series(["ACGT", None, "AAAA"], dtype="string")
+    t = pd.Series(["ACGT", "ACGT", None], dtype="string")
+    frame = q.aln.rowwise(t, traceback=False, **OPTIONS)
+    assert frame["score"].tolist()[0] == 8
+    assert frame.loc[[1, 2], ["score", "query_end", "target_end"]].isna().all().all()
+
+
+@pytest.mark.parametrize("mode,free_ends", MODES)
+def test_empty_strings_are_valid(mode, free_ends):
+    frame = gpualign_df.align(["", "ACG", "", "ACGT"], ["ACG", "", "", "ACGT"], mode=mode,
+                              free_ends=free_ends, **OPTIONS)
+    assert frame[RESULT_COLUMNS].notna().all().all()
+    assert frame.loc[2, "score"] == 0 and frame.loc[2, "cigar"] == ""
+    assert frame.loc[3, "score"] == 8 and frame.loc[3, "cigar"] == "4="
+    if mode == "nw":
+        assert frame["score"].tolist()[:2] == [-(5 + 2 * 2)] * 2
+        assert frame["cigar"].tolist()[:2] == ["3D", "3I"]
+    if mode == "sw":
+        assert frame["score"].tolist()[:3] == [0, 0, 0]
+        assert frame["length"].tolist()[:3] == [0, 0, 0]
+
+
+def test_rowwise_mismatched_lengths_raise_before_work(no_work):
+    with pytest.raises(ValueError, match="3 queries, 2 targets"):
+        pd.Series(["A", "C", "G"]).aln.rowwise(pd.Series(["A", "C"]), **OPTIONS)
+    with pytest.raises(ValueError):
+        gpualign_df.align(["A"], ["A", "C"], how="rowwise")
+    with pytest.raises(ValueError):
+        gpualign_df.align(["A"], None, how="rowwise")
+
+
+def test_lower_case_equals_upper_case():
+    queries, targets = related(4, 40)
+    for mode, free_ends in MODES:
+        upper = gpualign_df.align(queries, targets, mode=mode, free_ends=free_ends, **OPTIONS)
+        lower = gpualign_df.align([q.lower() for q in queries], [t.lower() for t in targets],
+                                  mode=mode, free_ends=free_ends, **OPTIONS)
+        mixed = gpualign_df.align([q.lower() if k % 2 else q for k, q in enumerate(queries)],
+                                  targets, mode=mode, free_ends=free_ends, **OPTIONS)
+        pd.testing.assert_frame_equal(upper, lower)
+        pd.testing.assert_frame_equal(upper, mixed)
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+def test_bad_character_names_label_position_and_character():
+    q = pd.Series(["ACGT", "ACGTQ", "ACGT"], index=["r6", "r7", "r8"])
+    with pytest.raises(ValueError) as info:
+        q.aln.rowwise(pd.Series(["ACGT"] * 3), **OPTIONS)
+    message = str(info.value)
+    assert "'r7'" in message and "position 4" in message and "'Q'" in message
+
+
+@pytest.mark.parametrize("job", ["rowwise-target", "search-database", "pairwise"])
+def test_bad_character_in_any_input_is_reported(job):
+    good = pd.Series(["ACGT", "AC"], index=["g0", "g1"])
+    bad = pd.Series(["acgt", None, "acgtacgtz"], index=["b0", "b1", "b2"])
+    with pytest.raises(ValueError) as info:
+        if job == "rowwise-target":
+            pd.Series(["A", "C", "G"], index=["x", "y", "z"]).aln.rowwise(bad, **OPTIONS)
+        elif job == "search-database":
+            good.aln.search(bad, **OPTIONS)
+        else:
+            bad.aln.pairwise(**OPTIONS)
+    message = str(info.value)
+    assert "'b2'" in message and "position 8" in message and "'z'" in message
+
+
+def test_bad_non_ascii_character_position_counts_characters():
+    with pytest.raises(ValueError) as info:
+        gpualign_df.align(pd.Series(["ACGT", "GGAé"], index=["x", "y"]), ["A", "C"], **OPTIONS)
+    message = str(info.value)
+    assert "'y'" in message and "position 3" in message and "'é'" in message
+
+
+def test_bad_character_with_default_index_names_the_row_number():
+    with pytest.raises(ValueError) as info:
+        gpualign_df.align(["ACGT", "AC", "ACX"], ["A", "C", "G"], **OPTIONS)
+    message = str(info.value)
+    assert "row 2," in message and "position 2" in message and "'X'" in message
+
+
+@pytest.mark.xfail(strict=True, reason="BUG (reported): labels of an integer Index are numpy "
+                   "scalars and the messages use their repr, e.g. \"row np.int64(6)\"")
+def test_bad_input_with_integer_index_names_the_plain_label():
+    with pytest.raises(ValueError) as info:
+        gpualign_df.align(pd.Series(["ACGT", "GGAQ"], index=[5, 6]), ["A", "C"], **OPTIONS)
+    assert "row 6," in str(info.value)
+    with pytest.raises(ValueError) as info:
+        gpualign_df.align(pd.Series(["ACGT", 3], index=[5, 6], dtype=object), ["A", "C"],
+                          **OPTIONS)
+    assert "row 6:" in str(info.value)
+
+
+@pytest.mark.parametrize("value", [7, 2.5, ["A"]], ids=["int", "float", "list"])
+def test_non_string_value_names_the_row(value):
+    q = pd.Series(["ACGT", value, "AC"], index=["a", "bad_row", "c"], dtype=object)
+    with pytest.raises(ValueError, match="'bad_row'"):
+        q.aln.rowwise(pd.Series(["A", "C", "G"]), **OPTIONS)
+
+
+def test_integer_in_plain_list_names_the_position():
+    with pytest.raises(ValueError, match="row 1"):
+        gpualign_df.align(["ACGT", 12], ["ACGT", "ACGT"], **OPTIONS)
+
+
+# --- pairwise -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_pairwise_is_all_pairs_i_less_j_in_i_major_order(mode):
+    rng = np.random.default_rng(5)
+    base = random_sequences(rng, 1, DNA, 80, min_length=60)[0]
+    sequences = [mutate(rng, base, DNA, 0.1) for _ in range(6)] + \
+        random_sequences(rng, 3, DNA, 60, min_length=1)
+    labels = [f"s{k}" for k in range(len(sequences))]
+    series = pd.Series(sequences, index=labels)
+    n = len(sequences)
+    frame = series.aln.pairwise(mode=mode, **OPTIONS)
+    assert len(frame) == n * (n - 1) // 2
+    expected_pairs = [(labels[i], labels[j]) for i in range(n) for j in range(i + 1, n)]
+    assert list(zip(frame["query"], frame["target"])) == expected_pairs
+    first = [i for i in range(n) for j in range(i + 1, n)]
+    second = [j for i in range(n) for j in range(i + 1, n)]
+    rowwise = series.iloc[first].aln.rowwise(series.iloc[second], mode=mode, **OPTIONS)
+    pd.testing.assert_frame_equal(frame, rowwise)
+
+
+def test_pairwise_small_inputs():
+    assert len(pd.Series(["ACGT"]).aln.pairwise(**OPTIONS)) == 0
+    empty = pd.Series([], dtype=object).aln.pairwise(**OPTIONS)
+    assert list(empty.columns) == TRACEBACK_COLUMNS and len(empty) == 0
+    two = pd.Series(["ACGT", None], index=["a", "b"]).aln.pairwise(**OPTIONS)
+    assert len(two) == 1 and two.loc[0, ["query", "target"]].tolist() == ["a", "b"]
+    assert pd.isna(two.loc[0, "score"])
+
+
+def test_pairwise_with_targets_is_rejected(no_work):
+    with pytest.raises(ValueError):
+        gpualign_df.align(["A", "C"], ["A", "C"], how="pairwise")
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+def _search_inputs():
+    rng = np.random.default_rng(6)
+    database = random_sequences(rng, 8, DNA, 70, min_length=30)
+    database.insert(3, database[1])        # duplicate targets: guaranteed score ties
+    database.append(database[1])
+    database.append(database[5])
+    queries = [mutate(rng, database[k], DNA, 0.08) for k in (1, 4, 7)] + ["ACGTTT", "GGG"]
+    q = pd.Series(queries, index=[f"q{k}" for k in range(len(queries))])
+    db = pd.Series(database, index=[f"t{k}" for k in range(len(database))])
+    return q, db
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_search_every_query_every_target_best_first(mode):
+    q, db = _search_inputs()
+    frame = q.aln.search(db, mode=mode, **OPTIONS)
+    assert len(frame) == len(q) * len(db)
+    position = {label: k for k, label in enumerate(db.index)}
+    ties = 0
+    for k, (query_label, block) in enumerate(frame.groupby("query", sort=False)):
+        assert query_label == q.index[k]
+        assert sorted(block["target"]) == sorted(db.index)
+        scores = block["score"].tolist()
+        targets = [position[label] for label in block["target"]]
+        for a in range(len(scores) - 1):
+            assert scores[a] >= scores[a + 1]
+            if scores[a] == scores[a + 1]:
+                ties += 1
+                assert targets[a] < targets[a + 1]
+    assert ties > 0
+    # query order preserved, each query's rows contiguous
+    assert frame["query"].tolist() == [label for label in q.index for _ in range(len(db))]
+    # every row equals the rowwise alignment of its pair
+    rowwise = gpualign_df.align(q.loc[frame["query"]], db.loc[frame["target"]], mode=mode,
+                                **OPTIONS)
+    pd.testing.assert_frame_equal(frame, rowwise)
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+@pytest.mark.parametrize("top_k", [1, 2, 4, 11, 50])
+def test_search_top_k_is_prefix_of_full_search(mode, top_k):
+    q, db = _search_inputs()
+    full = q.aln.search(db, mode=mode, **OPTIONS)
+    best = q.aln.search(db, top_k=top_k, mode=mode, **OPTIONS)
+    keep = min(top_k, len(db))
+    assert len(best) == len(q) * keep
+    assert best.groupby("query", sort=False).size().tolist() == [keep] * len(q)
+    expected = full.groupby("query", sort=False).head(keep).reset_index(drop=True)
+    pd.testing.assert_frame_equal(best, expected)
+    # CIGARs traced for the survivors equal a rowwise alignment of the same pairs
+    rowwise = gpualign_df.align(q.loc[best["query"]], db.loc[best["target"]], mode=mode,
+                                **OPTIONS)
+    assert best["cigar"].tolist() == rowwise["cigar"].tolist()
+    assert best["score"].tolist() == rowwise["score"].tolist()
+    # score-only top_k: same pairs and scores
+    quick = q.aln.search(db, top_k=top_k, mode=mode, traceback=False, **OPTIONS)
+    pd.testing.assert_frame_equal(quick, best[SCORE_ONLY_COLUMNS])
+
+
+def test_search_nulls_rank_last():
+    q = pd.Series(["ACGTACGT", None], index=["a", "b"])
+    db = pd.Series([None, "TTTT", "ACGTACGT"], index=["x", "y", "z"])
+    frame = q.aln.search(db, **OPTIONS)
+    assert frame["target"].tolist()[:3] == ["z", "y", "x"]
+    assert pd.isna(frame.loc[2, "score"])
+    assert frame.loc[3:, "score"].isna().all()
+    top = q.aln.search(db, top_k=1, **OPTIONS)
+    assert top["target"].tolist() == ["z", "x"]
+
+
+@pytest.mark.parametrize("top_k", [0, -1, 1.5, True, "2"])
+def test_top_k_validation(no_work, top_k):
+    q, db = pd.Series(["ACGT"]), pd.Series(["ACGT", "AC"])
+    with pytest.raises(ValueError):
+        q.aln.search(db, top_k=top_k)
+    with pytest.raises(ValueError):
+        gpualign_df.align(q, db, how="search", top_k=top_k)
+
+
+@pytest.mark.parametrize("how", ["rowwise", "pairwise"])
+def test_top_k_outside_search_is_rejected(no_work, how):
+    targets = ["ACGT"] if how == "rowwise" else None
+    with pytest.raises(ValueError, match="top_k"):
+        gpualign_df.align(["ACGT"], targets, how=how, top_k=1)
+
+
+def test_unknown_how_is_rejected(no_work):
+    with pytest.raises(ValueError, match="how"):
+        gpualign_df.align(["ACGT"], ["ACGT"], how="all-vs-all")
+
+
+# --- columns, dtypes, statistics ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["rowwise", "pairwise", "search"])
+@pytest.mark.parametrize("mode,free_ends", MODES)
+def test_traceback_false_returns_scores_and_ends_only(how, mode, free_ends):
+    queries, targets = related(7, 14)
+    targets = None if how == "pairwise" else targets
+    options = dict(how=how, mode=mode, free_ends=free_ends, **OPTIONS)
+    full = gpualign_df.align(queries, targets, **options)
+    quick = gpualign_df.align(queries, targets, traceback=False, **options)
+    assert list(quick.columns) == SCORE_ONLY_COLUMNS
+    for column in ("score", "query_end", "target_end"):
+        assert str(quick[column].dtype) == "Int32"
+    pd.testing.assert_frame_equal(quick, full[SCORE_ONLY_COLUMNS])
+
+
+def test_result_columns_and_dtypes():
+    queries, targets = related(8, 10)
+    targets[4] = None
+    frame = pd.Series(queries, index=[f"r{k}" for k in range(10)]).aln.rowwise(
+        pd.Series(targets, index=[f"m{k}" for k in range(10)]), **OPTIONS)
+    assert list(frame.columns) == TRACEBACK_COLUMNS
+    for column in INT_COLUMNS:
+        assert str(frame[column].dtype) == "Int32", column
+    assert str(frame["identity"].dtype) == "Float64"
+    assert pd.api.types.is_string_dtype(frame["cigar"].dtype)
+    assert frame["cigar"].isna().tolist() == [k == 4 for k in range(10)]
+    for how, targets_ in (("search", targets[:3]), ("pairwise", None)):
+        other = gpualign_df.align(queries[:3], targets_, how=how, **OPTIONS)
+        assert list(other.columns) == TRACEBACK_COLUMNS
+        assert [str(other[c].dtype) for c in INT_COLUMNS] == ["Int32"] * len(INT_COLUMNS)
+    empty = gpualign_df.align([], [], **OPTIONS)
+    assert list(empty.columns) == TRACEBACK_COLUMNS and len(empty) == 0
+    assert [str(empty[c].dtype) for c in INT_COLUMNS] == ["Int32"] * len(INT_COLUMNS)
+    assert str(empty["identity"].dtype) == "Float64"
+
+
+@pytest.mark.parametrize("mode,free_ends", MODES)
+@pytest.mark.parametrize("gaps", [(5, 2), (3, 3), (8, 1)])
+def test_statistics_match_the_cigar(mode, free_ends, gaps):
+    queries, targets = related(9, 60)
+    options = dict(match=2, mismatch=-3, gap_open=gaps[0], gap_extend=gaps[1])
+    frame = gpualign_df.align(queries, targets, mode=mode, free_ends=free_ends, **options)
+    scoring = make_scoring(**options)
+    some_gaps = 0
+    for row, query, target in zip(frame.itertuples(), queries, targets):
+        parsed = runs(row.cigar)
+        # no two adjacent runs of the same op
+        assert all(a[1] != b[1] for a, b in zip(parsed, parsed[1:])), row.cigar
+        counts = {op: sum(n for n, o in parsed if o == op) for op in "=XID"}
+        assert row.matches == counts["="]
+        assert row.mismatches == counts["X"]
+        assert row.gaps == counts["I"] + counts["D"]
+        assert row.gap_opens == sum(1 for _, o in parsed if o in "ID")
+        assert row.length == sum(n for n, _ in parsed)
+        assert row.query_end - row.query_start == counts["="] + counts["X"] + counts["I"]
+        assert row.target_end - row.target_start == counts["="] + counts["X"] + counts["D"]
+        if row.length > 0:
+            assert row.identity == pytest.approx(row.matches / row.length, abs=1e-12)
+        assert rescore(query, target, row, scoring) == row.score
+        some_gaps += row.gap_opens > 0
+        if mode == "nw":
+            assert (row.query_start, row.query_end) == (0, len(query))
+            assert (row.target_start, row.target_end) == (0, len(target))
+    assert some_gaps > 0
+
+
+# --- CIGAR styles and clipping ----------------------------------------------------------------
+
+
+def _merge_matches(cigar: str) -> str:
+    merged: list[list] = []
+    for count, op in runs(cigar):
+        op = "M" if op in "=X" else op
+        if merged and merged[-1][1] == op:
+            merged[-1][0] += count
+        else:
+            merged.append([count, op])
+    return "".join(f"{count}{op}" for count, op in merged)
+
+
+def _consumed(cigar: str) -> tuple[int, int]:
+    parsed = runs(cigar)
+    return (sum(n for n, o in parsed if o in "=XMIS"), sum(n for n, o in parsed if o in "=XMD"))
+
+
+@pytest.mark.parametrize("mode,free_ends", MODES)
+def test_cigar_style_m_merges_matches_and_mismatches(mode, free_ends):
+    queries, targets = related(10, 50)
+    options = dict(mode=mode, free_ends=free_ends, **OPTIONS)
+    extended = gpualign_df.align(queries, targets, **options)
+    classic = gpualign_df.align(queries, targets, cigar_style="M", **options)
+    pd.testing.assert_frame_equal(extended.drop(columns="cigar"), classic.drop(columns="cigar"))
+    scoring = make_scoring(**OPTIONS)
+    mixed = 0
+    for row_e, row_c, query, target in zip(extended.itertuples(), classic.itertuples(), queries,
+                                           targets):
+        assert not set(row_c.cigar) & set("=X")
+        assert row_c.cigar == _merge_matches(row_e.cigar)
+        assert _consumed(row_c.cigar) == _consumed(row_e.cigar)
+        assert rescore(query, target, row_c, scoring) == row_c.score
+        mixed += "=" in row_e.cigar and "X" in row_e.cigar
+    assert mixed > 0
+
+
+@pytest.mark.parametrize("cigar_style", ["=", "M"])
+@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("sg", ("query_start", "query_end")),
+                                            ("sg", None), ("nw", None)])
+def test_soft_clip_covers_the_unaligned_query(cigar_style, mode, free_ends):
+    queries, targets = related(11, 60)
+    rng = np.random.default_rng(12)
+    # query flanks that the target lacks: clipping has something to clip
+    queries = ["".join(random_sequences(rng, 1, DNA, 12, min_length=1)) + q
+               + "".join(random_sequences(rng, 1, DNA, 12, min_length=1)) for q in queries]
+    options = dict(mode=mode, free_ends=free_ends, cigar_style=cigar_style, **OPTIONS)
+    plain = gpualign_df.align(queries, targets, **options)
+    clipped = gpualign_df.align(queries, targets, clip="soft", **options)
+    pd.testing.assert_frame_equal(plain.drop(columns="cigar"), clipped.drop(columns="cigar"))
+    clips = 0
+    for row_p, row_c, query in zip(plain.itertuples(), clipped.itertuples(), queries):
+        head = row_c.query_start
+        tail = len(query) - row_c.query_end
+        expected = (f"{head}S" if head else "") + row_p.cigar + (f"{tail}S" if tail else "")
+        assert row_c.cigar == expected
+        assert _consumed(row_c.cigar)[0] == len(query)
+        assert _consumed(row_c.cigar)[1] == row_c.target_end - row_c.target_start
+        clips += head > 0 or tail > 0
+    if mode == "nw":
+        assert clips == 0
+    else:
+        assert clips > 0
+
+
+# --- mode properties ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gaps", [(5, 2), (2, 2), (10, 1)])
+def test_glocal_aligns_the_whole_query(gaps):
+    queries, targets = related(13, 120, flank=40)
+    queries += ["", "ACGTACGT", "A"]
+    targets += ["ACGT", "", "TTTTTTTTTTTTTT"]
+    options = dict(match=2, mismatch=-3, gap_open=gaps[0], gap_extend=gaps[1])
+    frame = gpualign_df.align(queries, targets, mode="sg",
+                              free_ends=("target_start", "target_end"), **options)
+    scoring = make_scoring(**options)
+    partial_target = 0
+    for row, query, target in zip(frame.itertuples(), queries, targets):
+        assert row.query_start == 0 and row.query_end == len(query)
+        assert rescore(query, target, row, scoring) == row.score
+        partial_target += row.target_start > 0 or row.target_end < len(target)
+    assert partial_target > 0
+
+
+def _prefix_scores(query, target, row, scoring):
+    """Score after every single operation of the CIGAR, start to end."""
+    qpos, tpos = row.query_start, row.target_start
+    total, scores, previous = 0, [], None
+    for count, op in runs(row.cigar):
+        for _ in range(count):
+            if op in "=X":
+                total += int(scoring.matrix[scoring.lut[ord(query[qpos])],
+                                            scoring.lut[ord(target[tpos])]])
+                qpos += 1
+                tpos += 1
+            else:
+                total -= scoring.gap_extend if previous == op else scoring.gap_open
+                if op == "I":
+                    qpos += 1
+                else:
+                    tpos += 1
+            previous = op
+            scores.append(total)
+        previous = op
+    return scores
+
+
+@pytest.mark.parametrize("options", [dict(match=2, mismatch=-3, gap_open=5, gap_extend=2),
+                                     dict(match=1, mismatch=-1, gap_open=1, gap_extend=1),
+                                     dict(match=3, mismatch=-2, gap_open=4, gap_extend=0),
+                                     dict(matrix="EDNAFULL", gap_open=10, gap_extend=1)])
+def test_local_alignment_has_positive_prefixes_and_no_end_gaps(options):
+    queries, targets = related(14, 150)
+    queries += ["ACACACACAC", "TTTT", "AAAAAAAA"]
+    targets += ["CACACA", "GGGG", "AAAA"]
+    frame = gpualign_df.align(queries, targets, mode="sw", **options)
+    scoring = make_scoring(options.get("matrix"), **{k: v for k, v in options.items()
+                                                     if k != "matrix"})
+    with_gaps = 0
+    for row, query, target in zip(frame.itertuples(), queries, targets):
+        if row.score == 0:
+            assert row.cigar == "" and row.length == 0
+            continue
+        parsed = runs(row.cigar)
+        assert parsed[0][1] == "=" and parsed[-1][1] == "=", row.cigar
+        prefixes = _prefix_scores(query, target, row, scoring)
+        assert prefixes[-1] == row.score
+        assert min(prefixes) > 0, (row.cigar, prefixes)
+        assert max(prefixes) == row.score
+        with_gaps += row.gap_opens > 0
+    assert with_gaps > 0
+    assert frame.loc[len(frame) - 2, "score"] == 0
+
+
+# --- options ----------------------------------------------------------------------------------
+
+
+def test_cuda_backend_without_a_gpu_raises_runtime_error(monkeypatch):
+    # no real GPU and no CUDA simulator: backend="cuda" must refuse clearly
+    monkeypatch.setattr(gpu, "gpu_usable", lambda: False)
+    monkeypatch.setattr(gpu, "simulator", lambda: False)
+    with pytest.raises(RuntimeError, match="(?i)cuda") as info:
+        gpualign_df.align(["ACGT"], ["ACGT"], backend="cuda", **OPTIONS)
+    assert "cpu" in str(info.value)
+    with pytest.raises(RuntimeError):
+        pd.Series(["ACGT", "AC"]).aln.pairwise(backend="cuda", **OPTIONS)
+
+
+def test_auto_backend_without_a_gpu_runs_on_the_cpu(monkeypatch):
+    monkeypatch.setattr(gpu, "gpu_usable", lambda: False)
+    monkeypatch.setattr(gpu, "simulator", lambda: False)
+    frame = gpualign_df.align(["ACGTACGT"], ["TTACGTACGTTT"], mode="sw", **OPTIONS)
+    assert frame.loc[0, ["score", "target_start", "target_end", "cigar"]].tolist() == \
+        [16, 2, 10, "8="]
+
+
+def test_cpu_and_auto_backends_agree():
+    queries, targets = related(15, 20)
+    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, backend="cpu", **OPTIONS),
+                                  gpualign_df.align(queries, targets, backend="auto", **OPTIONS))
+
+
+@pytest.mark.parametrize("option", [dict(backend="gpu"), dict(backend="CPU"),
+                                    dict(cigar_style="X"), dict(cigar_style="="[:0]),
+                                    dict(clip="hard"), dict(clip="S")],
+                         ids=["backend-gpu", "backend-CPU", "cigar-X", "cigar-empty", "clip-hard",
+                              "clip-S"])
+def test_unknown_options_raise_value_error_before_work(no_work, option):
+    with pytest.raises(ValueError):
+        gpualign_df.align(["ACGT"], ["ACGT"], **option)
+    with pytest.raises(ValueError):
+        pd.Series(["ACGT"]).aln.rowwise(pd.Series(["ACGT"]), **option)
+
+
+def test_pandas_series_align_is_untouched():
+    left = pd.Series([1, 2, 3], index=["a", "b", "c"])
+    right = pd.Series([10, 20], index=["b", "d"])
+    aligned_left, aligned_right = left.align(right)
+    assert aligned_left.index.tolist() == ["a", "b", "c", "d"]
+    assert aligned_right.index.tolist() == ["a", "b", "c", "d"]
+    assert aligned_right.loc["b"] == 10 and np.isnan(aligned_right.loc["a"])
+    inner_left, inner_right = left.align(right, join="inner")
+    assert inner_left.tolist() == [2] and inner_right.tolist() == [10]
+    # DataFrame arithmetic relies on Series alignment internally
+    assert (left + right).dropna().tolist() == [12.0]
+    assert callable(pd.Series.align) and not isinstance(pd.Series.align, property)
+    assert isinstance(left.aln, SeriesAlignAccessor)
+    frame = pd.DataFrame({"x": left})
+    assert frame.align(right.to_frame("x"), join="outer")[0].shape == (4, 1)

@@ -1,0 +1,264 @@
+"""The CPU engine's two code paths give identical results, bit for bit.
+
+Short non-empty pairs run in SIMD lane groups (``kernels/cpu_lanes.py``), everything else one
+pair per thread (``kernels/cpu.py``). Setting ``cpu_lanes.MAX_LANE_LENGTH`` to 0 sends every
+pair down the one-pair path; the whole result frame must not change. Spies on the two kernel
+entry points prove that each run really took the path it is meant to compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from gpualign_df.kernels import cpu, cpu_lanes
+from gpualign_df.scoring import make_scoring
+from helpers import mutate, random_sequences, rescore
+
+DNA = "ACGT"
+PROTEIN = "ARNDCQEGHILKMFPSTWYV"
+TO_PROTEIN = str.maketrans("ACGT", "WKLE")
+FREE_ENDS = [None, ("target_start", "target_end"), ("query_start", "query_end"),
+             ("query_start", "target_end"), ("query_end", "target_start"), ("query_end",),
+             ("target_start",), ()]
+MODES = [("sw", None), ("nw", None)] + [("sg", ends) for ends in FREE_ENDS]
+SCORINGS = {
+    "dna-2-3-gap10+1": dict(match=2, mismatch=-3, gap_open=10, gap_extend=1),
+    "dna-1-1-linear2": dict(match=1, mismatch=-1, gap_open=2, gap_extend=2),
+    "dna-1-4-gap7+1": dict(match=1, mismatch=-4, gap_open=7, gap_extend=1),
+    "dna-3-2-gap4+0": dict(match=3, mismatch=-2, gap_open=4, gap_extend=0),
+    "ednafull-linear3": dict(matrix="EDNAFULL", gap_open=3, gap_extend=3),
+    "blosum62-gap11+1": dict(matrix="BLOSUM62", gap_open=11, gap_extend=1),
+    "blosum62-linear4": dict(matrix="BLOSUM62", gap_open=4, gap_extend=4),
+}
+
+
+def tie_pairs() -> list[tuple[str, str]]:
+    """Repetitive and single-letter pairs whose optimal alignments are not unique."""
+    pairs = []
+    for a, b in [(40, 23), (23, 40), (7, 3), (1, 5), (16, 16), (60, 59)]:
+        pairs.append(("AC" * a, "AC" * b))
+        pairs.append(("AC" * a, "CA" * b))
+    for a, b in [(50, 17), (17, 50), (1, 9), (9, 1), (33, 33), (2, 3)]:
+        pairs.append(("A" * a, "A" * b))
+    pairs += [("A" * 20, "C" * 20), ("A" * 10, "C" * 25), ("ACG" * 20, "CGA" * 15),
+              ("AAAAT" * 10, "AT" * 8), ("AT" * 30, "TA" * 31), ("ACGT" * 30, "TGCA" * 25),
+              ("ACGT" * 12, "ACGT" * 12 + "ACG"), ("AACC" * 15, "ACAC" * 15),
+              ("A", "C"), ("A", "A"), ("AAAAAAAAAC", "CAAAAAAAAA"), ("GATTACA" * 9, "GATACA" * 11)]
+    return pairs
+
+
+def make_pairs(alphabet: str, seed: int, count: int = 300) -> tuple[list[str], list[str]]:
+    """``count`` random pairs, lengths 1..300, half related, shuffled with the tie pairs."""
+    rng = np.random.default_rng(seed)
+    queries, targets = [], []
+    for k in range(count):
+        query = random_sequences(rng, 1, alphabet, 300, min_length=1)[0]
+        if k % 3 == 0:
+            target = random_sequences(rng, 1, alphabet, 300, min_length=1)[0]
+        else:
+            target = mutate(rng, query, alphabet, 0.08) or alphabet[0]
+            if k % 2:
+                flanks = random_sequences(rng, 2, alphabet, 40)
+                target = flanks[0] + target + flanks[1]
+            elif k % 4 == 0:
+                target = target[rng.integers(0, max(1, len(target) // 3)):]
+        if k % 5 == 0:
+            query, target = target, query
+        queries.append(query)
+        targets.append(target)
+    ties = tie_pairs()
+    if alphabet != DNA:
+        ties = [(q.translate(TO_PROTEIN), t.translate(TO_PROTEIN)) for q, t in ties]
+    queries += [q for q, _ in ties]
+    targets += [t for _, t in ties]
+    order = rng.permutation(len(queries))
+    return [queries[k] for k in order], [targets[k] for k in order]
+
+
+PAIRS = {"dna": make_pairs(DNA, 1), "protein": make_pairs(PROTEIN, 2)}
+
+
+@dataclass
+class PathSpy:
+    """Which pairs each kernel entry point received."""
+
+    lane_pairs: list[int] = field(default_factory=list)
+    one_pair_pairs: list[int] = field(default_factory=list)
+    padded_groups: int = 0
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    record = PathSpy()
+    lane_kernel, one_pair_kernel = cpu_lanes.align_lane_groups, cpu.align_pairs
+
+    def lanes(query_codes, query_offsets, target_codes, target_offsets, pair_query, pair_target,
+              groups, *rest):
+        for group in groups:
+            members = group[group >= 0]
+            record.lane_pairs += members.tolist()
+            lengths = {(query_offsets[pair_query[p] + 1] - query_offsets[pair_query[p]],
+                        target_offsets[pair_target[p] + 1] - target_offsets[pair_target[p]])
+                       for p in members}
+            record.padded_groups += len(lengths) > 1 or len(members) < cpu_lanes.LANES
+        return lane_kernel(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+                           pair_target, groups, *rest)
+
+    def one_pair(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+                 pair_target, order, *rest):
+        record.one_pair_pairs += order.tolist()
+        return one_pair_kernel(query_codes, query_offsets, target_codes, target_offsets,
+                               pair_query, pair_target, order, *rest)
+
+    monkeypatch.setattr(cpu_lanes, "align_lane_groups", lanes)
+    monkeypatch.setattr(cpu, "align_pairs", one_pair)
+    return record
+
+
+def run_both_paths(monkeypatch, spy, queries, targets, *, how="rowwise", **options):
+    """(lane-path frame, one-pair-path frame) of the same job; checks the routing."""
+    options = dict(backend="cpu", how=how, **options)
+    spy.lane_pairs.clear()
+    spy.one_pair_pairs.clear()
+    spy.padded_groups = 0
+    default = gpualign_df.align(queries, targets, **options)
+    lane_pairs, one_pair_pairs = sorted(spy.lane_pairs), sorted(spy.one_pair_pairs)
+    padded = spy.padded_groups
+    spy.lane_pairs.clear()
+    spy.one_pair_pairs.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(cpu_lanes, "MAX_LANE_LENGTH", 0)
+        forced = gpualign_df.align(queries, targets, **options)
+    assert spy.lane_pairs == []
+    assert sorted(spy.one_pair_pairs) == sorted(lane_pairs + one_pair_pairs)
+    return default, forced, lane_pairs, one_pair_pairs, padded
+
+
+def expected_lane_pairs(queries, targets):
+    return [k for k, (q, t) in enumerate(zip(queries, targets))
+            if 0 < len(q) <= cpu_lanes.MAX_LANE_LENGTH and 0 < len(t) <= cpu_lanes.MAX_LANE_LENGTH]
+
+
+def test_pairs_cover_many_lengths_and_ties():
+    for queries, targets in PAIRS.values():
+        assert len(queries) >= 300
+        lengths = [len(q) for q in queries] + [len(t) for t in targets]
+        assert min(lengths) == 1 and max(lengths) >= 300
+        assert len(set(lengths)) > 150
+
+
+@pytest.mark.parametrize("mode,free_ends", MODES,
+                         ids=[f"{m}-{'+'.join(e) if e else e}" for m, e in MODES])
+@pytest.mark.parametrize("scoring", SCORINGS.values(), ids=SCORINGS.keys())
+def test_lane_path_equals_one_pair_path(monkeypatch, spy, mode, free_ends, scoring):
+    queries, targets = PAIRS["protein" if scoring.get("matrix") == "BLOSUM62" else "dna"]
+    default, forced, lane_pairs, one_pair_pairs, padded = run_both_paths(
+        monkeypatch, spy, queries, targets, mode=mode, free_ends=free_ends, **scoring)
+    assert lane_pairs == expected_lane_pairs(queries, targets)
+    assert one_pair_pairs == []
+    assert padded > 0
+    pd.testing.assert_frame_equal(default, forced)
+    assert default["score"].notna().all()
+
+
+@pytest.mark.parametrize("mode,free_ends", MODES[:4])
+@pytest.mark.parametrize("scoring", ["dna-2-3-gap10+1", "blosum62-linear4"])
+def test_score_only_paths_agree(monkeypatch, spy, mode, free_ends, scoring):
+    options = SCORINGS[scoring]
+    queries, targets = PAIRS["protein" if options.get("matrix") == "BLOSUM62" else "dna"]
+    default, forced, lane_pairs, _, _ = run_both_paths(
+        monkeypatch, spy, queries, targets, mode=mode, free_ends=free_ends, traceback=False,
+        **options)
+    assert len(lane_pairs) == len(queries)
+    pd.testing.assert_frame_equal(default, forced)
+    with_traceback = gpualign_df.align(queries, targets, mode=mode, free_ends=free_ends,
+                                       backend="cpu", **options)
+    pd.testing.assert_frame_equal(default, with_traceback[list(default.columns)])
+
+
+@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None), ("sg", None),
+                                            ("sg", ("target_start", "target_end"))])
+def test_tie_cases_agree_and_rescore(monkeypatch, spy, mode, free_ends):
+    ties = tie_pairs()
+    queries = [q for q, _ in ties] * 2
+    targets = [t for _, t in ties] + [t.lower() for _, t in ties]
+    options = dict(match=1, mismatch=-1, gap_open=1, gap_extend=1)
+    default, forced, lane_pairs, _, _ = run_both_paths(
+        monkeypatch, spy, queries, targets, mode=mode, free_ends=free_ends, **options)
+    assert len(lane_pairs) == len(queries)
+    pd.testing.assert_frame_equal(default, forced)
+    scoring = make_scoring(**options)
+    for row, query, target in zip(default.itertuples(), queries, targets):
+        assert rescore(query, target, row, scoring) == row.score
+    half = len(ties)
+    pd.testing.assert_frame_equal(default.iloc[:half].drop(columns=["query", "target"]),
+                                  default.iloc[half:].drop(columns=["query", "target"])
+                                  .reset_index(drop=True))
+
+
+@pytest.mark.parametrize("how", ["pairwise", "search"])
+def test_pairwise_and_search_jobs_agree(monkeypatch, spy, how):
+    queries, targets = PAIRS["dna"]
+    subset_queries = pd.Series(queries[:30], index=[f"q{k}" for k in range(30)])
+    subset_targets = None if how == "pairwise" else pd.Series(targets[:25])
+    for mode in ("sw", "sg"):
+        default, forced, lane_pairs, _, _ = run_both_paths(
+            monkeypatch, spy, subset_queries, subset_targets, how=how, mode=mode, match=2,
+            mismatch=-3, gap_open=5, gap_extend=2)
+        assert len(lane_pairs) == len(default) > 0
+        pd.testing.assert_frame_equal(default, forced)
+
+
+def test_nulls_and_empty_sequences_mixed_with_lane_pairs(monkeypatch, spy):
+    queries, targets = (list(x[:60]) for x in PAIRS["dna"])
+    queries[3], targets[8], queries[11], targets[11] = None, None, "", ""
+    queries[20], targets[31] = "", ""
+    default, forced, lane_pairs, one_pair_pairs, _ = run_both_paths(
+        monkeypatch, spy, queries, targets, mode="sg", free_ends=("target_start", "target_end"),
+        match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    assert lane_pairs == [k for k in range(60) if k not in (3, 8, 11, 20, 31)]
+    assert one_pair_pairs == [11, 20, 31]
+    pd.testing.assert_frame_equal(default, forced)
+    assert default.loc[[3, 8], "score"].isna().all()
+
+
+def _long_pairs(seed: int):
+    rng = np.random.default_rng(seed)
+    query = random_sequences(rng, 1, DNA, 2100, min_length=2100)[0]
+    related = mutate(rng, query, DNA, 0.04)[25:2075]
+    unrelated = random_sequences(rng, 1, DNA, 2050, min_length=2050)[0]
+    other = random_sequences(rng, 1, DNA, 2100, min_length=2100)[0]
+    short_queries, short_targets = (x[:40] for x in make_pairs(DNA, seed + 1, count=40))
+    queries = short_queries[:20] + [query] + short_queries[20:] + [other]
+    targets = short_targets[:20] + [related] + short_targets[20:] + [unrelated]
+    return queries, targets
+
+
+@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None),
+                                            ("sg", ("target_start", "target_end"))])
+def test_pairs_longer_than_lanes_mixed_with_short_pairs(monkeypatch, spy, mode, free_ends):
+    queries, targets = _long_pairs(21)
+    long_pairs = [k for k, q in enumerate(queries) if len(q) > cpu_lanes.MAX_LANE_LENGTH]
+    assert len(long_pairs) == 2
+    assert all(len(targets[k]) > cpu_lanes.MAX_LANE_LENGTH for k in long_pairs)
+    options = dict(mode=mode, free_ends=free_ends, matrix="EDNAFULL", gap_open=10, gap_extend=1)
+    default, forced, lane_pairs, one_pair_pairs, _ = run_both_paths(
+        monkeypatch, spy, queries, targets, **options)
+    assert one_pair_pairs == long_pairs
+    assert lane_pairs == [k for k in range(len(queries)) if k not in long_pairs]
+    pd.testing.assert_frame_equal(default, forced)
+    related_row = default.loc[long_pairs[0]]
+    assert related_row["matches"] > 1800
+    # The lane kernel's own limit is 4095 columns: widening MAX_LANE_LENGTH to take the
+    # long pairs too (one group padded from ~40 to ~2100 columns) must not change anything.
+    with monkeypatch.context() as patch:
+        patch.setattr(cpu_lanes, "MAX_LANE_LENGTH", 2200)
+        spy.lane_pairs.clear()
+        widened = gpualign_df.align(queries, targets, backend="cpu", **options)
+        assert sorted(spy.lane_pairs) == list(range(len(queries)))
+    pd.testing.assert_frame_equal(default, widened)

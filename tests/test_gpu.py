@@ -1,0 +1,88 @@
+"""On a real GPU: the GPU engine equals the CPU engine on the real data sets.
+
+Run on the accelerator with ``GPUALIGN_REAL_GPU=1 python -m pytest -m gpu tests/test_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from gpualign_df import gpu
+from helpers import random_sequences, read_fasta, shared_file
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def real_gpu():
+    if not gpu.gpu_usable():
+        pytest.skip("needs a real CUDA GPU (set GPUALIGN_REAL_GPU=1 on a GPU machine)")
+
+
+def assert_engines_equal(queries, targets, **options):
+    cpu = gpualign_df.align(queries, targets, backend="cpu", **options)
+    cuda = gpualign_df.align(queries, targets, backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, cuda)
+    return cuda
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_gasal2_pairs_gpu_equals_cpu(mode):
+    queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"))
+    targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"))
+    frame = assert_engines_equal(queries, targets, mode=mode, match=1, mismatch=-4, gap_open=7,
+                                 gap_extend=1)
+    assert len(frame) == 20_000 and frame["cigar"].notna().all()
+
+
+def test_gasal2_glocal_and_score_only_gpu_equals_cpu():
+    queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=5000)
+    targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=5000)
+    assert_engines_equal(queries, targets, mode="sg", free_ends=("target_start", "target_end"),
+                         match=1, mismatch=-4, gap_open=7, gap_extend=1, cigar_style="M",
+                         clip="soft")
+    assert_engines_equal(queries, targets, mode="sw", match=1, mismatch=-4, gap_open=7,
+                         gap_extend=1, traceback=False)
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_adept_protein_sample_gpu_equals_cpu(mode):
+    proteins = read_fasta(shared_file("adept_proteins_30k.fasta.gz"))
+    rng = np.random.default_rng(7)
+    first = rng.choice(len(proteins), 3000)
+    second = rng.choice(len(proteins), 3000)
+    assert_engines_equal([proteins[k] for k in first], [proteins[k] for k in second], mode=mode,
+                         matrix="BLOSUM62", gap_open=11, gap_extend=1)
+
+
+def test_hifi_pairs_gpu_equals_cpu():
+    queries = read_fasta(shared_file("hifi_50_query.fasta.gz"))
+    targets = read_fasta(shared_file("hifi_50_target.fasta.gz"))
+    frame = assert_engines_equal(queries, targets, mode="sw", match=1, mismatch=-4, gap_open=7,
+                                 gap_extend=1)
+    assert (frame["identity"] > 0.9).mean() > 0.5
+
+
+def test_random_sets_with_empty_and_single_residues_gpu_equals_cpu():
+    rng = np.random.default_rng(11)
+    queries = random_sequences(rng, 3000, "ACGT", 300)
+    targets = random_sequences(rng, 3000, "ACGT", 300)
+    queries[::97] = [""] * len(queries[::97])
+    targets[::89] = ["A"] * len(targets[::89])
+    for mode in ("sw", "nw", "sg"):
+        assert_engines_equal(queries, targets, mode=mode, match=2, mismatch=-3, gap_open=5,
+                             gap_extend=2)
+
+
+def test_batches_split_by_memory_return_every_row(monkeypatch):
+    queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=4000)
+    targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=4000)
+    whole = gpualign_df.align(queries, targets, backend="cuda", match=1, mismatch=-4, gap_open=7,
+                              gap_extend=1)
+    monkeypatch.setattr(gpu, "_free_bytes", lambda: 20 << 20)  # forces many small batches
+    split = gpualign_df.align(queries, targets, backend="cuda", match=1, mismatch=-4,
+                              gap_open=7, gap_extend=1)
+    pd.testing.assert_frame_equal(whole, split)
