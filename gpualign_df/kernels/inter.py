@@ -29,6 +29,7 @@ STRIP_ROWS = 8
 WARP = 32
 #: Largest alphabet the shared-memory substitution table holds.
 MAX_ALPHABET = 32
+SHARED_TABLE = 1024  # MAX_ALPHABET ** 2, a literal for cuda.shared.array
 
 
 @cuda.jit(device=True, inline=True)
@@ -56,7 +57,7 @@ def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     def fill(query, target, query_lengths, target_lengths, query_base, target_base, row_base,
              tb_base, warp_columns, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
              score, end_i, end_j):
-        shared_sub = cuda.shared.array(MAX_ALPHABET * MAX_ALPHABET, int32)
+        shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         for k in range(cuda.threadIdx.x, alphabet_size * alphabet_size, cuda.blockDim.x):
             shared_sub[k] = sub[k]
         cuda.syncthreads()
