@@ -32,7 +32,7 @@ def main() -> int:
                 for mode, code, free in (("sw", 0, False), ("nw", 1, False), ("sg", 2, True))]
     kernels.append(("cigar", traceback.cigar_kernel(False, False)))
     for label, kernel in kernels:
-        for signature in kernel.overloads:
+        for signature in kernel.signatures:
             regs = kernel.get_regs_per_thread(signature)
             local = kernel.get_local_mem_per_thread(signature)
             sass = kernel.inspect_sass(signature)

@@ -13,6 +13,7 @@ import gpualign_df
 import gpualign_df.api as api
 from gpualign_df import gpu
 from gpualign_df.accessor.series import SeriesAlignAccessor
+from gpualign_df.kernels import cpu_lanes
 from gpualign_df.scoring import make_scoring
 from helpers import mutate, random_sequences, rescore
 
@@ -498,13 +499,21 @@ def test_soft_clip_covers_the_unaligned_query(cigar_style, mode, free_ends):
 # --- mode properties ------------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["lanes", "one-pair"])
+def cpu_path(request, monkeypatch):
+    """Run the test on the default CPU path and again with every pair on the one-pair path."""
+    if request.param == "one-pair":
+        monkeypatch.setattr(cpu_lanes, "MAX_LANE_LENGTH", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("gaps", [(5, 2), (2, 2), (10, 1)])
-def test_glocal_aligns_the_whole_query(gaps):
+def test_glocal_aligns_the_whole_query(cpu_path, gaps):
     queries, targets = related(13, 120, flank=40)
     queries += ["", "ACGTACGT", "A"]
     targets += ["ACGT", "", "TTTTTTTTTTTTTT"]
     options = dict(match=2, mismatch=-3, gap_open=gaps[0], gap_extend=gaps[1])
-    frame = gpualign_df.align(queries, targets, mode="sg",
+    frame = gpualign_df.align(queries, targets, mode="sg", backend="cpu",
                               free_ends=("target_start", "target_end"), **options)
     scoring = make_scoring(**options)
     partial_target = 0
@@ -542,11 +551,11 @@ def _prefix_scores(query, target, row, scoring):
                                      dict(match=1, mismatch=-1, gap_open=1, gap_extend=1),
                                      dict(match=3, mismatch=-2, gap_open=4, gap_extend=0),
                                      dict(matrix="EDNAFULL", gap_open=10, gap_extend=1)])
-def test_local_alignment_has_positive_prefixes_and_no_end_gaps(options):
+def test_local_alignment_has_positive_prefixes_and_no_end_gaps(cpu_path, options):
     queries, targets = related(14, 150)
     queries += ["ACACACACAC", "TTTT", "AAAAAAAA"]
     targets += ["CACACA", "GGGG", "AAAA"]
-    frame = gpualign_df.align(queries, targets, mode="sw", **options)
+    frame = gpualign_df.align(queries, targets, mode="sw", backend="cpu", **options)
     scoring = make_scoring(options.get("matrix"), **{k: v for k, v in options.items()
                                                      if k != "matrix"})
     with_gaps = 0
