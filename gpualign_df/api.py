@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .encode import EncodedSequences, encode_sequences
-from .engine import check_options, run_pairs
+from .engine import check_options, resolve_backend, run_pairs
 from .results import build_frame, empty_frame
 from .scoring import Mode, Scoring, make_scoring, parse_mode
 
@@ -145,6 +145,7 @@ def align(
     """
     validate_job(how, queries, targets, top_k)
     check_options(backend, cigar_style, clip)
+    resolve_backend(backend)  # backend="cuda" without a GPU fails before any work
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
     parsed_mode = parse_mode(mode, free_ends)

@@ -13,8 +13,28 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from numba import njit, prange
 
 from .scoring import INVALID_CODE, Scoring
+
+
+@njit(cache=True, parallel=True)
+def _map_codes(data, lut, codes):
+    """codes[k] = lut[data[k]]; returns the first position whose byte is not in the
+    alphabet, or -1."""
+    chunks = 64
+    size = (len(data) + chunks - 1) // chunks
+    first_bad = np.full(chunks, -1, dtype=np.int64)
+    for chunk in prange(chunks):
+        for k in range(chunk * size, min(len(data), (chunk + 1) * size)):
+            code = lut[data[k]]
+            codes[k] = code
+            if code == INVALID_CODE and first_bad[chunk] < 0:
+                first_bad[chunk] = k
+    for chunk in range(chunks):
+        if first_bad[chunk] >= 0:
+            return first_bad[chunk]
+    return -1
 
 
 @dataclass(frozen=True)
@@ -46,6 +66,11 @@ class EncodedSequences:
         return np.diff(self.offsets)
 
 
+def plain_label(label: Any) -> Any:
+    """A label as Python shows it (``6``, not ``np.int64(6)``), for messages."""
+    return label.item() if isinstance(label, np.generic) else label
+
+
 def to_arrow_strings(values: Any, labels: pd.Index) -> pa.LargeStringArray:
     """Turn a Series / list of str-or-null into an Arrow large_string array, or raise."""
     if isinstance(values, pd.Series):
@@ -56,7 +81,7 @@ def to_arrow_strings(values: Any, labels: pd.Index) -> pa.LargeStringArray:
         for position, value in enumerate(values):
             if value is not None and not (isinstance(value, float) and np.isnan(value)) \
                     and value is not pd.NA and not isinstance(value, str):
-                raise ValueError(f"row {labels[position]!r}: sequence must be a string, "
+                raise ValueError(f"row {plain_label(labels[position])!r}: sequence must be a string, "
                                  f"got {type(value).__name__}") from error
         raise
     if isinstance(array, pa.ChunkedArray):
@@ -102,14 +127,15 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
     data = np.frombuffer(data_buffer, dtype=np.uint8)[start:stop] if data_buffer is not None \
         else np.zeros(0, dtype=np.uint8)
     offsets = offsets - start
-    codes = scoring.lut[data]
-    bad = np.flatnonzero(codes == INVALID_CODE)
-    if bad.size:
+    codes = np.empty(len(data), dtype=np.uint8)
+    first_bad = _map_codes(data, scoring.lut, codes)
+    if first_bad >= 0:
+        bad = [first_bad]
         row = int(np.searchsorted(offsets, bad[0], side="right") - 1)
         text = array[row].as_py()
         byte_position = int(bad[0] - offsets[row])
         position = len(text.encode("utf-8")[:byte_position].decode("utf-8", errors="ignore"))
-        raise ValueError(f"row {labels[row]!r}, position {position}: character "
+        raise ValueError(f"row {plain_label(labels[row])!r}, position {position}: character "
                          f"{text[position]!r} is not in the {scoring.name} alphabet "
                          f"{scoring.alphabet!r}")
     valid = np.ones(count, dtype=bool) if array.null_count == 0 \

@@ -154,7 +154,7 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
             batch_offsets = np.zeros(pairs, dtype=np.int64)
             batch_offsets[batch] = np.cumsum(ops_sizes[batch]) - ops_sizes[batch]
             ops = np.empty(int(ops_sizes[batch].sum()) if traceback else 0, dtype=np.uint8)
-            arguments = (scoring.matrix, scoring.gap_open, scoring.gap_extend, mode.code, *free,
+            arguments = (scoring.matrix, scoring.concrete, scoring.gap_open, scoring.gap_extend, mode.code, *free,
                          traceback, batch_offsets, ops, out.score, query_start, out.query_end,
                          target_start, out.target_end, op_counts)
             in_lanes = (lanes_allowed & (query_lengths[batch] > 0) & (target_lengths[batch] > 0)

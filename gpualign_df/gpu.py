@@ -100,6 +100,7 @@ def _run_on_gpu(queries, targets, pair_query, pair_target, scoring, mode, traceb
     plan = plan_warps(np.arange(len(pair_query)), query_lengths, target_lengths, traceback,
                       sort=SORT_BY_LENGTH)
     sub = cuda.to_device(np.ascontiguousarray(scoring.matrix.ravel(), dtype=np.int32))
+    concrete = cuda.to_device(scoring.concrete)
     fill = inter.fill_kernel(mode.code, *mode.flags(), traceback)
     merge_matches = cigar_style == "M"
     soft_clip = clip == "soft"
@@ -111,7 +112,7 @@ def _run_on_gpu(queries, targets, pair_query, pair_target, scoring, mode, traceb
     parts = []
     for first_warp, stop_warp in split_batches(plan, int(_free_bytes() * MEMORY_SHARE)):
         batch = _run_batch(plan, first_warp, stop_warp, queries, targets, slot_query_sequence,
-                           slot_target_sequence, sub, len(scoring.alphabet),
+                           slot_target_sequence, sub, concrete, len(scoring.alphabet),
                            scoring.gap_open, scoring.gap_extend, fill, walk, write, traceback)
         slots = plan.slots[first_warp * inter.WARP:stop_warp * inter.WARP]
         used = slots >= 0
@@ -127,7 +128,7 @@ def _relative(values: np.ndarray, first: int, stop: int) -> np.ndarray:
 
 
 def _run_batch(plan: WarpPlan, first_warp, stop_warp, queries, targets, slot_query_sequence,
-               slot_target_sequence, sub, alphabet_size, go, ge, fill, walk, write,
+               slot_target_sequence, sub, concrete, alphabet_size, go, ge, fill, walk, write,
                traceback) -> AlignmentArrays:
     """One batch of warps: fill, walk and CIGAR kernels; results per slot, on the host."""
     warp = inter.WARP
@@ -182,7 +183,7 @@ def _run_batch(plan: WarpPlan, first_warp, stop_warp, queries, targets, slot_que
                    ("run_count", "start_i", "start_j", "matches", "mismatches", "gap_opens",
                     "gaps", "cigar_length")}
     _launch("walk", walk, blocks, query, target, query_lengths, target_lengths, query_base_d,
-                                    target_base_d, tb_base_d, columns_d, tb, end_i, end_j,
+                                    target_base_d, tb_base_d, columns_d, tb, concrete, end_i, end_j,
                                     run_base, runs, columns_out["run_count"],
                                     columns_out["start_i"], columns_out["start_j"],
                                     columns_out["matches"], columns_out["mismatches"],

@@ -30,6 +30,10 @@ MATRIX_FILES = {
 #: DNA alphabet used with ``match``/``mismatch`` scoring: ACGT, then the IUPAC ambiguity codes.
 DNA_ALPHABET = "ACGTNRYKMSWBDHV"
 
+#: Nucleotide IUPAC codes, and the protein symbols that are ambiguity codes or wildcards.
+NUCLEOTIDE_CODES = "ACGTUNRYKMSWBDHV"
+PROTEIN_WILDCARDS = "BZJOX*"
+
 #: Extra input symbols read as another symbol of the alphabet (``U`` is read as ``T``).
 DNA_ALIASES = {"U": "T"}
 
@@ -65,6 +69,10 @@ class Scoring:
         ``uint8[256]``: byte -> code, ``255`` for bytes outside the alphabet (case-insensitive).
     gap_open, gap_extend : int
         A gap of length k costs ``gap_open + (k - 1) * gap_extend``.
+    concrete : numpy.ndarray
+        ``uint8`` per code: 1 for a concrete residue, 0 for an ambiguity code or wildcard
+        (see :func:`concrete_symbols`). Identical concrete residues are ``=`` in a CIGAR;
+        every other aligned pair is ``X``.
     """
 
     name: str
@@ -73,6 +81,7 @@ class Scoring:
     lut: np.ndarray
     gap_open: int
     gap_extend: int
+    concrete: np.ndarray
 
     def max_abs_score(self, query_length: int, target_length: int) -> int:
         """Bound on the magnitude of any DP cell for sequences of these lengths."""
@@ -238,7 +247,8 @@ def make_scoring(
         for code in range(4):
             table[code, code] = match_value
         return Scoring("match/mismatch", DNA_ALPHABET, table,
-                       _lookup_table(DNA_ALPHABET, DNA_ALIASES), gap_open, gap_extend)
+                       _lookup_table(DNA_ALPHABET, DNA_ALIASES), gap_open, gap_extend,
+                       concrete_symbols(DNA_ALPHABET))
     if matrix is None:
         matrix = "EDNAFULL"
     if isinstance(matrix, str):
@@ -257,8 +267,25 @@ def make_scoring(
         aliases, name = None, "custom"
     else:
         raise ValueError("matrix must be a name, a square DataFrame or (alphabet, table)")
-    return Scoring(name, alphabet, _validate_table(alphabet, table), _lookup_table(alphabet, aliases),
-                   gap_open, gap_extend)
+    return Scoring(name, alphabet, _validate_table(alphabet, table),
+                   _lookup_table(alphabet, aliases), gap_open, gap_extend, concrete_symbols(alphabet))
+
+
+def concrete_symbols(alphabet: str) -> np.ndarray:
+    """Which symbols are concrete residues (identical ones are ``=`` in a CIGAR).
+
+    A nucleotide alphabet (only IUPAC codes) has A, C, G, T, U concrete; any other alphabet
+    has everything concrete except the protein ambiguity codes and wildcards B Z J O X ``*``.
+
+    Examples
+    --------
+    >>> concrete_symbols("ACGTN").tolist(), concrete_symbols("ARNDX*").tolist()
+    ([1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0])
+    """
+    upper = alphabet.upper()
+    if set(upper) <= set(NUCLEOTIDE_CODES):
+        return np.array([symbol in "ACGTU" for symbol in upper], dtype=np.uint8)
+    return np.array([symbol not in PROTEIN_WILDCARDS for symbol in upper], dtype=np.uint8)
 
 
 def _validate_table(alphabet: str, table: np.ndarray) -> np.ndarray:

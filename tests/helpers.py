@@ -81,10 +81,11 @@ def rescore(query: str, target: str, row, scoring) -> int:
             for k in range(count):
                 a, b = query[qpos + k], target[tpos + k]
                 total += int(matrix[lut[ord(a)], lut[ord(b)]])
+                identical = lut[ord(a)] == lut[ord(b)] and scoring.concrete[lut[ord(a)]]
                 if op == "=":
-                    assert lut[ord(a)] == lut[ord(b)], (row.cigar, qpos + k)
+                    assert identical, (row.cigar, qpos + k)
                 if op == "X":
-                    assert lut[ord(a)] != lut[ord(b)], (row.cigar, qpos + k)
+                    assert not identical, (row.cigar, qpos + k)
             qpos += count
             tpos += count
         elif op == "I":

@@ -208,8 +208,6 @@ def test_bad_character_with_default_index_names_the_row_number():
     assert "row 2," in message and "position 2" in message and "'X'" in message
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (reported): labels of an integer Index are numpy "
-                   "scalars and the messages use their repr, e.g. \"row np.int64(6)\"")
 def test_bad_input_with_integer_index_names_the_plain_label():
     with pytest.raises(ValueError) as info:
         gpualign_df.align(pd.Series(["ACGT", "GGAQ"], index=[5, 6]), ["A", "C"], **OPTIONS)

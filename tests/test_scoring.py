@@ -108,10 +108,6 @@ def test_ambiguity_code_mismatches_itself_in_an_alignment(code):
     assert frame["query_end"].tolist() == [5, 3]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (reported): with match/mismatch scoring an ambiguity "
-                   "code scores `mismatch` against itself, yet the CIGAR writes '=' and the "
-                   "statistics count it as a match (NNNNN vs NNNNN: score -15, cigar '5=', "
-                   "identity 1.0)")
 @pytest.mark.parametrize("code", ["N", "R"])
 def test_ambiguity_self_pair_is_not_reported_as_a_match(code):
     frame = gpualign_df.align([code * 5, "A" + code + "A"], [code * 5, "ACA"], mode="nw",

@@ -21,7 +21,9 @@ Tie-breaking (documented in the README):
   and semi-global without free ends: the corner cell.
 
 Traceback nibble per cell: bits 0-1 source of H (0 start, 1 diagonal, 2 I, 3 D), bit 2
-``I`` extends ``I[i-1,j]``, bit 3 ``D`` extends ``D[i,j-1]``. Two cells per byte, rows padded
+``I`` extends ``I[i-1,j]``, bit 3 ``D`` extends ``D[i,j-1]``. A diagonal step is ``=`` when both
+residues are the same concrete residue (``concrete[code]``; never an ambiguity code or
+wildcard such as N or X), ``X`` otherwise. Two cells per byte, rows padded
 to whole bytes. Operations are emitted end to start as codes 0 ``=``, 1 ``X``, 2 ``I``, 3 ``D``.
 """
 
@@ -160,7 +162,7 @@ def _empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte):
 
 
 @njit(cache=True)
-def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, ops):
+def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, concrete, ops):
     """Walk the traceback from (end_i, end_j); write op codes end to start into ``ops``.
 
     ``tb[row * stride + (j - 1) // 2, lane]`` holds the nibbles of cells (i, j) of one pair.
@@ -192,7 +194,8 @@ def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, op
             if src == SRC_START:
                 break
             if src == SRC_DIAG:
-                ops[count] = OP_MATCH if query[i - 1] == target[j - 1] else OP_MISMATCH
+                same = query[i - 1] == target[j - 1] and concrete[query[i - 1]]
+                ops[count] = OP_MATCH if same else OP_MISMATCH
                 count += 1
                 i -= 1
                 j -= 1
@@ -216,7 +219,7 @@ def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, op
 
 @njit(cache=True, parallel=True)
 def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_query, pair_target,
-                order, sub, go, ge, mode, fqs, fqe, fts, fte, traceback, op_offsets, ops,
+                order, sub, concrete, go, ge, mode, fqs, fqe, fts, fte, traceback, op_offsets, ops,
                 score, query_start, query_end, target_start, target_end, op_counts):
     """Align pairs ``(pair_query[p], pair_target[p])`` for every ``p`` in ``order``.
 
@@ -244,7 +247,7 @@ def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_q
         target_end[p] = end_j
         if traceback:
             start_i, start_j, count = trace_back(query, target, tb, 0, (n + 1) // 2, end_i, end_j,
-                                                 mode, fqs, fts,
+                                                 mode, fqs, fts, concrete,
                                                  ops[op_offsets[p]:op_offsets[p] + m + n])
             query_start[p] = start_i
             target_start[p] = start_j

@@ -136,7 +136,7 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
 
 @njit(cache=True, parallel=True)
 def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, pair_query,
-                      pair_target, groups, sub, go, ge, mode, fqs, fqe, fts, fte, traceback,
+                      pair_target, groups, sub, concrete, go, ge, mode, fqs, fqe, fts, fte, traceback,
                       op_offsets, ops, score, query_start, query_end, target_start, target_end,
                       op_counts):
     """Align groups of pairs (``groups[g, lane]`` = pair index, -1 for an unused lane).
@@ -187,7 +187,7 @@ def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, 
                 begin = op_offsets[p]
                 size = query_lengths[lane] + target_lengths[lane]
                 start_i, start_j, count = trace_back(query, target, tb, lane, stride, best_i[lane],
-                                                     best_j[lane], mode, fqs, fts,
+                                                     best_j[lane], mode, fqs, fts, concrete,
                                                      ops[begin:begin + size])
                 query_start[p] = start_i
                 target_start[p] = start_j

@@ -41,7 +41,7 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
 
     @cuda.jit
     def walk(query, target, query_lengths, target_lengths, query_base, target_base, tb_base,
-             warp_columns, tb, end_i, end_j, run_base, runs, run_count, start_i, start_j,
+             warp_columns, tb, concrete, end_i, end_j, run_base, runs, run_count, start_i, start_j,
              matches, mismatches, gap_opens, gaps, cigar_length):
         pair = cuda.grid(1)
         if pair >= query_lengths.shape[0]:
@@ -93,7 +93,8 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
                     if src == 0:
                         break
                     if src == 1:
-                        if query[q0 + WARP * (i - 1)] == target[t0 + WARP * (j - 1)]:
+                        code = query[q0 + WARP * (i - 1)]
+                        if code == target[t0 + WARP * (j - 1)] and concrete[code]:
                             op = OP_MATCH
                         else:
                             op = OP_MISMATCH
