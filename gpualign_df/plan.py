@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .kernels.inter import STRIP_ROWS, WARP
 
@@ -94,13 +94,13 @@ def split_batches(plan: WarpPlan, budget_bytes: int) -> list[tuple[int, int]]:
     return batches
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def interleave(codes, offsets, sequence_of_slot, slot_lengths, warp_base, first_slot,
                slot_count, out):
     """Write residues of slots [first_slot, first_slot + slot_count) at base + 32*i + lane,
     bases relative to the batch's first warp."""
     origin = warp_base[first_slot // 32]
-    for k in range(slot_count):
+    for k in prange(slot_count):
         slot = first_slot + k
         sequence = sequence_of_slot[slot]
         if sequence < 0:
