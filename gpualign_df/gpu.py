@@ -1,26 +1,27 @@
-"""GPU engine, host side: plans warps and batches, moves buffers, launches the kernels.
+"""GPU engine, host side: plans batches, moves buffers, launches the kernels.
 
-Pairs the inter-task kernel does not take (empty sequences, more than ``GPU_MAX_CELLS``
-cells, alphabets over 32 symbols) run on the CPU engine in the same call; both engines give
-identical results, so the merged columns do not depend on where a pair ran.
+Sequences live on the device as residue codes + offsets (``DeviceSequences``); every batch
+gathers its pairs' residues into the interleaved layout on the device, fills, walks back
+and writes CIGAR characters there, and a last kernel puts every pair's characters at its
+row's offset in one buffer: results come out in job row order, as device arrays
+(``DeviceResults``), that the pandas path copies to the host and the cuDF path wraps as
+columns without a host copy of residues or CIGARs.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-import numba
 import numpy as np
 from numba import cuda
 
+from .arrays import AlignmentArrays
 from .encode import EncodedSequences
-from .arrays import AlignmentArrays, merge_parts
-from .kernels import inter, traceback as tb_kernels
-from .plan import WarpPlan, interleave, plan_warps, split_batches
+from .kernels import inter, intra, traceback as tb_kernels
+from .plan import Batch, plan_batches
 from .scoring import Mode, Scoring
 
-#: Larger pairs run on the CPU engine (the long-pair GPU kernel is not in this version).
-GPU_MAX_CELLS = 1 << 28
 THREADS_PER_BLOCK = 128
 #: Share of the free device memory one batch may use.
 MEMORY_SHARE = 0.6
@@ -29,19 +30,8 @@ SORT_BY_LENGTH = True
 TIME_KERNELS = False
 #: Seconds spent in each kernel while TIME_KERNELS is on (reset it yourself).
 KERNEL_SECONDS: dict[str, float] = {}
-
-
-def _launch(name: str, kernel, blocks: int, *arguments) -> None:
-    """Launch a kernel; with TIME_KERNELS, time it with CUDA events."""
-    if not TIME_KERNELS or simulator():
-        kernel[blocks, THREADS_PER_BLOCK](*arguments)
-        return
-    start, stop = cuda.event(), cuda.event()
-    start.record()
-    kernel[blocks, THREADS_PER_BLOCK](*arguments)
-    stop.record()
-    stop.synchronize()
-    KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + cuda.event_elapsed_time(start, stop) / 1e3
+RESULT_COLUMNS = ("score", "end_i", "end_j", "start_i", "start_j", "matches", "mismatches",
+                  "gap_opens", "gaps", "cigar_length")
 
 
 def simulator() -> bool:
@@ -63,154 +53,214 @@ def _free_bytes() -> int:
     if simulator():
         return 1 << 28
     free, _total = cuda.current_context().get_memory_info()
-    return int(free)
+    return int(free) + sum(buffer.nbytes for buffer in _SCRATCH.values())
 
 
 def _blocks(count: int) -> int:
     return max(1, (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
 
 
-def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
-                  pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
-                  cigar_style: str, clip: str | None, cpu_runner, progress) -> AlignmentArrays:
-    """Align pairs on the GPU (and the few it does not take on the CPU engine)."""
-    query_lengths = queries.lengths[pair_query]
-    target_lengths = targets.lengths[pair_target]
-    valid = queries.valid[pair_query] & targets.valid[pair_target]
-    eligible = (valid & (query_lengths > 0) & (target_lengths > 0)
-                & (query_lengths * target_lengths <= GPU_MAX_CELLS))
-    if len(scoring.alphabet) > inter.MAX_ALPHABET:
-        eligible[:] = False
-    parts = []
-    on_gpu = np.flatnonzero(eligible)
-    if len(on_gpu):
-        parts.append((on_gpu, _run_on_gpu(queries, targets, pair_query[on_gpu],
-                                          pair_target[on_gpu], scoring, mode, traceback,
-                                          cigar_style, clip, progress)))
-    on_cpu = np.flatnonzero(~eligible)
-    if len(on_cpu):
-        parts.append((on_cpu, cpu_runner(pair_query[on_cpu], pair_target[on_cpu])))
-    return merge_parts(len(pair_query), parts, traceback)
+def _launch(name: str, kernel, blocks: int, threads: int, *arguments) -> None:
+    """Launch a kernel; with TIME_KERNELS, time it with CUDA events."""
+    if not TIME_KERNELS or simulator():
+        kernel[blocks, threads](*arguments)
+        return
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    kernel[blocks, threads](*arguments)
+    stop.record()
+    stop.synchronize()
+    KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + cuda.event_elapsed_time(start, stop) / 1e3
 
 
-def _run_on_gpu(queries, targets, pair_query, pair_target, scoring, mode, traceback,
-                cigar_style, clip, progress) -> AlignmentArrays:
-    query_lengths = queries.lengths[pair_query]
-    target_lengths = targets.lengths[pair_target]
-    plan = plan_warps(np.arange(len(pair_query)), query_lengths, target_lengths, traceback,
-                      sort=SORT_BY_LENGTH)
+_SCRATCH: dict[str, object] = {}
+
+
+def _scratch(name: str, count: int, dtype) -> object:
+    """A reusable device buffer of at least ``count`` elements (no allocate/free churn)."""
+    count = max(int(count), 1)
+    buffer = _SCRATCH.get(name)
+    if buffer is None or buffer.size < count or buffer.dtype != np.dtype(dtype):
+        _SCRATCH.pop(name, None)
+        buffer = cuda.device_array(count, dtype=dtype)
+        _SCRATCH[name] = buffer
+    return buffer[:count]
+
+
+def release_scratch() -> None:
+    """Free the cached device buffers (they are reused across calls otherwise)."""
+    _SCRATCH.clear()
+
+
+@dataclass
+class DeviceSequences:
+    """Residue codes and int64 offsets of many sequences, on the device."""
+
+    codes: object
+    offsets: object
+
+
+def upload(encoded: EncodedSequences) -> DeviceSequences:
+    """Copy host-encoded sequences to the device."""
+    return DeviceSequences(cuda.to_device(encoded.codes if len(encoded.codes) else
+                                          np.zeros(1, np.uint8)),
+                           cuda.to_device(encoded.offsets))
+
+
+@dataclass
+class DeviceResults:
+    """Result columns in job row order, on the device (``chars``/``offsets`` the CIGARs)."""
+
+    columns: dict
+    chars: object | None
+    offsets: np.ndarray | None
+    cells: int
+
+
+@cuda.jit
+def gather_residues(codes, offsets, sequence_of_slot, slot_lengths, slot_start, width, out):
+    """Residues of each slot's sequence to ``out[slot_start + width * i]``."""
+    slot = cuda.grid(1)
+    if slot >= sequence_of_slot.shape[0]:
+        return
+    sequence = sequence_of_slot[slot]
+    if sequence < 0:
+        return
+    start = offsets[sequence]
+    base = slot_start[slot]
+    for i in range(slot_lengths[slot]):
+        out[base + width * i] = codes[start + i]
+
+
+def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query: np.ndarray,
+                    pair_target: np.ndarray, query_lengths: np.ndarray,
+                    target_lengths: np.ndarray, valid: np.ndarray, scoring: Scoring, mode: Mode,
+                    *, traceback: bool, cigar_style: str, clip: str | None,
+                    progress=None) -> DeviceResults:
+    """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``."""
+    rows = len(pair_query)
+    names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
+    columns = {name: cuda.to_device(np.zeros(max(rows, 1), np.int32)) for name in names}
     sub = cuda.to_device(np.ascontiguousarray(scoring.matrix.ravel(), dtype=np.int32))
     concrete = cuda.to_device(scoring.concrete)
-    fill = inter.fill_kernel(mode.code, *mode.flags(), traceback)
-    merge_matches = cigar_style == "M"
-    soft_clip = clip == "soft"
-    walk = tb_kernels.walk_kernel(mode.code, mode.free_query_start, mode.free_target_start,
-                                  merge_matches, soft_clip) if traceback else None
-    write = tb_kernels.cigar_kernel(merge_matches, soft_clip) if traceback else None
-    slot_query_sequence = np.where(plan.slots >= 0, pair_query[np.maximum(plan.slots, 0)], -1)
-    slot_target_sequence = np.where(plan.slots >= 0, pair_target[np.maximum(plan.slots, 0)], -1)
-    parts = []
-    for first_warp, stop_warp in split_batches(plan, int(_free_bytes() * MEMORY_SHARE)):
-        batch = _run_batch(plan, first_warp, stop_warp, queries, targets, slot_query_sequence,
-                           slot_target_sequence, sub, concrete, len(scoring.alphabet),
-                           scoring.gap_open, scoring.gap_extend, fill, walk, write, traceback)
-        slots = plan.slots[first_warp * inter.WARP:stop_warp * inter.WARP]
-        used = slots >= 0
-        parts.append((slots[used], batch.subset(np.flatnonzero(used))))
+    flags = (mode.code, *mode.flags(), traceback)
+    merge_matches, soft_clip = cigar_style == "M", clip == "soft"
+    batches = plan_batches(np.flatnonzero(valid), query_lengths, target_lengths, traceback,
+                           int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH)
+    pieces = []
+    cells = 0
+    for batch in batches:
+        piece = _run_batch(batch, queries, targets, pair_query, pair_target, sub, concrete,
+                           len(scoring.alphabet), scoring.gap_open, scoring.gap_extend, flags,
+                           merge_matches, soft_clip, columns)
+        if piece is not None:
+            pieces.append(piece)
+        cells += batch.cells
         if progress is not None:
-            progress(int((query_lengths[slots[used]] * target_lengths[slots[used]]).sum()))
-    return merge_parts(len(pair_query), parts, traceback)
-
-
-def _relative(values: np.ndarray, first: int, stop: int) -> np.ndarray:
-    part = values[first:stop]
-    return np.ascontiguousarray(part - part[0])
-
-
-def _run_batch(plan: WarpPlan, first_warp, stop_warp, queries, targets, slot_query_sequence,
-               slot_target_sequence, sub, concrete, alphabet_size, go, ge, fill, walk, write,
-               traceback) -> AlignmentArrays:
-    """One batch of warps: fill, walk and CIGAR kernels; results per slot, on the host."""
-    warp = inter.WARP
-    first_slot, stop_slot = first_warp * warp, stop_warp * warp
-    slot_count = stop_slot - first_slot
-    query_base = _relative(plan.query_base, first_warp, stop_warp)
-    target_base = _relative(plan.target_base, first_warp, stop_warp)
-    rows = plan.warp_rows[first_warp:stop_warp]
-    columns = plan.warp_columns[first_warp:stop_warp]
-    query_host = np.zeros(int(warp * rows.sum()), dtype=np.uint8)
-    target_host = np.zeros(int(warp * columns.sum()), dtype=np.uint8)
-    interleave(queries.codes, queries.offsets, slot_query_sequence, plan.query_lengths,
-               plan.query_base, first_slot, slot_count, query_host)
-    interleave(targets.codes, targets.offsets, slot_target_sequence, plan.target_lengths,
-               plan.target_base, first_slot, slot_count, target_host)
-    query_lengths = cuda.to_device(plan.query_lengths[first_slot:stop_slot])
-    target_lengths = cuda.to_device(plan.target_lengths[first_slot:stop_slot])
-    query = cuda.to_device(query_host)
-    target = cuda.to_device(target_host)
-    query_base_d = cuda.to_device(query_base)
-    target_base_d = cuda.to_device(target_base)
-    row_base = cuda.to_device(_relative(plan.row_base, first_warp, stop_warp))
-    columns_d = cuda.to_device(np.ascontiguousarray(columns))
-    row_words = int(warp * (columns + 1).sum())
-    h_buffer = cuda.device_array(row_words, dtype=np.int32)
-    i_buffer = cuda.device_array(row_words, dtype=np.int32)
-    tb_base = _relative(plan.tb_base, first_warp, stop_warp)
-    if traceback:
-        strips = (rows + inter.STRIP_ROWS - 1) // inter.STRIP_ROWS
-        tb = cuda.device_array(int((warp * strips * columns).sum()), dtype=np.uint32)
-    else:
-        tb = cuda.device_array(1, dtype=np.uint32)
-    tb_base_d = cuda.to_device(tb_base)
-    score = cuda.device_array(slot_count, dtype=np.int32)
-    end_i = cuda.device_array(slot_count, dtype=np.int32)
-    end_j = cuda.device_array(slot_count, dtype=np.int32)
-    blocks = _blocks(slot_count)
-    _launch("fill", fill, blocks, query, target, query_lengths, target_lengths, query_base_d,
-                                    target_base_d, row_base, tb_base_d, columns_d, sub,
-                                    alphabet_size, go, ge, h_buffer, i_buffer, tb, score, end_i,
-                                    end_j)
-    out = AlignmentArrays(valid=np.ones(slot_count, dtype=bool), score=score.copy_to_host(),
-                          query_end=end_i.copy_to_host(), target_end=end_j.copy_to_host())
+            progress(batch.cells)
     if not traceback:
-        return out
-    run_base_host = _relative(plan.run_base, first_slot, stop_slot)
-    run_capacity = int((plan.query_lengths[first_slot:stop_slot].astype(np.int64)
-                        + plan.target_lengths[first_slot:stop_slot]).sum())
-    runs = cuda.device_array(max(run_capacity, 1), dtype=np.uint32)
-    run_base = cuda.to_device(run_base_host)
-    columns_out = {name: cuda.device_array(slot_count, dtype=np.int32) for name in
-                   ("run_count", "start_i", "start_j", "matches", "mismatches", "gap_opens",
-                    "gaps", "cigar_length")}
-    _launch("walk", walk, blocks, query, target, query_lengths, target_lengths, query_base_d,
-                                    target_base_d, tb_base_d, columns_d, tb, concrete, end_i, end_j,
-                                    run_base, runs, columns_out["run_count"],
-                                    columns_out["start_i"], columns_out["start_j"],
-                                    columns_out["matches"], columns_out["mismatches"],
-                                    columns_out["gap_opens"], columns_out["gaps"],
-                                    columns_out["cigar_length"])
-    del tb, h_buffer, i_buffer
-    cigar_length = columns_out["cigar_length"].copy_to_host()
-    offsets = np.zeros(slot_count + 1, dtype=np.int64)
-    np.cumsum(cigar_length, out=offsets[1:])
+        return DeviceResults(columns, None, None, cells)
+    lengths = columns["cigar_length"].copy_to_host()[:rows]
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
     chars = cuda.device_array(max(int(offsets[-1]), 1), dtype=np.uint8)
-    identity_order = cuda.to_device(np.arange(slot_count, dtype=np.int64))
-    _launch("cigar", write, blocks, runs, run_base, columns_out["run_count"],
-                                     columns_out["start_i"], end_i, query_lengths,
-                                     identity_order, cuda.to_device(offsets), chars)
-    out.query_start = columns_out["start_i"].copy_to_host()
-    out.target_start = columns_out["start_j"].copy_to_host()
-    out.cigar_chars = chars.copy_to_host()[:int(offsets[-1])]
-    out.cigar_offsets = offsets
-    stats = {name: columns_out[name].copy_to_host() for name in
-             ("matches", "mismatches", "gap_opens", "gaps")}
-    stats["length"] = stats["matches"] + stats["mismatches"] + stats["gaps"]
-    out.stats = stats
+    offsets_device = cuda.to_device(offsets)
+    for batch_chars, batch_offsets, slot_row, slot_lengths in pieces:
+        _launch("cigar", tb_kernels.scatter_strings, _blocks(slot_row.size), THREADS_PER_BLOCK,
+                batch_chars, batch_offsets, slot_row, slot_lengths, chars, offsets_device)
+    return DeviceResults(columns, chars, offsets, cells)
+
+
+def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, concrete,
+               alphabet_size, go, ge, flags, merge_matches, soft_clip, columns):
+    """Gather, fill, walk and write one batch; returns its CIGAR piece (or None)."""
+    used = batch.slot_row >= 0
+    slot_row = cuda.to_device(batch.slot_row)
+    query_lengths = cuda.to_device(batch.query_lengths)
+    target_lengths = cuda.to_device(batch.target_lengths)
+    query_start = cuda.to_device(batch.query_start)
+    target_start = cuda.to_device(batch.target_start)
+    query = _scratch("query", batch.query_size, np.uint8)
+    target = _scratch("target", batch.target_size, np.uint8)
+    blocks = _blocks(batch.slots)
+    for sequences, pair_of, start, lengths, out in (
+            (queries, pair_query, query_start, query_lengths, query),
+            (targets, pair_target, target_start, target_lengths, target)):
+        sequence_of_slot = np.where(used, pair_of[np.maximum(batch.slot_row, 0)], -1)
+        _launch("gather", gather_residues, blocks, THREADS_PER_BLOCK, sequences.codes,
+                sequences.offsets, cuda.to_device(sequence_of_slot), lengths, start,
+                batch.width, out)
+    h_buffer = _scratch("h_row", batch.row_words, np.int32)
+    i_buffer = _scratch("i_row", batch.row_words, np.int32)
+    tb = _scratch("traceback", batch.tb_words, np.uint32)
+    traceback = flags[-1]
+    common = (sub, alphabet_size, go, ge, h_buffer, i_buffer, tb, slot_row, columns["score"],
+              columns["end_i"], columns["end_j"])
+    if batch.kind == "inter":
+        kernel = inter.fill_kernel(*flags)
+        _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
+                target_lengths, cuda.to_device(batch.warp_query_base),
+                cuda.to_device(batch.warp_target_base), cuda.to_device(batch.row_start),
+                cuda.to_device(batch.warp_tb_base), cuda.to_device(batch.warp_columns), *common)
+    else:
+        kernel = intra.long_fill_kernel(*flags)
+        _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
+                target_lengths, query_start, target_start, cuda.to_device(batch.row_start),
+                cuda.to_device(batch.tb_start), *common)
+    if not traceback:
+        return None
+    mode_code, fqs, _fqe, fts, _fte, _ = flags
+    runs = _scratch("runs", batch.run_words, np.uint32)
+    run_base = cuda.to_device(batch.run_base)
+    run_count = cuda.device_array(batch.slots, dtype=np.int32)
+    walk = tb_kernels.walk_kernel(mode_code, fqs, fts, merge_matches, soft_clip)
+    _launch("walk", walk, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
+            target_lengths, query_start, target_start, cuda.to_device(batch.tb_start),
+            cuda.to_device(batch.columns), batch.width, tb, concrete, slot_row, columns["end_i"],
+            columns["end_j"], run_base, runs, run_count, columns["start_i"], columns["start_j"],
+            columns["matches"], columns["mismatches"], columns["gap_opens"], columns["gaps"],
+            columns["cigar_length"])
+    all_lengths = columns["cigar_length"].copy_to_host()
+    slot_lengths = np.where(used, all_lengths[np.maximum(batch.slot_row, 0)], 0)
+    slot_offsets = np.zeros(batch.slots + 1, dtype=np.int64)
+    np.cumsum(slot_lengths, out=slot_offsets[1:])
+    chars = cuda.device_array(max(int(slot_offsets[-1]), 1), dtype=np.uint8)
+    slot_offsets_device = cuda.to_device(slot_offsets)
+    write = tb_kernels.cigar_kernel(merge_matches, soft_clip)
+    _launch("cigar", write, blocks, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
+            columns["start_i"], columns["end_i"], query_lengths, slot_offsets_device, chars)
+    return chars, slot_offsets_device, slot_row, query_lengths
+
+
+def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> AlignmentArrays:
+    """Copy device results into the engines' host arrays."""
+    rows = len(valid)
+    host = {name: array.copy_to_host()[:rows] for name, array in results.columns.items()}
+    out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["end_i"],
+                          target_end=host["end_j"], cells=results.cells)
+    if traceback:
+        out.query_start, out.target_start = host["start_i"], host["start_j"]
+        out.stats = {name: host[name] for name in ("matches", "mismatches", "gap_opens", "gaps")}
+        out.stats["length"] = out.stats["matches"] + out.stats["mismatches"] + out.stats["gaps"]
+        out.cigar_offsets = results.offsets
+        out.cigar_chars = results.chars.copy_to_host()[:int(results.offsets[-1])]
     return out
 
 
-def warm_up() -> None:
-    """Compile nothing, touch the device so that later timings exclude context creation."""
-    if gpu_usable():
-        cuda.current_context()
-        numba.cuda.synchronize()
+def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
+                  pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
+                  cigar_style: str, clip: str | None, cpu_runner, progress) -> AlignmentArrays:
+    """Align pairs of host-encoded sequences on the GPU; host arrays in pair order.
+
+    Alphabets over ``inter.MAX_ALPHABET`` symbols (the shared-memory table) run on the CPU.
+    """
+    if len(scoring.alphabet) > inter.MAX_ALPHABET:
+        return cpu_runner(pair_query, pair_target)
+    valid = queries.valid[pair_query] & targets.valid[pair_target]
+    device_queries = upload(queries)
+    device_targets = device_queries if targets is queries else upload(targets)
+    results = align_on_device(device_queries, device_targets, pair_query, pair_target,
+                              queries.lengths[pair_query], targets.lengths[pair_target], valid,
+                              scoring, mode, traceback=traceback, cigar_style=cigar_style,
+                              clip=clip, progress=progress)
+    return to_host(results, valid, traceback)

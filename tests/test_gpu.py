@@ -86,3 +86,12 @@ def test_batches_split_by_memory_return_every_row(monkeypatch):
     split = gpualign_df.align(queries, targets, backend="cuda", match=1, mismatch=-4,
                               gap_open=7, gap_extend=1)
     pd.testing.assert_frame_equal(whole, split)
+
+
+def test_51kbp_pair_aligns_on_the_gpu_and_equals_cpu():
+    """hg38 vs CHM13, 51,025 x 51,024 bp: the intra-task kernel, traceback 1.3 GB."""
+    first, second = read_fasta(shared_file("hg38_chm13_51kbp_pair.fasta.gz"))
+    frame = assert_engines_equal([first], [second], mode="nw", matrix="EDNAFULL", gap_open=10,
+                                 gap_extend=1)
+    assert frame["length"][0] >= max(len(first), len(second))
+    assert frame["identity"][0] > 0.9

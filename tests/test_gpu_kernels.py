@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import gpualign_df
+import gpualign_df.gpu
 from helpers import mutate, random_sequences
 
 MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
@@ -74,3 +75,20 @@ def test_search_and_pairwise_on_the_gpu_equal_cpu():
     cpu = sequences.aln.search(sequences, top_k=2, mode="nw", match=2, mismatch=-3, backend="cpu")
     gpu = sequences.aln.search(sequences, top_k=2, mode="nw", match=2, mismatch=-3, backend="cuda")
     pd.testing.assert_frame_equal(cpu, gpu)
+
+
+@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None), ("sg", None),
+                                            ("sg", ("target_start", "target_end")),
+                                            ("sg", ("query_end",))])
+def test_long_pair_kernel_equals_cpu(monkeypatch, mode, free_ends):
+    """Every non-empty pair through the intra-task (one block per pair) kernel; under the
+    simulator with 4 threads per block, so that pairs need several passes of strips."""
+    from gpualign_df import plan
+    from gpualign_df.kernels import intra
+
+    monkeypatch.setattr(plan, "INTER_MAX_CELLS", 0)
+    if gpualign_df.gpu.simulator():
+        monkeypatch.setattr(intra, "THREADS", 4)
+    queries, targets = small_pairs(9, "ACGT", count=8, max_length=45)
+    both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
+                 gap_open=5, gap_extend=2)

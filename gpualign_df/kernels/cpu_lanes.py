@@ -15,13 +15,20 @@ from numba import njit, prange
 
 from .cpu import MODE_GLOBAL, MODE_LOCAL, NEG_INF, _border, trace_back
 
-LANES = 16
+LANES = 32
 #: Pairs longer than this on either side take the one-pair path.
 MAX_LANE_LENGTH = 2048
 #: Substitution score of padding cells (beyond a lane's target): far below any real cell.
 PADDING_SCORE = -(1 << 19)
 #: Lane groups need every cell below this in magnitude (row keys hold ``h << 12``).
 LANE_SCORE_LIMIT = 1 << 18
+#: Groups whose cell bound (:func:`_score_bound`) is below this run in int16
+#: (:func:`fill_lanes_narrow`); read at each call, so a test may set it to 0.
+NARROW_SCORE_LIMIT = 1 << 13
+#: int16 sentinel for I and D before the first row / column (see :func:`fill_lanes_narrow`).
+NARROW_NEG = -(1 << 14)
+#: int16 substitution score of padding cells.
+NARROW_PADDING_SCORE = -(1 << 13)
 
 
 def lane_eligible(max_abs_score: int, gap_open: int) -> bool:
@@ -134,20 +141,171 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
     return best, best_i, best_j, tb
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, inline="always")
+def _narrow_cell(diag, h_up, i_up, h_left, d_left, s, go, ge, floor):
+    """One cell of :func:`fill_lanes_narrow` in int16: (H, I, D, nibble)."""
+    ins_open = np.int16(h_up - go)
+    ins_ext = np.int16(i_up - ge)
+    ins_extends = ins_ext > ins_open
+    ins_score = max(ins_ext, ins_open)
+    del_open = np.int16(h_left - go)
+    del_ext = np.int16(d_left - ge)
+    del_extends = del_ext > del_open
+    del_score = max(del_ext, del_open)
+    h = np.int16(diag + s)
+    src = np.uint8(1) if h >= ins_score else np.uint8(2)
+    h = max(h, ins_score)
+    src = np.uint8(3) if del_score > h else src
+    h = max(h, del_score)
+    src = np.uint8(0) if h <= floor else src
+    h = max(h, floor)
+    nibble = (src | (np.uint8(4) if ins_extends else np.uint8(0))
+              | (np.uint8(8) if del_extends else np.uint8(0)))
+    return h, ins_score, del_score, nibble
+
+
+@njit(cache=True)
+def fill_lanes_narrow(query_lanes, target_lanes, query_lengths, target_lengths, sub_flat,
+                      alphabet_size, go, ge, mode, fqs, fqe, fts, fte, want_tb):
+    """:func:`fill_lanes` in int16, for groups whose :func:`_score_bound` is below
+    ``NARROW_SCORE_LIMIT``; ``target_lanes`` has an even number of columns.
+
+    With that bound ``B < 2**13`` (so ``go, ge <= B / 2``) every H lies in
+    ``[-(B + 2 go), B]`` (a gap-only path reaches any cell, padding included), every I, D
+    and candidate in ``[-3 B, 2 B]``, so nothing wraps; ``NARROW_NEG - ge`` stays below every
+    real I and D candidate (as ``NEG_INF`` does in int32), and ``NARROW_PADDING_SCORE < -B``
+    keeps padding columns below a real cell in local mode. The local row maximum is tracked
+    as a running maximum with a select of its first column.
+    """
+    rows = query_lanes.shape[0]
+    cols = target_lanes.shape[0]
+    stride = cols // 2
+    local = mode == MODE_LOCAL
+    corner = mode == MODE_GLOBAL or not (local or fqe or fte)
+    go16 = np.int16(go)
+    ge16 = np.int16(ge)
+    floor = np.int16(0) if local else np.int16(-32768)
+    # Score-only fills still write their nibbles, into one scratch row.
+    tb = np.empty((rows * stride if want_tb else stride, LANES), dtype=np.uint8)
+    h_row = np.empty((cols + 1, LANES), dtype=np.int16)
+    i_row = np.full((cols + 1, LANES), np.int16(NARROW_NEG), dtype=np.int16)
+    scores = np.empty((cols, LANES), dtype=np.int16)
+    diag = np.empty(LANES, dtype=np.int16)
+    h_left = np.empty(LANES, dtype=np.int16)
+    del_row = np.empty(LANES, dtype=np.int16)
+    row_max = np.empty(LANES, dtype=np.int16)
+    row_col = np.empty(LANES, dtype=np.int16)
+    query_offset = np.empty(LANES, dtype=np.int32)
+    best = np.full(LANES, np.int32(0) if local else np.int32(NEG_INF), dtype=np.int32)
+    best_i = np.zeros(LANES, dtype=np.int64)
+    best_j = np.zeros(LANES, dtype=np.int64)
+    for j in range(cols + 1):
+        border = np.int16(_border(j, go, ge, mode, fts))
+        for lane in range(LANES):
+            h_row[j, lane] = border
+    for i in range(1, rows + 1):
+        for lane in range(LANES):
+            query_offset[lane] = np.int32(query_lanes[i - 1, lane]) * np.int32(alphabet_size)
+        for j in range(cols):
+            for lane in range(LANES):
+                scores[j, lane] = sub_flat[query_offset[lane] + target_lanes[j, lane]]
+        border = np.int16(_border(i, go, ge, mode, fqs))
+        previous_border = np.int16(_border(i - 1, go, ge, mode, fqs))
+        for lane in range(LANES):
+            diag[lane] = previous_border
+            h_left[lane] = border
+            del_row[lane] = np.int16(NARROW_NEG)
+            row_max[lane] = np.int16(-32768)
+            row_col[lane] = np.int16(0)
+        base = (i - 1) * stride if want_tb else 0
+        for k in range(stride):
+            j = 2 * k + 1
+            j0 = np.int16(j)
+            j1 = np.int16(j + 1)
+            for lane in range(LANES):
+                h_up = h_row[j, lane]
+                h, ins_score, del_score, low = _narrow_cell(
+                    diag[lane], h_up, i_row[j, lane], h_left[lane], del_row[lane],
+                    scores[j - 1, lane], go16, ge16, floor)
+                i_row[j, lane] = ins_score
+                h_row[j, lane] = h
+                better = h > row_max[lane]
+                row_max[lane] = max(row_max[lane], h)
+                row_col[lane] = j0 if better else row_col[lane]
+                h_up2 = h_row[j + 1, lane]
+                h2, ins_score2, del_score2, high = _narrow_cell(
+                    h_up, h_up2, i_row[j + 1, lane], h, del_score, scores[j, lane], go16, ge16,
+                    floor)
+                i_row[j + 1, lane] = ins_score2
+                h_row[j + 1, lane] = h2
+                better2 = h2 > row_max[lane]
+                row_max[lane] = max(row_max[lane], h2)
+                row_col[lane] = j1 if better2 else row_col[lane]
+                diag[lane] = h_up2
+                h_left[lane] = h2
+                del_row[lane] = del_score2
+                tb[base + k, lane] = low | (high << np.uint8(4))
+        for lane in range(LANES):
+            m = query_lengths[lane]
+            n = target_lengths[lane]
+            if i > m:
+                continue
+            if local:
+                if row_max[lane] > best[lane]:
+                    best[lane] = row_max[lane]
+                    best_i[lane] = i
+                    best_j[lane] = row_col[lane]
+            elif corner:
+                if i == m:
+                    best[lane], best_i[lane], best_j[lane] = h_row[n, lane], i, n
+            elif fte and i == m:
+                for j in range(1, n + 1):
+                    if h_row[j, lane] > best[lane]:
+                        best[lane], best_i[lane], best_j[lane] = h_row[j, lane], i, j
+            elif fqe and h_row[n, lane] > best[lane]:
+                best[lane], best_i[lane], best_j[lane] = h_row[n, lane], i, n
+    return best, best_i, best_j, tb
+
+
+@njit(cache=True, inline="always")
+def _score_bound(largest, rows, cols, go, ge):
+    """``Scoring.max_abs_score`` for a group of these padded dimensions."""
+    return largest * min(rows, cols) + go + (rows + cols) * ge + go
+
+
 def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, pair_query,
                       pair_target, groups, sub, concrete, go, ge, mode, fqs, fqe, fts, fte, traceback,
                       op_offsets, ops, score, query_start, query_end, target_start, target_end,
                       op_counts):
     """Align groups of pairs (``groups[g, lane]`` = pair index, -1 for an unused lane).
 
-    Every pair in a group has non-empty sequences. Outputs as :func:`cpu.align_pairs`.
+    Every pair in a group has non-empty sequences. Outputs as :func:`cpu.align_pairs`. A group
+    runs in int16 (:func:`fill_lanes_narrow`) when its cell bound is below
+    ``NARROW_SCORE_LIMIT``, else in int32 (:func:`fill_lanes`).
     """
+    _align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+                       pair_target, groups, sub, concrete, go, ge, mode, fqs, fqe, fts, fte,
+                       traceback, op_offsets, ops, score, query_start, query_end, target_start,
+                       target_end, op_counts, NARROW_SCORE_LIMIT)
+
+
+@njit(cache=True, parallel=True)
+def _align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+                       pair_target, groups, sub, concrete, go, ge, mode, fqs, fqe, fts, fte,
+                       traceback, op_offsets, ops, score, query_start, query_end, target_start,
+                       target_end, op_counts, narrow_limit):
     # One extra target code for padding columns, scored PADDING_SCORE against everything.
     alphabet_size = sub.shape[0] + 1
     padded_sub = np.full((sub.shape[0], alphabet_size), PADDING_SCORE, dtype=np.int32)
     padded_sub[:, :-1] = sub
     sub_flat = padded_sub.ravel()
+    narrow_sub = np.full((sub.shape[0], alphabet_size), NARROW_PADDING_SCORE, dtype=np.int16)
+    largest = 0
+    for a in range(sub.shape[0]):
+        for b in range(sub.shape[1]):
+            narrow_sub[a, b] = sub[a, b]
+            largest = max(largest, abs(sub[a, b]))
+    narrow_sub_flat = narrow_sub.ravel()
     padding_code = sub.shape[0]
     for g in prange(groups.shape[0]):
         query_lengths = np.ones(LANES, dtype=np.int64)
@@ -158,8 +316,11 @@ def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, 
                 query_lengths[lane] = query_offsets[pair_query[p] + 1] - query_offsets[pair_query[p]]
                 target_lengths[lane] = (target_offsets[pair_target[p] + 1]
                                         - target_offsets[pair_target[p]])
-        query_lanes = np.zeros((query_lengths.max(), LANES), dtype=np.uint8)
-        target_lanes = np.full((target_lengths.max(), LANES), padding_code, dtype=np.uint8)
+        rows = query_lengths.max()
+        cols = target_lengths.max()
+        cols += cols & 1  # whole traceback bytes: the narrow fill takes two columns a step
+        query_lanes = np.zeros((rows, LANES), dtype=np.uint8)
+        target_lanes = np.full((cols, LANES), padding_code, dtype=np.uint8)
         for lane in range(LANES):
             p = groups[g, lane]
             if p >= 0:
@@ -169,10 +330,15 @@ def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, 
                     query_lanes[k, lane] = query_codes[q0 + k]
                 for k in range(target_lengths[lane]):
                     target_lanes[k, lane] = target_codes[t0 + k]
-        best, best_i, best_j, tb = fill_lanes(query_lanes, target_lanes, query_lengths,
-                                              target_lengths, sub_flat, alphabet_size, go, ge,
-                                              mode, fqs, fqe, fts, fte, traceback)
-        stride = (target_lanes.shape[0] + 1) // 2
+        if _score_bound(largest, rows, cols, go, ge) < narrow_limit:
+            best, best_i, best_j, tb = fill_lanes_narrow(
+                query_lanes, target_lanes, query_lengths, target_lengths, narrow_sub_flat,
+                alphabet_size, go, ge, mode, fqs, fqe, fts, fte, traceback)
+        else:
+            best, best_i, best_j, tb = fill_lanes(
+                query_lanes, target_lanes, query_lengths, target_lengths, sub_flat,
+                alphabet_size, go, ge, mode, fqs, fqe, fts, fte, traceback)
+        stride = cols // 2
         for lane in range(LANES):
             p = groups[g, lane]
             if p < 0:

@@ -41,8 +41,10 @@ def border_score(index, go, ge, free):
 
 
 @lru_cache(maxsize=None)
-def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool):
-    """The fill kernel for one mode / free-ends / traceback combination."""
+def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool):
+    """Device functions of one strip of ``STRIP_ROWS`` query rows, shared by the inter-task
+    and intra-task kernels: start a strip, compute one column of it, collect its end-cell
+    candidates, and the end cell of a pair with an empty sequence."""
     local = mode == MODE_LOCAL
     corner = mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte))
     free_row0 = local or (mode == MODE_SEMIGLOBAL and fts)
@@ -53,23 +55,143 @@ def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     rows = STRIP_ROWS
     neg = NEG_INF
 
+    @cuda.jit(device=True, inline=True)
+    def empty_end(m, n, go, ge):
+        """End cell and score of a pair with an empty sequence (as ``cpu.fill_matrix``)."""
+        if local or (m == 0 and n == 0):
+            return 0, 0, 0
+        if corner:
+            if m == 0:
+                return border_score(n, go, ge, free_row0), m, n
+            return border_score(m, go, ge, free_col0), m, n
+        if m == 0:
+            if fte:
+                return 0, 0, 0
+            if fts:
+                return 0, 0, n
+            return -(go + (n - 1) * ge), 0, n
+        if fqe:
+            return 0, 0, 0
+        if fqs:
+            return 0, m, 0
+        return -(go + (m - 1) * ge), m, 0
+
+    @cuda.jit(device=True, inline=True)
+    def start_strip(first, m, query, q0, width, alphabet_size, go, ge, row_offset, h_left,
+                    del_score, diag, row_best, row_best_j):
+        """Registers of the strip whose first row is ``first`` (1-based)."""
+        for r in range(rows):
+            i = first + r
+            code = query[q0 + width * (i - 1)] if i <= m else 0
+            row_offset[r] = int32(code) * alphabet_size
+            h_left[r] = border_score(i, go, ge, free_col0)
+            del_score[r] = neg
+            diag[r] = border_score(i - 1, go, ge, free_col0)
+            row_best[r] = neg
+            row_best_j[r] = 0
+
+    @cuda.jit(device=True, inline=True)
+    def top_border(j, go, ge):
+        """H on row 0 at column j."""
+        return border_score(j, go, ge, free_row0)
+
+    @cuda.jit(device=True, inline=True)
+    def column(h_up, i_up, code_t, j, shared_sub, go, ge, row_offset, h_left, del_score, diag,
+               row_best, row_best_j):
+        """Cells (first..first+7, j); returns the bottom row's H and I and the nibbles."""
+        word = uint32(0)
+        for r in range(rows):
+            ins_open = h_up - go
+            ins_ext = i_up - ge
+            ins = max(ins_open, ins_ext)
+            del_open = h_left[r] - go
+            del_ext = del_score[r] - ge
+            dele = max(del_open, del_ext)
+            h = diag[r] + shared_sub[row_offset[r] + code_t]
+            src = 1
+            if ins > h:
+                h = ins
+                src = 2
+            if dele > h:
+                h = dele
+                src = 3
+            if local and h <= 0:
+                h = 0
+                src = 0
+            if track_rows and h > row_best[r]:
+                row_best[r] = h
+                row_best_j[r] = j
+            diag[r] = h_up
+            h_left[r] = h
+            del_score[r] = dele
+            if traceback:
+                nibble = src
+                if ins_ext > ins_open:
+                    nibble |= 4
+                if del_ext > del_open:
+                    nibble |= 8
+                word |= uint32(nibble) << uint32(4 * r)
+            h_up = h
+            i_up = ins
+        return h_up, i_up, word
+
+    @cuda.jit(device=True, inline=True)
+    def end_candidates(first, m, n, best, best_i, best_j, h_left, row_best, row_best_j):
+        """Fold the strip's end-cell candidates into the best, rows ascending (strict >)."""
+        for r in range(rows):
+            i = first + r
+            if i <= m:
+                if local or (end_row and i == m):
+                    if row_best[r] > best:
+                        best = row_best[r]
+                        best_i = i
+                        best_j = row_best_j[r]
+                elif end_column and h_left[r] > best:
+                    best = h_left[r]
+                    best_i = i
+                    best_j = n
+                if corner and i == m:
+                    best = h_left[r]
+                    best_i = m
+                    best_j = n
+        return best, best_i, best_j
+
+    initial_best = 0 if local else neg
+    return empty_end, start_strip, top_border, column, end_candidates, initial_best
+
+
+@lru_cache(maxsize=None)
+def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool):
+    """The inter-task fill kernel for one mode / free-ends / traceback combination."""
+    empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
+        mode, fqs, fqe, fts, fte, traceback)
+    rows = STRIP_ROWS
+    neg = NEG_INF
+
     @cuda.jit
     def fill(query, target, query_lengths, target_lengths, query_base, target_base, row_base,
              tb_base, warp_columns, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
-             score, end_i, end_j):
+             slot_row, score, end_i, end_j):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         for k in range(cuda.threadIdx.x, alphabet_size * alphabet_size, cuda.blockDim.x):
             shared_sub[k] = sub[k]
         cuda.syncthreads()
-        pair = cuda.grid(1)
-        if pair >= query_lengths.shape[0]:
+        slot = cuda.grid(1)
+        if slot >= query_lengths.shape[0]:
             return
-        warp = pair // WARP
-        lane = pair % WARP
-        m = query_lengths[pair]
-        n = target_lengths[pair]
+        m = query_lengths[slot]
+        n = target_lengths[slot]
+        if m < 0:  # an unused slot of the warp
+            return
+        row = slot_row[slot]
         if m == 0 or n == 0:
+            best, best_i, best_j = empty_end(m, n, go, ge)
+            score[row] = best
+            end_i[row] = best_i
+            end_j[row] = best_j
             return
+        warp = slot // WARP
+        lane = slot % WARP
         q0 = query_base[warp] + lane
         t0 = target_base[warp] + lane
         r0 = row_base[warp] + lane
@@ -81,87 +203,33 @@ def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         diag = cuda.local.array(STRIP_ROWS, int32)
         row_best = cuda.local.array(STRIP_ROWS, int32)
         row_best_j = cuda.local.array(STRIP_ROWS, int32)
-        best = 0 if local else neg
+        best = initial_best
         best_i = 0
         best_j = 0
         strips = (m + rows - 1) // rows
         for strip in range(strips):
             first = strip * rows + 1
-            for r in range(rows):
-                i = first + r
-                code = query[q0 + WARP * (i - 1)] if i <= m else 0
-                row_offset[r] = int32(code) * alphabet_size
-                h_left[r] = border_score(i, go, ge, free_col0)
-                del_score[r] = neg
-                diag[r] = border_score(i - 1, go, ge, free_col0)
-                row_best[r] = neg
-                row_best_j[r] = 0
+            start_strip(first, m, query, q0, WARP, alphabet_size, go, ge, row_offset, h_left,
+                        del_score, diag, row_best, row_best_j)
             for j in range(1, n + 1):
                 code_t = int32(target[t0 + WARP * (j - 1)])
                 if strip == 0:
-                    h_up = border_score(j, go, ge, free_row0)
+                    h_up = top_border(j, go, ge)
                     i_up = neg
                 else:
                     h_up = h_buffer[r0 + WARP * j]
                     i_up = i_buffer[r0 + WARP * j]
-                word = uint32(0)
-                for r in range(rows):
-                    ins_open = h_up - go
-                    ins_ext = i_up - ge
-                    ins = max(ins_open, ins_ext)
-                    del_open = h_left[r] - go
-                    del_ext = del_score[r] - ge
-                    dele = max(del_open, del_ext)
-                    h = diag[r] + shared_sub[row_offset[r] + code_t]
-                    src = 1
-                    if ins > h:
-                        h = ins
-                        src = 2
-                    if dele > h:
-                        h = dele
-                        src = 3
-                    if local and h <= 0:
-                        h = 0
-                        src = 0
-                    if track_rows and h > row_best[r]:
-                        row_best[r] = h
-                        row_best_j[r] = j
-                    diag[r] = h_up
-                    h_left[r] = h
-                    del_score[r] = dele
-                    if traceback:
-                        nibble = src
-                        if ins_ext > ins_open:
-                            nibble |= 4
-                        if del_ext > del_open:
-                            nibble |= 8
-                        word |= uint32(nibble) << uint32(4 * r)
-                    h_up = h
-                    i_up = ins
+                h_up, i_up, word = column(h_up, i_up, code_t, j, shared_sub, go, ge, row_offset,
+                                          h_left, del_score, diag, row_best, row_best_j)
                 h_buffer[r0 + WARP * j] = h_up
                 i_buffer[r0 + WARP * j] = i_up
                 if traceback:
                     tb[b0 + WARP * (strip * columns + j - 1)] = word
-            # End-cell candidates of the strip's rows, in ascending row order (strict >).
-            for r in range(rows):
-                i = first + r
-                if i <= m:
-                    if local or (end_row and i == m):
-                        if row_best[r] > best:
-                            best = row_best[r]
-                            best_i = i
-                            best_j = row_best_j[r]
-                    elif end_column and h_left[r] > best:
-                        best = h_left[r]
-                        best_i = i
-                        best_j = n
-                    if corner and i == m:
-                        best = h_left[r]
-                        best_i = m
-                        best_j = n
-        score[pair] = best
-        end_i[pair] = best_i
-        end_j[pair] = best_j
+            best, best_i, best_j = end_candidates(first, m, n, best, best_i, best_j, h_left,
+                                                  row_best, row_best_j)
+        score[row] = best
+        end_i[row] = best_i
+        end_j[row] = best_j
 
     return fill
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 from numba import cuda, uint32
 
 from .cpu import MODE_GLOBAL, MODE_LOCAL
-from .inter import STRIP_ROWS, WARP
+from .inter import STRIP_ROWS
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 
@@ -34,31 +34,29 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
     glob = mode == MODE_GLOBAL
 
     @cuda.jit(device=True, inline=True)
-    def nibble_at(tb, b0, columns, i, j):
+    def nibble_at(tb, b0, width, columns, i, j):
         strip = (i - 1) // STRIP_ROWS
-        word = tb[b0 + WARP * (strip * columns + j - 1)]
+        word = tb[b0 + width * (strip * columns + j - 1)]
         return (word >> uint32(4 * ((i - 1) % STRIP_ROWS))) & uint32(15)
 
     @cuda.jit
-    def walk(query, target, query_lengths, target_lengths, query_base, target_base, tb_base,
-             warp_columns, tb, concrete, end_i, end_j, run_base, runs, run_count, start_i, start_j,
-             matches, mismatches, gap_opens, gaps, cigar_length):
-        pair = cuda.grid(1)
-        if pair >= query_lengths.shape[0]:
+    def walk(query, target, query_lengths, target_lengths, query_start, target_start, tb_start,
+             slot_columns, width, tb, concrete, slot_row, end_i, end_j, run_base, runs,
+             run_count, start_i, start_j, matches, mismatches, gap_opens, gaps, cigar_length):
+        slot = cuda.grid(1)
+        if slot >= query_lengths.shape[0]:
             return
-        m = query_lengths[pair]
-        n = target_lengths[pair]
-        if m == 0 or n == 0:  # an unused slot of the warp
-            run_count[pair] = 0
-            cigar_length[pair] = 0
+        m = query_lengths[slot]
+        n = target_lengths[slot]
+        if m < 0:  # an unused slot of the warp
+            run_count[slot] = 0
             return
-        warp = pair // WARP
-        lane = pair % WARP
-        q0 = query_base[warp] + lane
-        t0 = target_base[warp] + lane
-        b0 = tb_base[warp] + lane
-        columns = warp_columns[warp]
-        out = run_base[pair]
+        pair = slot_row[slot]
+        q0 = query_start[slot]
+        t0 = target_start[slot]
+        b0 = tb_start[slot]
+        columns = slot_columns[slot]
+        out = run_base[slot]
         i = end_i[pair]
         j = end_j[pair]
         state = 1  # 1: in H, 2: in I, 3: in D
@@ -88,13 +86,13 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
                     else:
                         break
                 else:
-                    nibble = nibble_at(tb, b0, columns, i, j)
+                    nibble = nibble_at(tb, b0, width, columns, i, j)
                     src = nibble & 3
                     if src == 0:
                         break
                     if src == 1:
-                        code = query[q0 + WARP * (i - 1)]
-                        if code == target[t0 + WARP * (j - 1)] and concrete[code]:
+                        code = query[q0 + width * (i - 1)]
+                        if code == target[t0 + width * (j - 1)] and concrete[code]:
                             op = OP_MATCH
                         else:
                             op = OP_MISMATCH
@@ -103,7 +101,7 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
                     else:
                         state = src
             else:
-                nibble = nibble_at(tb, b0, columns, i, j)
+                nibble = nibble_at(tb, b0, width, columns, i, j)
                 if state == 2:
                     op = OP_INS
                     i -= 1
@@ -145,7 +143,7 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
                 size += digits(i) + 1
             if m - end_i[pair] > 0:
                 size += digits(m - end_i[pair]) + 1
-        run_count[pair] = count
+        run_count[slot] = count
         start_i[pair] = i
         start_j[pair] = j
         matches[pair] = n_match
@@ -170,21 +168,20 @@ def write_run(chars, pos, length, symbol):
 
 @lru_cache(maxsize=None)
 def cigar_kernel(merge_matches: bool, soft_clip: bool):
-    """Runs -> CIGAR characters at ``offsets`` (exclusive prefix sum of cigar_length)."""
+    """Runs of each slot -> CIGAR characters at ``offsets[slot]`` of a batch buffer."""
     symbols = (77 if merge_matches else 61, 88, 73, 68)  # M or =, X, I, D
     match_symbol, mismatch_symbol, ins_symbol, del_symbol = symbols
 
     @cuda.jit
-    def write(runs, run_base, run_count, start_i, end_i, query_lengths, order, offsets, chars):
+    def write(runs, run_base, run_count, slot_row, start_i, end_i, query_lengths, offsets,
+              chars):
         slot = cuda.grid(1)
-        if slot >= run_count.shape[0]:
+        if slot >= run_count.shape[0] or query_lengths[slot] < 0:  # no pair in this slot
             return
-        row = order[slot]
-        if row < 0 or query_lengths[slot] == 0:  # no pair in this slot
-            return
-        pos = offsets[row]
-        if soft_clip and start_i[slot] > 0:
-            pos = write_run(chars, pos, start_i[slot], 83)
+        row = slot_row[slot]
+        pos = offsets[slot]
+        if soft_clip and start_i[row] > 0:
+            pos = write_run(chars, pos, start_i[row], 83)
         base = run_base[slot]
         for k in range(run_count[slot] - 1, -1, -1):
             packed = runs[base + k]
@@ -197,8 +194,21 @@ def cigar_kernel(merge_matches: bool, soft_clip: bool):
             elif op == 3:
                 symbol = del_symbol
             pos = write_run(chars, pos, packed >> 2, symbol)
-        clip = query_lengths[slot] - end_i[slot]
+        clip = query_lengths[slot] - end_i[row]
         if soft_clip and clip > 0:
             pos = write_run(chars, pos, clip, 83)
 
     return write
+
+
+@cuda.jit
+def scatter_strings(source, source_offsets, slot_row, query_lengths, target, target_offsets):
+    """Copy each slot's characters from a batch buffer to its row's place in the column."""
+    slot = cuda.grid(1)
+    if slot >= slot_row.shape[0] or query_lengths[slot] < 0:
+        return
+    row = slot_row[slot]
+    begin = source_offsets[slot]
+    start = target_offsets[row]
+    for k in range(source_offsets[slot + 1] - begin):
+        target[start + k] = source[begin + k]
