@@ -15,6 +15,10 @@ from .scoring import Mode, Scoring, make_scoring, parse_mode
 HOWS = ("rowwise", "pairwise", "search")
 
 
+def _is_cudf(values: Any) -> bool:
+    return type(values).__module__.split(".")[0] == "cudf"
+
+
 def _labels(values: Any) -> pd.Index:
     if isinstance(values, pd.Series):
         return values.index
@@ -95,8 +99,9 @@ def align(
 
     Parameters
     ----------
-    queries : pandas.Series or sequence of str
-        Query sequences; the Series index labels fill the ``query`` column.
+    queries : pandas.Series, cudf.Series or sequence of str
+        Query sequences; the Series index labels fill the ``query`` column. A cuDF Series
+        gives a cuDF frame.
     targets : pandas.Series or sequence of str, optional
         Targets for ``how="rowwise"`` (row k against row k) or the database for
         ``how="search"``; None for ``how="pairwise"``.
@@ -124,7 +129,8 @@ def align(
     clip : {None, "soft"}
         ``"soft"`` adds ``S`` operations for the unaligned query ends.
     backend : {"auto", "cpu", "cuda"}
-        Engine choice; ``"auto"`` uses the CPU engine in this version.
+        Engine: ``"auto"`` takes the GPU when one is usable, else the CPU engine. cuDF
+        input gives a cuDF frame computed on the GPU (``"cpu"``: through pandas).
     progress : bool, optional
         Force the progress bar on or off; by default it appears after 2 seconds.
 
@@ -149,6 +155,14 @@ def align(
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
     parsed_mode = parse_mode(mode, free_ends)
+    if _is_cudf(queries):
+        from .cudf_path import align_cudf, as_cudf
+
+        return align_cudf(queries, None if targets is None else as_cudf(targets), how=how,
+                          scoring=scoring, mode=parsed_mode, top_k=top_k, traceback=traceback,
+                          cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
+    if _is_cudf(targets):
+        targets = targets.to_pandas()
     query_labels = _labels(queries)
     encoded_queries = encode_sequences(queries, scoring, query_labels)
     if how == "pairwise":

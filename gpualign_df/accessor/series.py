@@ -1,4 +1,5 @@
-"""The ``.aln`` accessor on pandas Series (pandas' own ``Series.align`` is left alone)."""
+"""The ``.aln`` accessor on pandas Series (pandas' own ``Series.align`` is left alone), and
+``.align`` / ``.aln`` on cuDF Series where cuDF is installed (cuDF has no ``align``)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,18 @@ class SeriesAlignAccessor:
 
 
 pd.api.extensions.register_series_accessor("aln")(SeriesAlignAccessor)
+
+
+def register_cudf() -> bool:
+    """Register ``.align`` and ``.aln`` on ``cudf.Series`` (cuDF has no ``align`` of its own);
+    False where cuDF is not installed."""
+    try:
+        import cudf
+    except ImportError:
+        return False
+    for name in ("align", "aln"):
+        cudf.api.extensions.register_series_accessor(name)(SeriesAlignAccessor)
+    return True
+
+
+CUDF_ACCESSORS = register_cudf()

@@ -1,0 +1,219 @@
+"""cuDF in, cuDF out: strings read zero-copy from the cuDF column, encoded on the device,
+aligned by the GPU engine, and the result frame (CIGAR strings included) built from device
+buffers. Residues and CIGARs never visit the host; only lengths, null flags and the pair
+plan (integers) do.
+
+Everything here imports cuDF lazily: the module loads on machines without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from . import gpu
+from .api import best_first, pairwise_pairs, rowwise_pairs, search_pairs
+from .encode import plain_label
+from .scoring import INVALID_CODE, Mode, Scoring
+
+_RMM_READY = False
+
+
+def is_cudf(values: Any) -> bool:
+    """True for a cuDF Series (or Index)."""
+    return type(values).__module__.split(".")[0] == "cudf"
+
+
+def as_cudf(values: Any):
+    """A cuDF Series from a cuDF Series, a pandas Series or a list of str."""
+    import cudf
+    import pandas as pd
+
+    if is_cudf(values):
+        return values
+    if isinstance(values, pd.Series):
+        return cudf.from_pandas(values)
+    return cudf.Series(list(values), dtype="str")
+
+
+def use_rmm() -> None:
+    """Route numba and CuPy allocations through RMM, so alignment shares cuDF's memory pool
+    and limits. Effective only before numba creates its CUDA context; harmless after."""
+    global _RMM_READY
+    if _RMM_READY:
+        return
+    _RMM_READY = True
+    try:
+        import cupy
+        from rmm.allocators.cupy import rmm_cupy_allocator
+        from rmm.allocators.numba import RMMNumbaManager
+
+        cupy.cuda.set_allocator(rmm_cupy_allocator)
+        cuda.set_memory_manager(RMMNumbaManager)
+    except Exception:  # noqa: BLE001 - RMM absent or numba context already live
+        pass
+
+
+@cuda.jit
+def _map_codes(data, lut, codes, first_bad):
+    k = cuda.grid(1)
+    if k < data.shape[0]:
+        code = lut[data[k]]
+        codes[k] = code
+        if code == INVALID_CODE:
+            cuda.atomic.min(first_bad, 0, k)
+
+
+def encode_device(series, scoring: Scoring):
+    """Device codes + offsets of a cuDF string Series; host lengths and validity.
+
+    Raises ``ValueError`` naming the row label, position and character for a residue outside
+    the alphabet.
+    """
+    import cupy
+    import pylibcudf as plc
+
+    column, _ = series.to_pylibcudf()
+    rows = column.size()
+    if rows and column.type().id() != plc.TypeId.STRING:
+        raise ValueError(f"sequences must be strings, got a cuDF column of {series.dtype}")
+    valid = series.notna().to_cupy().get().astype(bool) if rows else np.zeros(0, bool)
+    if rows == 0 or column.num_children() == 0:
+        offsets = cupy.zeros(rows + 1, dtype=cupy.int64)
+        chars = cupy.zeros(0, dtype=cupy.uint8)
+    else:
+        child = column.child(0)
+        width = cupy.int32 if child.type().id() == plc.TypeId.INT32 else cupy.int64
+        offsets = cupy.asarray(child.data()).view(width)[column.offset():
+                                                         column.offset() + rows + 1]
+        offsets = offsets.astype(cupy.int64)
+        data = column.data()
+        chars = cupy.asarray(data).view(cupy.uint8) if data is not None else \
+            cupy.zeros(0, cupy.uint8)
+        first, last = int(offsets[0]), int(offsets[-1])
+        chars = chars[first:last]
+        offsets = offsets - first
+    codes = cupy.empty(max(len(chars), 1), dtype=cupy.uint8)
+    first_bad = cupy.full(1, len(chars), dtype=cupy.int64)
+    if len(chars):
+        threads = 256
+        _map_codes[(len(chars) + threads - 1) // threads, threads](
+            chars, cupy.asarray(scoring.lut), codes, first_bad)
+    bad = int(first_bad.get()[0])
+    if bad < len(chars):
+        host_offsets = offsets.get()
+        row = int(np.searchsorted(host_offsets, bad, side="right") - 1)
+        text = series.iloc[row]
+        byte_position = bad - int(host_offsets[row])
+        position = len(text.encode("utf-8")[:byte_position].decode("utf-8", errors="ignore"))
+        raise ValueError(f"row {plain_label(series.index[row])!r}, position {position}: "
+                         f"character {text[position]!r} is not in the {scoring.name} alphabet "
+                         f"{scoring.alphabet!r}")
+    lengths = cupy.diff(offsets).get().astype(np.int64)
+    return gpu.DeviceSequences(codes, offsets), lengths, valid
+
+
+def _column(values, valid):
+    import cudf
+
+    return cudf.Series(values).where(cudf.Series(valid)) if not valid.all() else cudf.Series(values)
+
+
+def result_frame(results: gpu.DeviceResults, valid: np.ndarray, query_labels, target_labels,
+                 pair_query: np.ndarray, pair_target: np.ndarray, traceback: bool):
+    """The result frame as cuDF columns, built from the device buffers."""
+    import cudf
+    import cupy
+    import pylibcudf as plc
+
+    rows = len(valid)
+    take_query = cupy.asarray(pair_query)
+    take_target = cupy.asarray(pair_target)
+    device = {name: cupy.asarray(array)[:rows] for name, array in results.columns.items()}
+    frame = cudf.DataFrame({
+        "query": cudf.Series(query_labels.take(take_query)).reset_index(drop=True),
+        "target": cudf.Series(target_labels.take(take_target)).reset_index(drop=True)})
+    frame["score"] = _column(device["score"], valid)
+    if not traceback:
+        frame["query_end"] = _column(device["end_i"], valid)
+        frame["target_end"] = _column(device["end_j"], valid)
+        return frame
+    for name, key in (("query_start", "start_i"), ("query_end", "end_i"),
+                      ("target_start", "start_j"), ("target_end", "end_j")):
+        frame[name] = _column(device[key], valid)
+    total = int(results.offsets[-1])
+    offsets = cupy.asarray(results.offsets.astype(np.int32 if total < 2**31 else np.int64))
+    chars = cupy.asarray(results.chars)[:max(total, 1)]
+    strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
+                         0, 0, [plc.Column.from_cuda_array_interface(offsets)])
+    frame["cigar"] = _column(cudf.Series.from_pylibcudf(strings), valid)
+    length = device["matches"] + device["mismatches"] + device["gaps"]
+    for name in ("matches", "mismatches", "gap_opens", "gaps"):
+        frame[name] = _column(device[name], valid)
+    frame["length"] = _column(length, valid)
+    identity = cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1), 0.0)
+    frame["identity"] = _column(identity, valid)
+    return frame
+
+
+def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_k: int | None,
+               traceback: bool, cigar_style: str, clip: str | None, backend: str,
+               progress: bool | None):
+    """:func:`gpualign_df.align` for cuDF Series: a cuDF frame, computed on the GPU."""
+    import cudf
+
+    from .api import align
+
+    if backend == "cpu":  # explicitly asked: through pandas and back
+        frame = align(queries.to_pandas(), None if targets is None else targets.to_pandas(),
+                      how=how, mode=mode.name, matrix=(scoring.alphabet, scoring.matrix),
+                      gap_open=scoring.gap_open, gap_extend=scoring.gap_extend,
+                      free_ends=_free_ends(mode), top_k=top_k, traceback=traceback,
+                      cigar_style=cigar_style, clip=clip, backend="cpu", progress=progress)
+        return cudf.from_pandas(frame)
+    if len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
+        raise ValueError(f"the GPU engine holds alphabets of up to {gpu.inter.MAX_ALPHABET} "
+                         f"symbols; this one has {len(scoring.alphabet)}")
+    use_rmm()
+    device_queries, query_lengths, query_valid = encode_device(queries, scoring)
+    if how == "pairwise":
+        device_targets, target_lengths, target_valid = device_queries, query_lengths, query_valid
+        targets = queries
+        pair_query, pair_target = pairwise_pairs(len(queries))
+    else:
+        device_targets, target_lengths, target_valid = encode_device(targets, scoring)
+        pair_query, pair_target = (rowwise_pairs(len(queries)) if how == "rowwise"
+                                   else search_pairs(len(queries), len(targets)))
+
+    def run(pq, pt, with_traceback):
+        valid = query_valid[pq] & target_valid[pt]
+        results = gpu.align_on_device(device_queries, device_targets, pq, pt, query_lengths[pq],
+                                      target_lengths[pt], valid, scoring, mode,
+                                      traceback=with_traceback, cigar_style=cigar_style,
+                                      clip=clip)
+        return results, valid
+
+    if how == "search":
+        first_pass_traceback = traceback and top_k is None
+        results, valid = run(pair_query, pair_target, first_pass_traceback)
+        score = results.columns["score"].copy_to_host()[:len(valid)]
+        keep = best_first(pair_query, pair_target, score, valid, top_k)
+        if traceback and not first_pass_traceback:
+            pair_query, pair_target = pair_query[keep], pair_target[keep]
+            results, valid = run(pair_query, pair_target, True)
+            return result_frame(results, valid, queries.index, targets.index, pair_query,
+                                pair_target, True)
+        frame = result_frame(results, valid, queries.index, targets.index, pair_query,
+                             pair_target, traceback)
+        return frame.take(keep).reset_index(drop=True)
+    results, valid = run(pair_query, pair_target, traceback)
+    return result_frame(results, valid, queries.index, targets.index, pair_query, pair_target,
+                        traceback)
+
+
+def _free_ends(mode: Mode):
+    names = ("query_start", "query_end", "target_start", "target_end")
+    return tuple(name for name, free in zip(names, mode.flags()) if free) if mode.code == 2 \
+        else None

@@ -1,0 +1,96 @@
+"""cuDF in, cuDF out: the GPU path equals the CPU engine; accessors, nulls, slices, errors.
+
+Needs cuDF and a GPU: run on the accelerator with ``-m cudf`` (see the README).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from helpers import mutate, random_sequences, read_fasta, shared_file
+
+cudf = pytest.importorskip("cudf")
+pytestmark = pytest.mark.cudf
+
+DNA = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1)
+
+
+def as_plain(frame) -> pd.DataFrame:
+    """A result frame with every column as plain Python values (None for nulls)."""
+    if type(frame).__module__.startswith("cudf"):
+        frame = frame.to_pandas(nullable=True)
+    return pd.DataFrame({name: [None if pd.isna(value) else value for value in frame[name]]
+                         for name in frame.columns})
+
+
+def assert_same(cudf_frame, pandas_frame):
+    assert type(cudf_frame).__module__.startswith("cudf")
+    assert list(cudf_frame.columns) == list(pandas_frame.columns)
+    pd.testing.assert_frame_equal(as_plain(cudf_frame), as_plain(pandas_frame),
+                                  check_dtype=False)
+
+
+def sample(seed=1, count=300):
+    rng = np.random.default_rng(seed)
+    queries = random_sequences(rng, count, "ACGT", 200)
+    targets = [mutate(rng, q, "ACGT", 0.05) for q in queries]
+    queries[3], targets[5], queries[7] = None, None, ""
+    index = [f"r{k}" for k in range(count)]
+    return pd.Series(queries, index=index), pd.Series(targets, index=index)
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_rowwise_with_nulls_equals_cpu(mode):
+    queries, targets = sample()
+    result = cudf.from_pandas(queries).align.rowwise(cudf.from_pandas(targets), mode=mode, **DNA)
+    assert_same(result, queries.aln.rowwise(targets, mode=mode, backend="cpu", **DNA))
+    assert result["score"].isna().to_pandas().tolist()[3:6] == [True, False, True]
+
+
+def test_sliced_series_and_aln_accessor():
+    queries, targets = sample(2)
+    device_queries = cudf.from_pandas(queries).iloc[17:140]
+    device_targets = cudf.from_pandas(targets).iloc[17:140]
+    result = device_queries.aln.rowwise(device_targets, mode="sw", cigar_style="M", clip="soft",
+                                        **DNA)
+    expected = queries.iloc[17:140].aln.rowwise(targets.iloc[17:140], mode="sw", cigar_style="M",
+                                                clip="soft", backend="cpu", **DNA)
+    assert_same(result, expected)
+
+
+def test_pairwise_and_search_top_k_equal_cpu():
+    proteins = read_fasta(shared_file("adept_proteins_30k.fasta.gz"), limit=120)
+    series = pd.Series(proteins)
+    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1)
+    assert_same(cudf.from_pandas(series).align.pairwise(**options),
+                series.aln.pairwise(backend="cpu", **options))
+    queries, database = series[:20], series[20:]
+    assert_same(cudf.from_pandas(queries).align.search(cudf.from_pandas(database), top_k=3,
+                                                       **options),
+                queries.aln.search(database, top_k=3, backend="cpu", **options))
+    assert_same(cudf.from_pandas(queries).align.search(cudf.from_pandas(database),
+                                                       traceback=False, **options),
+                queries.aln.search(database, traceback=False, backend="cpu", **options))
+
+
+def test_gasal2_pairs_cudf_equals_cpu():
+    queries = pd.Series(read_fasta(shared_file("gasal2_query_batch.fasta.gz")))
+    targets = pd.Series(read_fasta(shared_file("gasal2_target_batch.fasta.gz")))
+    result = cudf.from_pandas(queries).align.rowwise(cudf.from_pandas(targets), **DNA)
+    assert_same(result, queries.aln.rowwise(targets, backend="cpu", **DNA))
+
+
+def test_bad_character_names_row_and_position():
+    series = cudf.Series(["ACGT", "ACGTQA"], index=[10, 11])
+    with pytest.raises(ValueError, match=r"row 11, position 4: character 'Q'"):
+        series.align.pairwise(**DNA)
+
+
+def test_pandas_accessor_is_untouched_and_cudf_has_no_align_of_its_own():
+    left = pd.Series([1, 2], index=[0, 1])
+    aligned, _ = left.align(pd.Series([3], index=[1]))
+    assert len(aligned) == 2
+    assert "align" in dir(cudf.Series([]))
