@@ -52,7 +52,12 @@ def gpu_usable() -> bool:
 def _free_bytes() -> int:
     if simulator():
         return 1 << 28
-    free, _total = cuda.current_context().get_memory_info()
+    try:
+        free, _total = cuda.current_context().get_memory_info()
+    except NotImplementedError:  # RMM's numba memory manager: ask the runtime directly
+        import cupy
+
+        free, _total = cupy.cuda.runtime.memGetInfo()
     return int(free) + sum(buffer.nbytes for buffer in _SCRATCH.values())
 
 

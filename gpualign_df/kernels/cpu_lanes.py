@@ -27,6 +27,8 @@ LANE_SCORE_LIMIT = 1 << 18
 NARROW_SCORE_LIMIT = 1 << 13
 #: int16 sentinel for I and D before the first row / column (see :func:`fill_lanes_narrow`).
 NARROW_NEG = -(1 << 14)
+#: Columns per step of the narrow fill's cell loop (target columns are padded to a multiple).
+STEP = 4
 #: int16 substitution score of padding cells.
 NARROW_PADDING_SCORE = -(1 << 13)
 
@@ -142,8 +144,9 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
 
 
 @njit(cache=True, inline="always")
-def _narrow_cell(diag, h_up, i_up, h_left, d_left, s, go, ge, floor):
-    """One cell of :func:`fill_lanes_narrow` in int16: (H, I, D, nibble)."""
+def _narrow_cell(diag, h_up, i_up, h_left, d_left, s, row_max, row_col, j, go, ge, floor):
+    """One cell of :func:`fill_lanes_narrow` in int16 (scalars only, so that it inlines into
+    the vectorised loop): (H, I, D, row maximum, its first column, nibble)."""
     ins_open = np.int16(h_up - go)
     ins_ext = np.int16(i_up - ge)
     ins_extends = ins_ext > ins_open
@@ -161,12 +164,15 @@ def _narrow_cell(diag, h_up, i_up, h_left, d_left, s, go, ge, floor):
     h = max(h, floor)
     nibble = (src | (np.uint8(4) if ins_extends else np.uint8(0))
               | (np.uint8(8) if del_extends else np.uint8(0)))
-    return h, ins_score, del_score, nibble
+    row_col = j if h > row_max else row_col
+    row_max = max(row_max, h)
+    return h, ins_score, del_score, row_max, row_col, nibble
 
 
 @njit(cache=True)
 def fill_lanes_narrow(query_lanes, target_lanes, query_lengths, target_lengths, sub_flat,
-                      alphabet_size, go, ge, mode, fqs, fqe, fts, fte, want_tb):
+                      alphabet_size, match_code, match_score, mismatch_score, go, ge, mode, fqs,
+                      fqe, fts, fte, want_tb):
     """:func:`fill_lanes` in int16, for groups whose :func:`_score_bound` is below
     ``NARROW_SCORE_LIMIT``; ``target_lanes`` has an even number of columns.
 
@@ -189,7 +195,19 @@ def fill_lanes_narrow(query_lanes, target_lanes, query_lengths, target_lengths, 
     tb = np.empty((rows * stride if want_tb else stride, LANES), dtype=np.uint8)
     h_row = np.empty((cols + 1, LANES), dtype=np.int16)
     i_row = np.full((cols + 1, LANES), np.int16(NARROW_NEG), dtype=np.int16)
+    # s(q, t) = match_score where match_code[q] == t, else scores[j - 1] (gathered per row
+    # from sub_flat, or once for a two-valued matrix, see :func:`_two_valued`).
+    two_valued = match_score != mismatch_score
+    targets = np.empty((cols, LANES), dtype=np.int16)
     scores = np.empty((cols, LANES), dtype=np.int16)
+    for j in range(cols):
+        for lane in range(LANES):
+            t = target_lanes[j, lane]
+            targets[j, lane] = t
+            scores[j, lane] = (np.int16(NARROW_PADDING_SCORE) if t == alphabet_size - 1
+                               else np.int16(mismatch_score))
+    row_match = np.empty(LANES, dtype=np.int16)
+    match16 = np.int16(match_score)
     diag = np.empty(LANES, dtype=np.int16)
     h_left = np.empty(LANES, dtype=np.int16)
     del_row = np.empty(LANES, dtype=np.int16)
@@ -206,9 +224,11 @@ def fill_lanes_narrow(query_lanes, target_lanes, query_lengths, target_lengths, 
     for i in range(1, rows + 1):
         for lane in range(LANES):
             query_offset[lane] = np.int32(query_lanes[i - 1, lane]) * np.int32(alphabet_size)
-        for j in range(cols):
-            for lane in range(LANES):
-                scores[j, lane] = sub_flat[query_offset[lane] + target_lanes[j, lane]]
+            row_match[lane] = match_code[query_lanes[i - 1, lane]]
+        if not two_valued:
+            for j in range(cols):
+                for lane in range(LANES):
+                    scores[j, lane] = sub_flat[query_offset[lane] + target_lanes[j, lane]]
         border = np.int16(_border(i, go, ge, mode, fqs))
         previous_border = np.int16(_border(i - 1, go, ge, mode, fqs))
         for lane in range(LANES):
@@ -218,33 +238,48 @@ def fill_lanes_narrow(query_lanes, target_lanes, query_lengths, target_lengths, 
             row_max[lane] = np.int16(-32768)
             row_col[lane] = np.int16(0)
         base = (i - 1) * stride if want_tb else 0
-        for k in range(stride):
-            j = 2 * k + 1
+        for k in range(cols // STEP):
+            j = STEP * k + 1
             j0 = np.int16(j)
             j1 = np.int16(j + 1)
+            j2 = np.int16(j + 2)
+            j3 = np.int16(j + 3)
             for lane in range(LANES):
+                d, h, dl, rm, rc = (diag[lane], h_left[lane], del_row[lane], row_max[lane],
+                                    row_col[lane])
+                qm = row_match[lane]
                 h_up = h_row[j, lane]
-                h, ins_score, del_score, low = _narrow_cell(
-                    diag[lane], h_up, i_row[j, lane], h_left[lane], del_row[lane],
-                    scores[j - 1, lane], go16, ge16, floor)
-                i_row[j, lane] = ins_score
+                s = match16 if qm == targets[j - 1, lane] else scores[j - 1, lane]
+                h, ins, dl, rm, rc, n0 = _narrow_cell(d, h_up, i_row[j, lane], h, dl, s,
+                                                        rm, rc, j0, go16, ge16, floor)
+                i_row[j, lane] = ins
                 h_row[j, lane] = h
-                better = h > row_max[lane]
-                row_max[lane] = max(row_max[lane], h)
-                row_col[lane] = j0 if better else row_col[lane]
-                h_up2 = h_row[j + 1, lane]
-                h2, ins_score2, del_score2, high = _narrow_cell(
-                    h_up, h_up2, i_row[j + 1, lane], h, del_score, scores[j, lane], go16, ge16,
-                    floor)
-                i_row[j + 1, lane] = ins_score2
-                h_row[j + 1, lane] = h2
-                better2 = h2 > row_max[lane]
-                row_max[lane] = max(row_max[lane], h2)
-                row_col[lane] = j1 if better2 else row_col[lane]
-                diag[lane] = h_up2
-                h_left[lane] = h2
-                del_row[lane] = del_score2
-                tb[base + k, lane] = low | (high << np.uint8(4))
+                d = h_up
+                h_up = h_row[j + 1, lane]
+                s = match16 if qm == targets[j, lane] else scores[j, lane]
+                h, ins, dl, rm, rc, n1 = _narrow_cell(d, h_up, i_row[j + 1, lane], h, dl, s,
+                                                        rm, rc, j1, go16, ge16, floor)
+                i_row[j + 1, lane] = ins
+                h_row[j + 1, lane] = h
+                d = h_up
+                h_up = h_row[j + 2, lane]
+                s = match16 if qm == targets[j + 1, lane] else scores[j + 1, lane]
+                h, ins, dl, rm, rc, n2 = _narrow_cell(d, h_up, i_row[j + 2, lane], h, dl, s,
+                                                        rm, rc, j2, go16, ge16, floor)
+                i_row[j + 2, lane] = ins
+                h_row[j + 2, lane] = h
+                d = h_up
+                h_up = h_row[j + 3, lane]
+                s = match16 if qm == targets[j + 2, lane] else scores[j + 2, lane]
+                h, ins, dl, rm, rc, n3 = _narrow_cell(d, h_up, i_row[j + 3, lane], h, dl, s,
+                                                        rm, rc, j3, go16, ge16, floor)
+                i_row[j + 3, lane] = ins
+                h_row[j + 3, lane] = h
+                d = h_up
+                tb[base + 2 * k, lane] = n0 | (n1 << np.uint8(4))
+                tb[base + 2 * k + 1, lane] = n2 | (n3 << np.uint8(4))
+                diag[lane], h_left[lane], del_row[lane], row_max[lane], row_col[lane] = (
+                    d, h, dl, rm, rc)
         for lane in range(LANES):
             m = query_lengths[lane]
             n = target_lengths[lane]
@@ -265,6 +300,35 @@ def fill_lanes_narrow(query_lanes, target_lanes, query_lengths, target_lengths, 
             elif fqe and h_row[n, lane] > best[lane]:
                 best[lane], best_i[lane], best_j[lane] = h_row[n, lane], i, n
     return best, best_i, best_j, tb
+
+
+@njit(cache=True)
+def _two_valued(sub):
+    """(match_code, match_score, mismatch_score) of :func:`fill_lanes_narrow`.
+
+    A matrix whose off-diagonal entries all equal ``mismatch`` and whose diagonal entries are
+    ``match`` or ``mismatch`` is two-valued: ``match_code[a] = a`` where ``sub[a, a]`` is the
+    match score, else -1 (also for the padding code). Otherwise every code is -1 and the two
+    scores are equal (the fill then gathers every row's scores).
+    """
+    size = sub.shape[0]
+    match_code = np.full(size + 1, -1, dtype=np.int16)
+    match = sub[0, 0]
+    for a in range(size):
+        match = max(match, sub[a, a])
+    mismatch = sub[0, 1] if size > 1 else match - 1
+    for a in range(size):
+        for b in range(size):
+            if a != b and sub[a, b] != mismatch:
+                return match_code, 0, 0
+        if sub[a, a] != match and sub[a, a] != mismatch:
+            return match_code, 0, 0
+    if match == mismatch:
+        return match_code, 0, 0
+    for a in range(size):
+        if sub[a, a] == match:
+            match_code[a] = a
+    return match_code, match, mismatch
 
 
 @njit(cache=True, inline="always")
@@ -306,6 +370,7 @@ def _align_lane_groups(query_codes, query_offsets, target_codes, target_offsets,
             narrow_sub[a, b] = sub[a, b]
             largest = max(largest, abs(sub[a, b]))
     narrow_sub_flat = narrow_sub.ravel()
+    match_code, match_score, mismatch_score = _two_valued(sub)
     padding_code = sub.shape[0]
     for g in prange(groups.shape[0]):
         query_lengths = np.ones(LANES, dtype=np.int64)
@@ -318,7 +383,7 @@ def _align_lane_groups(query_codes, query_offsets, target_codes, target_offsets,
                                         - target_offsets[pair_target[p]])
         rows = query_lengths.max()
         cols = target_lengths.max()
-        cols += cols & 1  # whole traceback bytes: the narrow fill takes two columns a step
+        cols += -cols % STEP  # the narrow fill takes STEP columns a step
         query_lanes = np.zeros((rows, LANES), dtype=np.uint8)
         target_lanes = np.full((cols, LANES), padding_code, dtype=np.uint8)
         for lane in range(LANES):
@@ -333,7 +398,8 @@ def _align_lane_groups(query_codes, query_offsets, target_codes, target_offsets,
         if _score_bound(largest, rows, cols, go, ge) < narrow_limit:
             best, best_i, best_j, tb = fill_lanes_narrow(
                 query_lanes, target_lanes, query_lengths, target_lengths, narrow_sub_flat,
-                alphabet_size, go, ge, mode, fqs, fqe, fts, fte, traceback)
+                alphabet_size, match_code, match_score, mismatch_score, go, ge, mode, fqs, fqe,
+                fts, fte, traceback)
         else:
             best, best_i, best_j, tb = fill_lanes(
                 query_lanes, target_lanes, query_lengths, target_lengths, sub_flat,
