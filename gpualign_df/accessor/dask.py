@@ -1,0 +1,759 @@
+"""The ``.aln`` accessor on Dask Series: alignment jobs split into cost-balanced Dask tasks.
+
+Importing :mod:`gpualign_df` (with Dask installed) registers ``.aln`` on every
+``dask.dataframe.Series`` (pandas-backed or cuDF-backed). Dask's own ``Series.align`` is left
+alone. Each method returns a lazy ``dask.dataframe.DataFrame`` whose ``meta`` has the columns
+and dtypes of the in-memory result, and whose ``.compute()`` equals, row for row, what the
+in-memory accessor returns on the computed Series (``series.compute().aln.<method>(...)``),
+for any partitioning and any number of workers.
+
+How the work is split
+---------------------
+* ``rowwise(other)``: one task per partition pair (partition k of the queries against
+  partition k of ``other``); the two Series must have the same number of partitions and the
+  same number of rows in each (co-partitioned). No eager work.
+* ``pairwise()`` and ``search(database)``: the sequence lengths of every partition are
+  computed eagerly once (one small Dask computation), then each partition is cut into
+  *chunks* of contiguous rows so that one task, a pair of chunks, holds about
+  ``cells_per_task`` DP cells (sum of ``len(query) * len(target)`` over its pairs) and at most
+  about ``pairs_per_task`` pairs. ``pairwise`` runs the blocks (u, v) with u <= v of the chunk
+  grid (all pairs i < j inside a diagonal block, the full rectangle off the diagonal), so
+  every unordered pair is aligned exactly once; ``search`` runs every query chunk against
+  every database chunk. :func:`plan_blocks` shows the plan (one row per task, longest first)
+  and :func:`summarize_plan` its spread.
+* Ordering (``ordered=True``, the default): the output has one partition per query chunk;
+  that partition's task concatenates the blocks of its chunk and sorts them by global
+  position: pairwise rows are (i, j), i < j, i-major over the global order of the Series;
+  search rows are per query in global query order, best score first, ties broken by the
+  target's *global* position (nulls last), so ``.compute()`` is the in-memory result.
+  ``ordered=False`` skips that step for pairwise and for search without ``top_k``: one
+  output partition per block, each block in the in-memory order within itself (less memory
+  per partition; use it when the result is filtered or aggregated, not read in order).
+* ``search(..., top_k=k)``: each block runs a score-only pass keeping at most k targets per
+  query, a per-query-chunk task keeps the best k across database blocks (by score, then
+  global target position), then traces back only those survivors (a rowwise alignment).
+
+Each task calls :func:`gpualign_df.align` on the partition objects it receives (pandas
+today, cuDF on dask-cuDF), with every option, ``backend`` included, passed through; the
+per-task progress bar is off by default (use Dask's own progress reporting). Dask's query
+planner ignores per-task priorities, so "longest first" is a property of the plan (tasks are
+created in that order and are near-equal in cells), not an enforced schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Sequence
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from dask.base import tokenize
+from dask.dataframe.extensions import register_series_accessor
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
+
+from ..api import align, best_first, pairwise_pairs
+from ..engine import check_options
+
+__all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan",
+           "DEFAULT_CELLS_PER_TASK", "DEFAULT_PAIRS_PER_TASK"]
+
+#: Default DP cells per task: about 30 ms of an H100 at 300 GCUPS, seconds on a CPU core.
+DEFAULT_CELLS_PER_TASK = 10**10
+#: Default bound on pairs (result rows) per task.
+DEFAULT_PAIRS_PER_TASK = 4_000_000
+
+_QPOS = "_gpualign_query_position"
+_TPOS = "_gpualign_target_position"
+_SIZING = ("cells_per_task", "pairs_per_task")
+logger = logging.getLogger("gpualign_df.dask")
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning (pure numpy; runs on the client)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Contiguous rows ``[start, stop)`` of one partition; ``offset`` is the global position
+    of row ``start`` (its position in the whole Series)."""
+
+    partition: int
+    start: int
+    stop: int
+    offset: int
+    residues: int
+    squares: int
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Task:
+    """One block of work: query chunk ``query`` against target chunk ``target``."""
+
+    kind: str            # "triangle" (pairs i < j inside one chunk), "rectangle" or "search"
+    query: int           # index into the query chunk list (also the output group)
+    target: int          # index into the target chunk list
+    pairs: int
+    cells: int
+
+
+def _split_partition(lengths: np.ndarray, residues: float, rows: int) -> list[tuple[int, int]]:
+    """Cut one partition into near-equal runs of rows, each holding about ``residues`` residues
+    (one long sequence may exceed it) and at most ``rows`` rows."""
+    count = len(lengths)
+    if count == 0:
+        return []
+    cumulative = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+    total = int(cumulative[-1])
+    pieces = max(1, math.ceil(total / residues), math.ceil(count / rows))
+    targets = total * np.arange(1, pieces, dtype=np.float64) / pieces
+    cuts = np.searchsorted(cumulative, targets, side="left")
+    bounds = np.unique(np.clip(np.concatenate(([0], cuts, [count])), 0, count))
+    runs: list[tuple[int, int]] = []
+    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if stop - start > rows:
+            parts = math.ceil((stop - start) / rows)
+            edges = np.linspace(start, stop, parts + 1).round().astype(np.int64).tolist()
+            runs.extend((a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a)
+        elif stop > start:
+            runs.append((start, stop))
+    return runs
+
+
+def _chunks(lengths: Sequence[np.ndarray], residues: float, rows: int) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    offset = 0
+    for partition, part_lengths in enumerate(lengths):
+        part_lengths = np.asarray(part_lengths, dtype=np.int64)
+        for start, stop in _split_partition(part_lengths, residues, rows):
+            run = part_lengths[start:stop]
+            chunks.append(Chunk(partition, start, stop, offset + start, int(run.sum()),
+                                int((run * run).sum())))
+        offset += len(part_lengths)
+    return chunks
+
+
+def _check_sizing(cells_per_task: float, pairs_per_task: float) -> None:
+    for name, value in (("cells_per_task", cells_per_task), ("pairs_per_task", pairs_per_task)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                or not value >= 1:
+            raise ValueError(f"{name} must be a number >= 1, got {value!r}")
+
+
+def _plan(how: str, query_lengths: Sequence[np.ndarray],
+          target_lengths: Sequence[np.ndarray] | None, cells_per_task: float,
+          pairs_per_task: float) -> tuple[list[Chunk], list[Chunk], list[Task]]:
+    """Chunks of both sides and the tasks, longest (most cells) first."""
+    _check_sizing(cells_per_task, pairs_per_task)
+    side_residues = math.sqrt(cells_per_task)
+    side_rows = max(1, int(math.sqrt(pairs_per_task)))
+    tasks: list[Task] = []
+    if how == "pairwise":
+        query_chunks = _chunks(query_lengths, side_residues, side_rows)
+        target_chunks = query_chunks
+        for u, first in enumerate(query_chunks):
+            pairs = first.rows * (first.rows - 1) // 2
+            if pairs:
+                tasks.append(Task("triangle", u, u, pairs,
+                                  (first.residues ** 2 - first.squares) // 2))
+            for v in range(u + 1, len(query_chunks)):
+                second = query_chunks[v]
+                tasks.append(Task("rectangle", u, v, first.rows * second.rows,
+                                  first.residues * second.residues))
+    elif how == "search":
+        assert target_lengths is not None
+        target_chunks = _chunks(target_lengths, side_residues, side_rows)
+        widest = max((c.residues for c in target_chunks), default=1) or 1
+        tallest = max((c.rows for c in target_chunks), default=1)
+        query_chunks = _chunks(query_lengths, max(1.0, cells_per_task / widest),
+                               max(1, int(pairs_per_task // tallest)))
+        for u, first in enumerate(query_chunks):
+            for v, second in enumerate(target_chunks):
+                tasks.append(Task("search", u, v, first.rows * second.rows,
+                                  first.residues * second.residues))
+    else:
+        raise ValueError(f"plan how must be 'pairwise' or 'search', got {how!r}")
+    tasks.sort(key=lambda task: (-task.cells, -task.pairs, task.query, task.target))
+    return query_chunks, target_chunks, tasks
+
+
+def _plan_frame(query_chunks: list[Chunk], target_chunks: list[Chunk],
+                tasks: list[Task]) -> pd.DataFrame:
+    rows = [{
+        "task": rank,
+        "kind": task.kind,
+        "group": task.query,
+        "query_partition": query_chunks[task.query].partition,
+        "query_start": query_chunks[task.query].offset,
+        "query_stop": query_chunks[task.query].offset + query_chunks[task.query].rows,
+        "target_partition": target_chunks[task.target].partition,
+        "target_start": target_chunks[task.target].offset,
+        "target_stop": target_chunks[task.target].offset + target_chunks[task.target].rows,
+        "pairs": task.pairs,
+        "cells": task.cells,
+    } for rank, task in enumerate(tasks)]
+    columns = ["task", "kind", "group", "query_partition", "query_start", "query_stop",
+               "target_partition", "target_start", "target_stop", "pairs", "cells"]
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.astype({name: "int64" for name in columns if name != "kind"})
+
+
+def summarize_plan(plan: pd.DataFrame) -> dict[str, float]:
+    """Cost spread of a plan from :func:`plan_blocks`.
+
+    Parameters
+    ----------
+    plan : pandas.DataFrame
+        One row per task, with ``pairs`` and ``cells`` columns.
+
+    Returns
+    -------
+    dict
+        ``tasks``, ``pairs``, ``cells`` (totals) and ``min_cells``, ``median_cells``,
+        ``max_cells`` per task, and ``spread`` (max / median cells; 1.0 is perfectly even).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> plan = pd.DataFrame({"pairs": [6, 6, 3], "cells": [600, 600, 300]})
+    >>> summarize_plan(plan)["spread"]
+    1.0
+    """
+    cells = plan["cells"].to_numpy(dtype=np.float64)
+    if len(cells) == 0:
+        return {"tasks": 0, "pairs": 0, "cells": 0, "min_cells": 0.0, "median_cells": 0.0,
+                "max_cells": 0.0, "spread": 1.0}
+    median = float(np.median(cells))
+    return {"tasks": int(len(cells)), "pairs": int(plan["pairs"].sum()),
+            "cells": int(plan["cells"].sum()), "min_cells": float(cells.min()),
+            "median_cells": median, "max_cells": float(cells.max()),
+            "spread": float(cells.max() / median) if median > 0 else 1.0}
+
+
+def _lengths_of(part: Any) -> np.ndarray:
+    """Residue counts of one partition (pandas or cuDF Series); nulls count 0."""
+    lengths = part.str.len().fillna(0).astype("int64")
+    return np.asarray(lengths.to_numpy(), dtype=np.int64)
+
+
+def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
+    """Eagerly compute the per-partition length arrays of each Series (one computation)."""
+    jobs = [[dask.delayed(_lengths_of, pure=True)(part) for part in s.to_delayed()]
+            for s in series]
+    computed = dask.compute(*jobs)
+    return [list(arrays) for arrays in computed]
+
+
+def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
+                how: str | None = None, cells_per_task: float = DEFAULT_CELLS_PER_TASK,
+                pairs_per_task: float = DEFAULT_PAIRS_PER_TASK) -> pd.DataFrame:
+    """The task plan of a Dask ``pairwise`` or ``search`` job, one row per task.
+
+    Computes the sequence lengths of every partition (eagerly, one small Dask computation).
+
+    Parameters
+    ----------
+    queries : dask.dataframe.Series
+        The query sequences (all of them for ``pairwise``).
+    database : dask.dataframe.Series, optional
+        The database of a ``search``; None for ``pairwise``.
+    how : {"pairwise", "search"}, optional
+        Default: ``"search"`` when ``database`` is given, else ``"pairwise"``.
+    cells_per_task : float
+        Target DP cells (sum of ``len(query) * len(target)``) per task.
+    pairs_per_task : float
+        Upper bound (approximately) on pairs per task.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``task`` (rank, longest first), ``kind`` (``triangle``: all pairs i < j of
+        one chunk; ``rectangle``: two chunks of a pairwise job; ``search``), ``group`` (the
+        output partition of an ordered result), ``query_partition``, ``query_start``,
+        ``query_stop``, ``target_partition``, ``target_start``, ``target_stop`` (global row
+        positions, stop exclusive), ``pairs``, ``cells``. :func:`summarize_plan` gives the
+        spread.
+
+    Examples
+    --------
+    >>> import pandas as pd, dask.dataframe as dd
+    >>> seqs = dd.from_pandas(pd.Series(["ACGT" * 25] * 40), npartitions=2)
+    >>> plan = plan_blocks(seqs, cells_per_task=4e6)
+    >>> plan[["kind", "pairs", "cells"]].values.tolist()
+    [['rectangle', 400, 4000000], ['triangle', 190, 1900000], ['triangle', 190, 1900000]]
+    >>> summarize_plan(plan)["tasks"], int(plan["pairs"].sum()) == 40 * 39 // 2
+    (3, True)
+    """
+    if how is None:
+        how = "pairwise" if database is None else "search"
+    if how == "pairwise" and database is not None:
+        raise ValueError("how='pairwise' aligns all pairs within one collection: give no "
+                         "database")
+    if how == "search" and database is None:
+        raise ValueError("how='search' needs a database")
+    _check_sizing(cells_per_task, pairs_per_task)
+    lengths = _partition_lengths(queries) if database is None else \
+        _partition_lengths(queries, database)
+    query_chunks, target_chunks, tasks = _plan(how, lengths[0], lengths[-1] if database
+                                               is not None else None, cells_per_task,
+                                               pairs_per_task)
+    return _plan_frame(query_chunks, target_chunks, tasks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks (run on the workers, on whatever partition type they receive)
+
+
+def _frame_library(obj: Any):
+    """pandas, or cuDF when ``obj`` is a cuDF object."""
+    if type(obj).__module__.split(".")[0] == "cudf":
+        import cudf
+
+        return cudf
+    return pd
+
+
+def _concat(frames: list[Any]) -> Any:
+    return _frame_library(frames[0]).concat(frames, ignore_index=True)
+
+
+def _int_array(column: Any) -> np.ndarray:
+    return np.asarray(column.fillna(0).astype("int64").to_numpy(), dtype=np.int64)
+
+
+def _valid_array(column: Any) -> np.ndarray:
+    return ~np.asarray(column.isna().to_numpy(), dtype=bool)
+
+
+def _with_positions(series: Any, start: int) -> Any:
+    """The same sequences labelled by their global positions ``start, start + 1, ...``."""
+    out = series.reset_index(drop=True)
+    out.index = out.index + start
+    return out
+
+
+def _align_positional(queries: Any, targets: Any, query_offset: int, target_offset: int,
+                      **options: Any) -> Any:
+    """``align`` with rows labelled by global position; bad input is reported by the rows'
+    own labels (a second call with them re-raises, before any alignment work)."""
+    try:
+        return align(_with_positions(queries, query_offset),
+                     _with_positions(targets, target_offset), **options)
+    except ValueError:
+        align(queries, targets, **options)
+        raise
+
+
+def _relabel(frame: Any, queries: Any, targets: Any, query_offset: int,
+             target_offset: int) -> Any:
+    """Positions in ``query``/``target`` back to the input labels; positions kept aside."""
+    query_positions = _int_array(frame["query"])
+    target_positions = _int_array(frame["target"])
+    frame["query"] = queries.index.take(query_positions - query_offset)
+    frame["target"] = targets.index.take(target_positions - target_offset)
+    frame[_QPOS] = query_positions
+    frame[_TPOS] = target_positions
+    return frame
+
+
+def _strip(frame: Any) -> Any:
+    return frame.drop(columns=[_QPOS, _TPOS]).reset_index(drop=True)
+
+
+def _take_sorted(frame: Any, order: np.ndarray) -> Any:
+    return frame.take(order).reset_index(drop=True)
+
+
+def _triangle_task(part: Any, *, chunk: Chunk, options: dict) -> Any:
+    """All pairs i < j inside one chunk, i-major (the in-memory pairwise order)."""
+    queries = part.iloc[chunk.start:chunk.stop]
+    frame = align(queries, how="pairwise", **options)
+    first, second = pairwise_pairs(len(queries))
+    frame[_QPOS] = first + chunk.offset
+    frame[_TPOS] = second + chunk.offset
+    return frame
+
+
+def _rectangle_task(query_part: Any, target_part: Any, *, query_chunk: Chunk,
+                    target_chunk: Chunk, options: dict, top_k: int | None = None) -> Any:
+    """Every query of one chunk against every target of another (a search block), labelled
+    by the inputs' labels, global positions kept aside."""
+    queries = query_part.iloc[query_chunk.start:query_chunk.stop]
+    targets = target_part.iloc[target_chunk.start:target_chunk.stop]
+    frame = _align_positional(queries, targets, query_chunk.offset, target_chunk.offset,
+                              how="search", top_k=top_k, **options)
+    return _relabel(frame, queries, targets, query_chunk.offset, target_chunk.offset)
+
+
+def _pairwise_block_task(query_part: Any, target_part: Any, *, query_chunk: Chunk,
+                         target_chunk: Chunk, options: dict) -> Any:
+    """Off-diagonal pairwise block in (i, j) order."""
+    frame = _rectangle_task(query_part, target_part, query_chunk=query_chunk,
+                            target_chunk=target_chunk, options=options)
+    order = np.lexsort((_int_array(frame[_TPOS]), _int_array(frame[_QPOS])))
+    return _take_sorted(frame, order)
+
+
+def _pairwise_merge(*blocks: Any) -> Any:
+    """Blocks of one query chunk -> rows (i, j) i-major over global positions."""
+    frame = _concat(list(blocks))
+    order = np.lexsort((_int_array(frame[_TPOS]), _int_array(frame[_QPOS])))
+    return _strip(_take_sorted(frame, order))
+
+
+def _rank(frame: Any, top_k: int | None) -> np.ndarray:
+    """Per query (global order), best score first, nulls last, ties by global target."""
+    return best_first(_int_array(frame[_QPOS]), _int_array(frame[_TPOS]),
+                      _int_array(frame["score"]), _valid_array(frame["score"]), top_k)
+
+
+def _search_merge(*blocks: Any) -> Any:
+    frame = _concat(list(blocks))
+    return _strip(_take_sorted(frame, _rank(frame, None)))
+
+
+def _gather(parts: Sequence[Any], starts: np.ndarray, positions: np.ndarray) -> Any:
+    """Rows at global ``positions`` (any order, repeats allowed) from the partitions."""
+    owner = np.searchsorted(starts, positions, side="right") - 1
+    pieces, where = [], []
+    for partition in np.unique(owner).tolist():
+        selected = np.flatnonzero(owner == partition)
+        pieces.append(parts[partition].iloc[positions[selected] - starts[partition]])
+        where.append(selected)
+    if not pieces:
+        return parts[0].iloc[:0]
+    joined = pieces[0] if len(pieces) == 1 else _frame_library(pieces[0]).concat(pieces)
+    return joined.iloc[np.argsort(np.concatenate(where), kind="stable")]
+
+
+def _search_top_k_final(query_part: Any, target_parts: list[Any], *blocks: Any,
+                        query_chunk: Chunk, target_starts: np.ndarray, top_k: int,
+                        traceback: bool, options: dict) -> Any:
+    """Best ``top_k`` per query across the database blocks, then traceback of survivors."""
+    frame = _concat(list(blocks))
+    keep = _rank(frame, top_k)
+    if not traceback:
+        return _strip(_take_sorted(frame, keep))
+    query_positions = _int_array(frame[_QPOS])[keep]
+    target_positions = _int_array(frame[_TPOS])[keep]
+    queries = query_part.iloc[query_positions - query_chunk.offset + query_chunk.start]
+    targets = _gather(target_parts, target_starts, target_positions)
+    return align(queries, targets, how="rowwise", traceback=True, **options)
+
+
+def _rowwise_task(queries: Any, targets: Any, *, partition: int, options: dict) -> Any:
+    if len(queries) != len(targets):
+        raise ValueError(
+            f"rowwise needs co-partitioned Series (same rows in each partition): partition "
+            f"{partition} holds {len(queries)} queries and {len(targets)} targets; take both "
+            f"columns from one Dask DataFrame or repartition them alike")
+    return align(queries, targets, how="rowwise", **options)
+
+
+# ---------------------------------------------------------------------------------------------
+# The accessor
+
+
+def _task_options(options: dict) -> dict:
+    options = dict(options)
+    options.setdefault("progress", False)
+    return options
+
+
+def _result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
+                 top_k: int | None, options: dict) -> Any:
+    """The empty result (columns, dtypes) from ``align`` on the inputs' empty meta; also
+    validates every option before any graph is built."""
+    backend = options.get("backend", "auto")
+    check_options(backend, options.get("cigar_style", "="), options.get("clip"))
+    meta_options = dict(options, progress=False)
+    # the client may have no GPU while the workers do: meta needs no engine
+    meta_options["backend"] = "auto" if backend == "cuda" else backend
+    extra = {} if top_k is None else {"top_k": top_k}
+    if targets is None:
+        return align(queries._meta, how=how, **meta_options)
+    return align(queries._meta, targets._meta, how=how, **extra, **meta_options)
+
+
+class _Graph:
+    """The tasks of one job, written straight into one graph layer (no per-task Delayed
+    call: building tens of thousands of block tasks takes well under a second).
+
+    Task arguments are the keys of input partitions (or lists of them) and earlier tasks;
+    everything else is bound into the callable with ``functools.partial``.
+    """
+
+    def __init__(self, prefix: str, token: str, inputs: Sequence[Delayed]) -> None:
+        self.name = f"{prefix}-{token}"
+        self.layer: dict[tuple[str, int], tuple] = {}
+        self.inputs = list(inputs)
+
+    def add(self, func: Callable, *keys: Any, **static: Any) -> tuple[str, int]:
+        key = (self.name, len(self.layer))
+        self.layer[key] = (partial(func, **static) if static else func, *keys)
+        return key
+
+    def delayed(self, keys: Sequence[tuple[str, int]]) -> list[Delayed]:
+        graph = HighLevelGraph.from_collections(self.name, self.layer,
+                                                dependencies=self.inputs)
+        return [Delayed(key, graph, layer=self.name) for key in keys]
+
+
+def _collection(parts: list[Delayed], meta: Any, prefix: str) -> dd.DataFrame:
+    if not parts:
+        parts = [dask.delayed(meta.copy)()]
+    return dd.from_delayed(parts, meta=meta, divisions=None, prefix=prefix, verify_meta=True)
+
+
+def _sizing(options: dict) -> tuple[float, float]:
+    cells = options.pop("cells_per_task", DEFAULT_CELLS_PER_TASK)
+    pairs = options.pop("pairs_per_task", DEFAULT_PAIRS_PER_TASK)
+    _check_sizing(cells, pairs)
+    return cells, pairs
+
+
+def _log_plan(how: str, query_chunks: list[Chunk], target_chunks: list[Chunk],
+              tasks: list[Task]) -> None:
+    if logger.isEnabledFor(logging.INFO):
+        summary = summarize_plan(_plan_frame(query_chunks, target_chunks, tasks))
+        logger.info("gpualign %s: %d tasks, %d pairs, %.3g cells; cells per task min %.3g "
+                    "median %.3g max %.3g (spread %.2f)", how, summary["tasks"],
+                    summary["pairs"], summary["cells"], summary["min_cells"],
+                    summary["median_cells"], summary["max_cells"], summary["spread"])
+
+
+@register_series_accessor("aln")
+class DaskSeriesAlignAccessor:
+    """Alignment jobs on a Dask Series of sequences: ``series.aln.rowwise/pairwise/search``.
+
+    Every method takes the keyword options of :func:`gpualign_df.align` (``mode``,
+    ``matrix``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``free_ends``,
+    ``traceback``, ``cigar_style``, ``clip``, ``backend``, ``progress``) and returns a lazy
+    ``dask.dataframe.DataFrame``; ``.compute()`` equals the in-memory result on the
+    computed Series. ``pairwise`` and ``search`` also take ``cells_per_task``,
+    ``pairs_per_task`` (task sizing; see :func:`plan_blocks`) and ``ordered``.
+
+    Examples
+    --------
+    >>> import pandas as pd, dask.dataframe as dd, gpualign_df
+    >>> reads = dd.from_pandas(pd.Series(["ACGTTGCA", "ACGTAGCA", "ACGTAGCC"],
+    ...                                  index=[1, 2, 3]), npartitions=2)
+    >>> pairs = reads.aln.pairwise(mode="nw", match=1, mismatch=-1, gap_open=2,
+    ...                            gap_extend=1, backend="cpu")
+    >>> pairs.compute()[["query", "target", "score", "cigar"]].values.tolist()
+    [[1, 2, 6, '4=1X3='], [1, 3, 4, '4=1X2=1X'], [2, 3, 6, '7=1X']]
+    """
+
+    def __init__(self, series: dd.Series) -> None:
+        self._series = series
+
+    def rowwise(self, other: dd.Series, **options: Any) -> dd.DataFrame:
+        """Align row k of this Series against row k of ``other``, partition by partition.
+
+        Parameters
+        ----------
+        other : dask.dataframe.Series
+            Co-partitioned with this Series: the same number of partitions (checked now)
+            and the same number of rows in each (checked when computed), e.g. another
+            column of the same Dask DataFrame.
+        **options
+            Keyword options of :func:`gpualign_df.align`.
+
+        Returns
+        -------
+        dask.dataframe.DataFrame
+            Lazy; one output partition per input partition, rows in input order.
+
+        Raises
+        ------
+        ValueError
+            When the two Series are not co-partitioned.
+
+        Examples
+        --------
+        >>> import pandas as pd, dask.dataframe as dd, gpualign_df
+        >>> frame = dd.from_pandas(pd.DataFrame({"read": ["ACGT", None, "ACGA"],
+        ...                                      "mate": ["ACTT", "AC", "ACGA"]}), npartitions=2)
+        >>> rows = frame.read.aln.rowwise(frame.mate, match=2, mismatch=-1, gap_open=3,
+        ...                               gap_extend=1, backend="cpu")
+        >>> rows.compute()[["query", "score", "cigar"]].values.tolist()
+        [[0, 5, '2=1X1='], [1, <NA>, nan], [2, 8, '4=']]
+        """
+        if not isinstance(other, dd.Series):
+            raise TypeError(f"rowwise on a Dask Series needs a Dask Series, got "
+                            f"{type(other).__name__}")
+        queries = self._series
+        if queries.npartitions != other.npartitions:
+            raise ValueError(
+                f"rowwise needs co-partitioned Series: {queries.npartitions} query partitions "
+                f"but {other.npartitions} target partitions; take both columns from one Dask "
+                f"DataFrame or repartition them alike")
+        meta = _result_meta(queries, other, "rowwise", None, options)
+        task_options = _task_options(options)
+        query_parts, target_parts = queries.to_delayed(), other.to_delayed()
+        graph = _Graph("gpualign-rowwise", tokenize(queries._name, other._name, task_options),
+                       query_parts + target_parts)
+        keys = [graph.add(_rowwise_task, query_part.key, target_part.key, partition=k,
+                          options=task_options)
+                for k, (query_part, target_part) in enumerate(zip(query_parts, target_parts))]
+        parts = graph.delayed(keys)
+        return _collection(parts, meta, "gpualign-rowwise")
+
+    def pairwise(self, *, ordered: bool = True, **options: Any) -> dd.DataFrame:
+        """Align all pairs i < j of this Series, in cost-balanced blocks.
+
+        Parameters
+        ----------
+        ordered : bool
+            True: one output partition per query chunk, rows (i, j) i-major over the
+            global order (the in-memory order). False: one output partition per block,
+            each in (i, j) order within itself.
+        **options
+            ``cells_per_task``, ``pairs_per_task`` (see :func:`plan_blocks`) and the
+            keyword options of :func:`gpualign_df.align`.
+
+        Returns
+        -------
+        dask.dataframe.DataFrame
+            Lazy; one row per unordered pair, computed exactly once.
+
+        Examples
+        --------
+        >>> import pandas as pd, dask.dataframe as dd, gpualign_df
+        >>> seqs = dd.from_pandas(pd.Series(["ACGT", "ACGA", "TCGA", "ACGT"]), npartitions=3)
+        >>> len(seqs.aln.pairwise(match=1, mismatch=-1, backend="cpu").compute())
+        6
+        """
+        series = self._series
+        options = dict(options)
+        cells, pairs = _sizing(options)
+        meta = _result_meta(series, None, "pairwise", None, options)
+        task_options = _task_options(options)
+        (lengths,) = _partition_lengths(series)
+        query_chunks, _, tasks = _plan("pairwise", lengths, None, cells, pairs)
+        _log_plan("pairwise", query_chunks, query_chunks, tasks)
+        parts = series.to_delayed()
+        graph = _Graph("gpualign-pairwise", tokenize(series._name, task_options, cells, pairs,
+                                                     ordered), parts)
+        built: dict[tuple[int, int], tuple[str, int]] = {}
+        for task in tasks:   # created longest first
+            first, second = query_chunks[task.query], query_chunks[task.target]
+            if task.kind == "triangle":
+                block = graph.add(_triangle_task, parts[first.partition].key, chunk=first,
+                                  options=task_options)
+            else:
+                block = graph.add(_pairwise_block_task, parts[first.partition].key,
+                                  parts[second.partition].key, query_chunk=first,
+                                  target_chunk=second, options=task_options)
+            built[(task.query, task.target)] = block
+        keys = sorted(built)
+        if ordered:
+            outputs = [graph.add(_pairwise_merge, *[built[key] for key in keys if key[0] == u])
+                       for u in sorted({key[0] for key in keys})]
+        else:
+            outputs = [graph.add(_strip, built[key]) for key in keys]
+        outputs = graph.delayed(outputs)
+        return _collection(outputs, meta, "gpualign-pairwise")
+
+    def search(self, database: dd.Series, top_k: int | None = None, *, ordered: bool = True,
+               **options: Any) -> dd.DataFrame:
+        """Align every sequence against every ``database`` sequence, best first per query.
+
+        Parameters
+        ----------
+        database : dask.dataframe.Series
+            The targets, any partitioning.
+        top_k : int, optional
+            Keep the best k targets per query: a score-only pass per block keeping k per
+            query, a reduction across database blocks, then traceback of the survivors.
+        ordered : bool
+            True: per query in global order, best score first, ties by global target
+            position (the in-memory order). False (without ``top_k``): one output
+            partition per block, in that order within the block only.
+        **options
+            ``cells_per_task``, ``pairs_per_task`` (see :func:`plan_blocks`) and the
+            keyword options of :func:`gpualign_df.align`.
+
+        Returns
+        -------
+        dask.dataframe.DataFrame
+            Lazy; one row per (query, target) pair kept.
+
+        Examples
+        --------
+        >>> import pandas as pd, dask.dataframe as dd, gpualign_df
+        >>> queries = dd.from_pandas(pd.Series(["ACGTACGT"], index=[7]), npartitions=1)
+        >>> db = dd.from_pandas(pd.Series(["TTTT", "ACGTACGA", "ACGTACGT"]), npartitions=2)
+        >>> hits = queries.aln.search(db, top_k=2, match=1, mismatch=-2, backend="cpu")
+        >>> hits.compute()[["query", "target", "score"]].values.tolist()
+        [[7, 2, 8], [7, 1, 7]]
+        """
+        if not isinstance(database, dd.Series):
+            raise TypeError(f"search on a Dask Series needs a Dask Series database, got "
+                            f"{type(database).__name__}")
+        queries = self._series
+        options = dict(options)
+        cells, pairs = _sizing(options)
+        meta = _result_meta(queries, database, "search", top_k, options)
+        traceback = options.pop("traceback", True)
+        task_options = _task_options(options)
+        query_lengths, target_lengths = _partition_lengths(queries, database)
+        query_chunks, target_chunks, tasks = _plan("search", query_lengths, target_lengths,
+                                                   cells, pairs)
+        _log_plan("search", query_chunks, target_chunks, tasks)
+        query_parts, target_parts = queries.to_delayed(), database.to_delayed()
+        graph = _Graph("gpualign-search", tokenize(queries._name, database._name, task_options,
+                                                   traceback, top_k, cells, pairs, ordered),
+                       query_parts + target_parts)
+        block_options = dict(task_options, traceback=traceback and top_k is None)
+        built: dict[tuple[int, int], tuple[str, int]] = {}
+        for task in tasks:   # created longest first
+            first, second = query_chunks[task.query], target_chunks[task.target]
+            built[(task.query, task.target)] = graph.add(
+                _rectangle_task, query_parts[first.partition].key,
+                target_parts[second.partition].key, query_chunk=first, target_chunk=second,
+                options=block_options, top_k=top_k)
+        keys = sorted(built)
+        groups = sorted({key[0] for key in keys})
+        if top_k is not None:
+            starts = np.concatenate(([0], np.cumsum([len(a) for a in target_lengths])))[:-1]
+            target_keys = [part.key for part in target_parts]
+            outputs = [graph.add(_search_top_k_final, query_parts[query_chunks[u].partition].key,
+                                 target_keys, *[built[key] for key in keys if key[0] == u],
+                                 query_chunk=query_chunks[u], target_starts=starts,
+                                 top_k=top_k, traceback=traceback, options=task_options)
+                       for u in groups]
+        elif ordered:
+            outputs = [graph.add(_search_merge, *[built[key] for key in keys if key[0] == u])
+                       for u in groups]
+        else:
+            outputs = [graph.add(_strip, built[key]) for key in keys]
+        outputs = graph.delayed(outputs)
+        return _collection(outputs, meta, "gpualign-search")
+
+    def plan(self, database: dd.Series | None = None, *,
+             cells_per_task: float = DEFAULT_CELLS_PER_TASK,
+             pairs_per_task: float = DEFAULT_PAIRS_PER_TASK) -> pd.DataFrame:
+        """The task plan of ``pairwise()`` (no database) or ``search(database)``.
+
+        See :func:`plan_blocks`; :func:`summarize_plan` gives the per-task cost spread.
+
+        Examples
+        --------
+        >>> import pandas as pd, dask.dataframe as dd, gpualign_df
+        >>> from gpualign_df.accessor.dask import summarize_plan
+        >>> seqs = dd.from_pandas(pd.Series(["ACGT" * 50] * 30), npartitions=3)
+        >>> summarize_plan(seqs.aln.plan(cells_per_task=4e6))["tasks"]
+        6
+        """
+        return plan_blocks(self._series, database, cells_per_task=cells_per_task,
+                           pairs_per_task=pairs_per_task)

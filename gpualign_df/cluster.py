@@ -1,0 +1,115 @@
+"""Dask cluster helper: one Dask worker per GPU (dask-cuda), or a connection to a scheduler.
+
+Importing this module imports nothing from Dask; :func:`cluster` imports ``distributed``
+(and ``dask_cuda``) when called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distributed import Client
+
+__all__ = ["cluster"]
+
+_NO_DASK = ("gpualign_df.cluster needs Dask's distributed scheduler: "
+            "pip install 'gpualign_df[dask]' (CPU) or 'gpualign_df[gpu]' (dask-cuda)")
+
+
+def _gpu_count(n_gpus: int | str | None) -> int | None:
+    """Validated worker count: None for every visible GPU."""
+    if n_gpus is None or n_gpus == "all":
+        return None
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
+        raise ValueError(f"n_gpus must be a positive integer, 'all' or None, got {n_gpus!r}")
+    return n_gpus
+
+
+def _owns(client: Client) -> Client:
+    """Make ``client.close()`` also close the cluster started for it, as Dask does for the
+    cluster that ``Client()`` starts by itself."""
+    if hasattr(client, "_start_arg"):
+        client._start_arg = None
+    return client
+
+
+def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu: bool = False,
+            **kwargs: Any) -> Client:
+    """Start (or connect to) a Dask cluster for alignment jobs and return its ``Client``.
+
+    The returned client becomes Dask's default scheduler, so Dask alignment jobs
+    (``series.aln.pairwise()``, ``.search()``, ``.rowwise()``) computed afterwards run on
+    its workers.
+
+    Parameters
+    ----------
+    n_gpus : int, "all" or None
+        Number of GPUs of this node to use, one worker per GPU (dask-cuda's
+        ``LocalCUDACluster``); None or ``"all"`` uses every visible GPU
+        (``CUDA_VISIBLE_DEVICES`` is honoured).
+    address : str, optional
+        Address of a running scheduler (``"tcp://host:8786"``, e.g. one started with
+        ``dask scheduler`` and ``dask cuda worker`` on each node): connect to it, start
+        nothing.
+    cpu : bool
+        Start a CPU-only ``distributed.LocalCluster`` instead (no GPU needed): by default one
+        worker process running one task at a time, each task using every core through the
+        CPU engine's own threads; pass ``n_workers`` / ``threads_per_worker`` to change that.
+    **kwargs
+        Passed to ``LocalCUDACluster``, ``LocalCluster`` or, with ``address``, ``Client``.
+
+    Returns
+    -------
+    distributed.Client
+        Closing it also closes a cluster that this function started.
+
+    Raises
+    ------
+    RuntimeError
+        When no ``address`` is given, ``cpu`` is False and dask-cuda is not installed.
+    ValueError
+        For ``n_gpus`` together with ``address`` or ``cpu``, or an invalid ``n_gpus``.
+
+    Examples
+    --------
+    Every GPU of this node, one worker each:
+
+    >>> import gpualign_df
+    >>> client = gpualign_df.cluster()                       # doctest: +SKIP
+    >>> hits = reads.seq.aln.search(refs.seq, top_k=5).compute()  # doctest: +SKIP
+
+    Two GPUs, an existing cluster, or the CPU:
+
+    >>> client = gpualign_df.cluster(2)                      # doctest: +SKIP
+    >>> client = gpualign_df.cluster(address="tcp://10.0.0.1:8786")  # doctest: +SKIP
+    >>> with gpualign_df.cluster(cpu=True) as client:        # doctest: +SKIP
+    ...     pairs = seqs.aln.pairwise(backend="cpu").compute()
+    """
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as error:
+        raise RuntimeError(_NO_DASK) from error
+    if address is not None:
+        if n_gpus is not None or cpu:
+            raise ValueError("n_gpus and cpu apply to a cluster started here; with address= "
+                             "the running cluster's workers are used as they are")
+        return Client(address, **kwargs)
+    if cpu:
+        if n_gpus is not None:
+            raise ValueError("n_gpus does not apply to cpu=True; pass n_workers= instead")
+        options = {"n_workers": 1, "threads_per_worker": 1, **kwargs}
+        return _owns(Client(LocalCluster(**options)))
+    count = _gpu_count(n_gpus)
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as error:
+        raise RuntimeError(
+            "dask-cuda is not installed, so no GPU cluster can be started here: install "
+            "'gpualign_df[gpu]', connect to a running scheduler with "
+            "gpualign_df.cluster(address='tcp://host:8786'), or start a CPU-only "
+            "distributed.LocalCluster with gpualign_df.cluster(cpu=True)") from error
+    options = dict(kwargs)
+    if count is not None:
+        options.setdefault("n_workers", count)
+    return _owns(Client(LocalCUDACluster(**options)))

@@ -1,0 +1,369 @@
+"""Dask accessor: lazy results equal to the in-memory accessor for any partitioning, on the
+threaded scheduler and on a distributed.LocalCluster (pandas-backed Dask, CPU engine)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+dask = pytest.importorskip("dask")
+dd = pytest.importorskip("dask.dataframe")
+
+import gpualign_df  # noqa: E402  (registers .aln on Dask Series)
+from gpualign_df.accessor.dask import _plan, plan_blocks, summarize_plan  # noqa: E402
+from helpers import mutate, random_sequences  # noqa: E402
+
+pytestmark = pytest.mark.dask
+
+DNA = "ACGT"
+PROTEIN = "ARNDCQEGHILKMFPSTWYV"
+DNA_OPTIONS = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, backend="cpu")
+PROTEIN_OPTIONS = dict(matrix="BLOSUM62", gap_open=10, gap_extend=1, backend="cpu")
+#: 1, 3 and 7 partitions, and an uneven layout with an empty partition (sizes sum to 40).
+LAYOUTS = [1, 3, 7, (1, 0, 17, 2, 20)]
+#: Small tasks so that partitions are cut into several chunks.
+TINY = dict(cells_per_task=3000, pairs_per_task=40)
+
+
+def family(rng: np.random.Generator, count: int, alphabet: str, max_length: int) -> list:
+    """Related and unrelated sequences, with nulls, empty strings and exact repeats."""
+    seeds = random_sequences(rng, max(1, count // 4), alphabet, max_length, min_length=5)
+    out: list = []
+    while len(out) < count:
+        kind = rng.random()
+        seed = seeds[rng.integers(len(seeds))]
+        if kind < 0.08:
+            out.append(None)
+        elif kind < 0.14:
+            out.append("")
+        elif kind < 0.25:
+            out.append(seed)                       # exact repeats make score ties
+        elif kind < 0.8:
+            out.append(mutate(rng, seed, alphabet, 0.1))
+        else:
+            out.append(random_sequences(rng, 1, alphabet, max_length)[0])
+    return out
+
+
+def series(rng: np.random.Generator, count: int, alphabet: str, max_length: int,
+           prefix: str) -> pd.Series:
+    labels = [f"{prefix}{k}" for k in range(count)]
+    labels[-1] = labels[0]                         # a duplicated label: order is positional
+    return pd.Series(family(rng, count, alphabet, max_length), index=labels, dtype=object)
+
+
+def partitioned(data: pd.Series | pd.DataFrame, layout: int | tuple) -> dd.Series:
+    """A Dask collection of ``data`` in its row order: ``layout`` partitions (from_pandas,
+    unsorted) or explicit partition sizes (from_delayed, empty partitions allowed)."""
+    if isinstance(layout, int):
+        return dd.from_pandas(data, npartitions=layout, sort=False)
+    bounds = np.cumsum([0, *layout])
+    assert bounds[-1] == len(data)
+    pieces = [dask.delayed(data.iloc[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return dd.from_delayed(pieces, meta=data.iloc[:0])
+
+
+def in_memory(lazy: dd.Series | dd.DataFrame) -> pd.Series | pd.DataFrame:
+    """The computed collection (Dask may have converted its strings on the way in)."""
+    return lazy.compute(scheduler="threads")
+
+
+def check_equal(lazy: dd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
+    """meta == computed dtypes == in-memory dtypes, and the same rows in the same order."""
+    assert isinstance(lazy, dd.DataFrame)
+    assert lazy.dtypes.to_dict() == expected.dtypes.to_dict()
+    got = lazy.compute()
+    assert list(got.columns) == list(expected.columns)
+    assert got.dtypes.to_dict() == lazy.dtypes.to_dict()
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), expected.reset_index(drop=True))
+    return got
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["threads", "distributed"])
+def scheduler(request):
+    """Run the test body on the threaded scheduler or on a distributed.LocalCluster."""
+    if request.param == "threads":
+        with dask.config.set(scheduler="threads"):
+            yield "threads"
+        return
+    distributed = pytest.importorskip("distributed")
+    cluster = request.getfixturevalue("local_cluster")
+    with distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def dna() -> pd.Series:
+    return series(np.random.default_rng(11), 40, DNA, 30, "d")
+
+
+@pytest.fixture(scope="module")
+def protein() -> pd.Series:
+    return series(np.random.default_rng(12), 40, PROTEIN, 25, "p")
+
+
+# ---------------------------------------------------------------------------------------------
+# rowwise
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("traceback", [True, False])
+def test_rowwise_equals_in_memory(scheduler, dna, layout, traceback):
+    rng = np.random.default_rng(21)
+    mates = [None if s is None else mutate(rng, s, DNA, 0.15) for s in dna]
+    mates[3] = None
+    frame = pd.DataFrame({"read": dna.to_numpy(), "mate": mates}, index=dna.index)
+    lazy = partitioned(frame, layout)
+    expected = lazy.compute().read.aln.rowwise(lazy.compute().mate, mode="sg",
+                                               traceback=traceback, **DNA_OPTIONS)
+    check_equal(lazy.read.aln.rowwise(lazy.mate, mode="sg", traceback=traceback,
+                                      **DNA_OPTIONS), expected)
+
+
+def test_rowwise_from_delayed_equals_plain_pandas(dna):
+    """Without Dask's string conversion (from_delayed keeps dtypes), the result also equals
+    the accessor on the original pandas objects, dtypes included."""
+    mates = dna.sample(frac=1.0, random_state=3).to_numpy()
+    frame = pd.DataFrame({"read": dna.to_numpy(), "mate": mates}, index=dna.index)
+    lazy = partitioned(frame, (1, 0, 17, 2, 20))
+    expected = frame.read.aln.rowwise(frame.mate, mode="nw", **DNA_OPTIONS)
+    check_equal(lazy.read.aln.rowwise(lazy.mate, mode="nw", **DNA_OPTIONS), expected)
+
+
+def test_rowwise_not_copartitioned_raises(dna):
+    left = partitioned(dna, 3)
+    with pytest.raises(ValueError, match="co-partitioned"):
+        left.aln.rowwise(partitioned(dna, 2), **DNA_OPTIONS)
+    other = partitioned(dna, (10, 10, 20))       # 3 partitions, other row counts
+    lazy = left.aln.rowwise(other, **DNA_OPTIONS)
+    with pytest.raises(ValueError, match="co-partitioned"):
+        lazy.compute(scheduler="threads")
+    with pytest.raises(TypeError):
+        left.aln.rowwise(dna, **DNA_OPTIONS)
+
+
+# ---------------------------------------------------------------------------------------------
+# pairwise
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("traceback", [True, False])
+@pytest.mark.parametrize("sizing", ["default", "tiny"])
+def test_pairwise_equals_in_memory(scheduler, dna, layout, traceback, sizing):
+    lazy = partitioned(dna, layout)
+    options = dict(mode="sw", traceback=traceback, **DNA_OPTIONS)
+    expected = lazy.compute().aln.pairwise(**options)
+    got = check_equal(lazy.aln.pairwise(**options, **(TINY if sizing == "tiny" else {})),
+                      expected)
+    assert len(got) == len(dna) * (len(dna) - 1) // 2
+
+
+@pytest.mark.parametrize("layout", [3, (1, 0, 17, 2, 20)])
+def test_pairwise_protein(protein, layout):
+    lazy = partitioned(protein, layout)
+    expected = in_memory(lazy).aln.pairwise(mode="nw", **PROTEIN_OPTIONS)
+    with dask.config.set(scheduler="threads"):
+        check_equal(lazy.aln.pairwise(mode="nw", **PROTEIN_OPTIONS, **TINY), expected)
+
+
+def test_pairwise_unordered_has_every_pair_once(dna):
+    unique = dna.set_axis([f"u{k}" for k in range(len(dna))])
+    lazy = partitioned(unique, 7)
+    expected = in_memory(lazy).aln.pairwise(**DNA_OPTIONS)
+    got = lazy.aln.pairwise(ordered=False, **DNA_OPTIONS, **TINY).compute(scheduler="threads")
+    assert got.dtypes.to_dict() == expected.dtypes.to_dict()
+    assert lazy.aln.pairwise(ordered=False, **DNA_OPTIONS, **TINY).npartitions > 7
+    pd.testing.assert_frame_equal(
+        got.sort_values(["query", "target"]).reset_index(drop=True),
+        expected.sort_values(["query", "target"]).reset_index(drop=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# search
+
+
+@pytest.mark.parametrize("layouts", [(1, 1), (3, 7), (7, (1, 0, 17, 2, 20)),
+                                     ((1, 0, 17, 2, 20), 3)])
+@pytest.mark.parametrize("top_k", [None, 1, 3])
+@pytest.mark.parametrize("traceback", [True, False])
+def test_search_equals_in_memory(scheduler, dna, layouts, top_k, traceback):
+    rng = np.random.default_rng(31)
+    queries = pd.Series(family(rng, 40, DNA, 30), index=np.arange(100, 140))
+    lazy_queries, lazy_db = partitioned(queries, layouts[0]), partitioned(dna, layouts[1])
+    options = dict(mode="sg", traceback=traceback, **DNA_OPTIONS)
+    expected = lazy_queries.compute().aln.search(lazy_db.compute(), top_k=top_k, **options)
+    check_equal(lazy_queries.aln.search(lazy_db, top_k=top_k, **options, **TINY), expected)
+
+
+@pytest.mark.parametrize("top_k", [None, 2])
+def test_search_protein_default_sizing(protein, top_k):
+    lazy_queries, lazy_db = partitioned(protein.iloc[::3], 3), partitioned(protein, 7)
+    expected = in_memory(lazy_queries).aln.search(in_memory(lazy_db), top_k=top_k,
+                                                  **PROTEIN_OPTIONS)
+    with dask.config.set(scheduler="threads"):
+        check_equal(lazy_queries.aln.search(lazy_db, top_k=top_k, **PROTEIN_OPTIONS), expected)
+
+
+@pytest.mark.parametrize("top_k", [None, 2, 4])
+def test_search_ties_use_global_target_position(top_k):
+    """Equal targets in several partitions: ties go to the earliest in the whole database,
+    not the earliest inside a partition."""
+    database = pd.Series(["TTTTTTTT", "ACGTACGT", "GGGG", "ACGTACGT", "ACGTACGT", "CCCC",
+                          "ACGTACGT", None, "ACGTACGT"], index=list("abcdefghi"))
+    queries = pd.Series(["ACGTACGT", None, ""], index=["q1", "q2", "q3"])
+    for layout in [(2, 3, 4), (4, 1, 0, 4), 9]:
+        lazy_queries, lazy_db = partitioned(queries, (1, 2)), partitioned(database, layout)
+        expected = in_memory(lazy_queries).aln.search(in_memory(lazy_db), top_k=top_k,
+                                                      **DNA_OPTIONS)
+        if top_k:
+            assert expected["target"].tolist()[:top_k] == ["b", "d", "e", "g"][:top_k]
+        lazy = lazy_queries.aln.search(lazy_db, top_k=top_k, **DNA_OPTIONS,
+                                       cells_per_task=10, pairs_per_task=1)
+        with dask.config.set(scheduler="threads"):
+            check_equal(lazy, expected)
+
+
+def test_search_unordered_same_rows(dna):
+    unique = dna.set_axis([f"u{k}" for k in range(len(dna))])
+    lazy_queries, lazy_db = partitioned(unique.iloc[:10], 2), partitioned(unique, 3)
+    expected = in_memory(lazy_queries).aln.search(in_memory(lazy_db), **DNA_OPTIONS)
+    got = lazy_queries.aln.search(lazy_db, ordered=False, **DNA_OPTIONS, **TINY).compute(
+        scheduler="threads")
+    assert got.dtypes.to_dict() == expected.dtypes.to_dict()
+    pd.testing.assert_frame_equal(
+        got.sort_values(["query", "target"]).reset_index(drop=True),
+        expected.sort_values(["query", "target"]).reset_index(drop=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# meta, errors, edge cases
+
+
+def test_meta_matches_in_memory_dtypes(dna):
+    lazy = partitioned(dna, 3)
+    for traceback in (True, False):
+        for result in (lazy.aln.pairwise(traceback=traceback, **DNA_OPTIONS),
+                       lazy.aln.search(lazy, traceback=traceback, **DNA_OPTIONS),
+                       lazy.aln.search(lazy, top_k=2, traceback=traceback, **DNA_OPTIONS),
+                       lazy.aln.rowwise(lazy, traceback=traceback, **DNA_OPTIONS)):
+            empty = gpualign_df.align(lazy._meta, how="pairwise", traceback=traceback,
+                                      backend="cpu")
+            assert result.dtypes.to_dict() == empty.dtypes.to_dict()
+            assert result._meta.dtypes.to_dict() == result.partitions[0].compute(
+                scheduler="threads").dtypes.to_dict()
+
+
+def test_empty_series():
+    lazy = partitioned(pd.Series([], dtype=object), 1)
+    empty = in_memory(lazy)
+    for result, expected in ((lazy.aln.pairwise(**DNA_OPTIONS), empty.aln.pairwise(**DNA_OPTIONS)),
+                             (lazy.aln.search(lazy, top_k=3, **DNA_OPTIONS),
+                              empty.aln.search(empty, top_k=3, **DNA_OPTIONS))):
+        with dask.config.set(scheduler="threads"):
+            check_equal(result, expected)
+
+
+def test_bad_options_raise_before_any_work(dna):
+    lazy = partitioned(dna, 3)
+    with pytest.raises(ValueError, match="backend"):
+        lazy.aln.pairwise(backend="gpu")
+    with pytest.raises(ValueError, match="top_k"):
+        lazy.aln.search(lazy, top_k=0, backend="cpu")
+    with pytest.raises(ValueError, match="cells_per_task"):
+        lazy.aln.pairwise(cells_per_task=0, backend="cpu")
+    with pytest.raises(TypeError):
+        lazy.aln.pairwise(bogus=1, backend="cpu")
+
+
+def test_bad_residue_names_its_label():
+    data = pd.Series(["ACGT", "ACGT", "ACJT", "ACGA"], index=["w", "x", "bad_row", "z"])
+    lazy = partitioned(data, 2)
+    with pytest.raises(ValueError, match="bad_row"):
+        lazy.aln.pairwise(**DNA_OPTIONS).compute(scheduler="threads")
+    with pytest.raises(ValueError, match="bad_row"):
+        partitioned(data.iloc[:2], 1).aln.search(lazy, top_k=1, **DNA_OPTIONS).compute(
+            scheduler="threads")
+
+
+def test_dask_series_align_is_dasks_own():
+    """gpualign_df registers .aln only: Dask's own Series.align still aligns indexes."""
+    left = pd.Series([1.0, 2.0, 3.0], index=[0, 1, 2])
+    right = pd.Series([10.0, 20.0], index=[1, 3])
+    a, b = dd.from_pandas(left, npartitions=2).align(dd.from_pandas(right, npartitions=1))
+    expected_a, expected_b = left.align(right)
+    pd.testing.assert_series_equal(a.compute(scheduler="threads"), expected_a)
+    pd.testing.assert_series_equal(b.compute(scheduler="threads"), expected_b)
+    assert hasattr(dd.from_pandas(left, npartitions=1), "aln")
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+
+
+def test_plan_covers_every_pair_once_longest_first(dna):
+    lengths = [np.array([0 if s is None else len(s) for s in dna[a:b]])
+               for a, b in ((0, 1), (1, 1), (1, 18), (18, 20), (20, 40))]
+    chunks, _, tasks = _plan("pairwise", lengths, None, 500, 30)
+    assert sum(task.pairs for task in tasks) == 40 * 39 // 2
+    covered = np.zeros((40, 40), dtype=int)
+    for task in tasks:
+        first, second = chunks[task.query], chunks[task.target]
+        block = np.zeros((40, 40), dtype=int)
+        block[first.offset:first.offset + first.rows, second.offset:second.offset + second.rows] = 1
+        covered += np.triu(block, k=1)
+    assert (covered == np.triu(np.ones((40, 40), dtype=int), k=1)).all()
+    cells = [task.cells for task in tasks]
+    assert cells == sorted(cells, reverse=True)
+
+
+def test_plan_blocks_balances_and_reports(dna):
+    lazy = partitioned(dna, 3)
+    with dask.config.set(scheduler="threads"):
+        plan = plan_blocks(lazy, cells_per_task=4000)
+        search_plan = lazy.aln.plan(lazy, cells_per_task=4000)
+    assert plan["pairs"].sum() == 40 * 39 // 2
+    assert (plan["task"] == np.arange(len(plan))).all()
+    assert plan["cells"].is_monotonic_decreasing
+    summary = summarize_plan(plan)
+    assert summary["tasks"] == len(plan) > 3
+    assert summary["min_cells"] <= summary["median_cells"] <= summary["max_cells"]
+    assert search_plan["pairs"].sum() == 40 * 40
+    assert set(search_plan["kind"]) == {"search"}
+    uniform = dd.from_pandas(pd.Series(["ACGT" * 25] * 64), npartitions=2)
+    even = summarize_plan(plan_blocks(uniform, cells_per_task=1e5))
+    assert even["spread"] <= 1.0 + 1e-9 and even["max_cells"] <= 1e5
+
+
+# ---------------------------------------------------------------------------------------------
+# cluster helper
+
+
+def test_cluster_helper_cpu_and_errors():
+    distributed = pytest.importorskip("distributed")
+    with pytest.raises(ValueError):
+        gpualign_df.cluster(2, address="tcp://127.0.0.1:1")
+    with pytest.raises(ValueError):
+        gpualign_df.cluster(0)
+    try:
+        import dask_cuda  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="address="):
+            gpualign_df.cluster()
+    client = gpualign_df.cluster(cpu=True, processes=False, dashboard_address=":0")
+    try:
+        assert isinstance(client, distributed.Client)
+        lazy = partitioned(pd.Series(["ACGT", "ACGA", "TCGA"]), 2)
+        assert len(lazy.aln.pairwise(**DNA_OPTIONS).compute()) == 3
+        cluster = client.cluster
+    finally:
+        client.close()
+    assert cluster.status.name == "closed"
