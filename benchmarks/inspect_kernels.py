@@ -24,7 +24,11 @@ def main() -> int:
             gpualign_df.align(["ACGTACGTAC"] * 40, ["ACGTTACGTAC"] * 40, mode=mode, traceback=tb,
                               match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
     all_free = (True, True, True, True)
-    kernels = [(f"fill {mode} traceback={tb}", inter.fill_kernel(code, *flags, tb))
+    from gpualign_df.kernels import dpx
+
+    use_dpx = dpx.available()
+    kernels = [(f"fill {mode} traceback={tb} dpx={use_dpx}",
+                inter.fill_kernel(code, *flags, tb, use_dpx))
                for mode, code, flags in (("sw", 0, (False,) * 4), ("nw", 1, (False,) * 4),
                                          ("sg", 2, all_free))
                for tb in (True, False)]

@@ -19,6 +19,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--replicate", type=int, default=10)
     parser.add_argument("--traceback", type=int, default=1)
+    parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     args = parser.parse_args()
@@ -29,6 +30,10 @@ def main() -> int:
 
     queries = pd.Series(read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz") * args.replicate)
     targets = pd.Series(read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz") * args.replicate)
+    if args.cudf:
+        import cudf
+
+        queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
     options = dict(mode="sw", match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda",
                    progress=False, traceback=bool(args.traceback))
     gpualign_df.align(queries[:5000], targets[:5000], **options)

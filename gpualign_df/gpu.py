@@ -18,7 +18,7 @@ from numba import cuda
 
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
-from .kernels import inter, intra, traceback as tb_kernels
+from .kernels import dpx, inter, intra, traceback as tb_kernels
 from .plan import Batch, plan_batches
 from .scoring import Mode, Scoring
 
@@ -145,7 +145,8 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
     """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``."""
     rows = len(pair_query)
     names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
-    columns = {name: cuda.to_device(np.zeros(max(rows, 1), np.int32)) for name in names}
+    # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
+    columns = {name: cuda.device_array(max(rows, 1), np.int32) for name in names}
     sub = cuda.to_device(np.ascontiguousarray(scoring.matrix.ravel(), dtype=np.int32))
     concrete = cuda.to_device(scoring.concrete)
     flags = (mode.code, *mode.flags(), traceback)
@@ -165,7 +166,7 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
             progress(batch.cells)
     if not traceback:
         return DeviceResults(columns, None, None, cells)
-    lengths = columns["cigar_length"].copy_to_host()[:rows]
+    lengths = np.where(valid, columns["cigar_length"].copy_to_host()[:rows], 0)
     offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     chars = cuda.device_array(max(int(offsets[-1]), 1), dtype=np.uint8)
@@ -202,13 +203,13 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
     common = (sub, alphabet_size, go, ge, h_buffer, i_buffer, tb, slot_row, columns["score"],
               columns["end_i"], columns["end_j"])
     if batch.kind == "inter":
-        kernel = inter.fill_kernel(*flags)
+        kernel = inter.fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
                 target_lengths, cuda.to_device(batch.warp_query_base),
                 cuda.to_device(batch.warp_target_base), cuda.to_device(batch.row_start),
                 cuda.to_device(batch.warp_tb_base), cuda.to_device(batch.warp_columns), *common)
     else:
-        kernel = intra.long_fill_kernel(*flags)
+        kernel = intra.long_fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
                 target_lengths, query_start, target_start, cuda.to_device(batch.row_start),
                 cuda.to_device(batch.tb_start), *common)
@@ -240,7 +241,8 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
 def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> AlignmentArrays:
     """Copy device results into the engines' host arrays."""
     rows = len(valid)
-    host = {name: array.copy_to_host()[:rows] for name, array in results.columns.items()}
+    host = {name: np.where(valid, array.copy_to_host()[:rows], 0)
+            for name, array in results.columns.items()}
     out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["end_i"],
                           target_end=host["end_j"], cells=results.cells)
     if traceback:

@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, int32, uint32
 
+from . import dpx
 from .cpu import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
 
 STRIP_ROWS = 8
@@ -41,7 +42,8 @@ def border_score(index, go, ge, free):
 
 
 @lru_cache(maxsize=None)
-def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool):
+def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
+                    use_dpx: bool = False):
     """Device functions of one strip of ``STRIP_ROWS`` query rows, shared by the inter-task
     and intra-task kernels: start a strip, compute one column of it, collect its end-cell
     candidates, and the end cell of a pair with an empty sequence."""
@@ -54,6 +56,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     track_rows = local or end_row
     rows = STRIP_ROWS
     neg = NEG_INF
+    add_max, max3, max3_zero = dpx.functions(use_dpx)
 
     @cuda.jit(device=True, inline=True)
     def empty_end(m, n, go, ge):
@@ -101,34 +104,33 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
         """Cells (first..first+7, j); returns the bottom row's H and I and the nibbles."""
         word = uint32(0)
         for r in range(rows):
-            ins_open = h_up - go
             ins_ext = i_up - ge
-            ins = max(ins_open, ins_ext)
-            del_open = h_left[r] - go
+            ins = add_max(h_up, -go, ins_ext)
+            h_before = h_left[r]
             del_ext = del_score[r] - ge
-            dele = max(del_open, del_ext)
-            h = diag[r] + shared_sub[row_offset[r] + code_t]
-            src = 1
-            if ins > h:
-                h = ins
-                src = 2
-            if dele > h:
-                h = dele
-                src = 3
-            if local and h <= 0:
-                h = 0
-                src = 0
+            dele = add_max(h_before, -go, del_ext)
+            match = diag[r] + shared_sub[row_offset[r] + code_t]
+            if local:
+                h = max3_zero(match, ins, dele)
+            else:
+                h = max3(match, ins, dele)
             if track_rows and h > row_best[r]:
                 row_best[r] = h
                 row_best_j[r] = j
             diag[r] = h_up
             h_left[r] = h
             del_score[r] = dele
-            if traceback:
-                nibble = src
-                if ins_ext > ins_open:
+            if traceback:  # diagonal before I before D; local: <= 0 starts the alignment
+                nibble = 1
+                if ins > match:
+                    nibble = 2
+                if dele > max(match, ins):
+                    nibble = 3
+                if local and h == 0:
+                    nibble = 0
+                if ins_ext > h_up - go:
                     nibble |= 4
-                if del_ext > del_open:
+                if del_ext > h_before - go:
                     nibble |= 8
                 word |= uint32(nibble) << uint32(4 * r)
             h_up = h
@@ -161,10 +163,11 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
 
 
 @lru_cache(maxsize=None)
-def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool):
+def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
+                use_dpx: bool = False):
     """The inter-task fill kernel for one mode / free-ends / traceback combination."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
-        mode, fqs, fqe, fts, fte, traceback)
+        mode, fqs, fqe, fts, fte, traceback, use_dpx)
     rows = STRIP_ROWS
     neg = NEG_INF
 

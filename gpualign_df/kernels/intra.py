@@ -26,10 +26,11 @@ THREADS = 128
 
 
 @lru_cache(maxsize=None)
-def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool):
+def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
+                     use_dpx: bool = False):
     """The intra-task fill kernel for one mode / free-ends / traceback combination."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
-        mode, fqs, fqe, fts, fte, traceback)
+        mode, fqs, fqe, fts, fte, traceback, use_dpx)
     rows = STRIP_ROWS
     neg = NEG_INF
     corner_mode = mode == 1 or (mode == 2 and not (fqe or fte))
