@@ -1,0 +1,69 @@
+"""Dask on the GPU: dask-cuDF Series through the Dask accessor, on a dask-cuda cluster,
+equal the in-memory cuDF accessor. Run on the accelerator with ``-m cudf`` (1 GPU) or
+``-m multigpu`` (several)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from helpers import read_fasta, shared_file
+
+cudf = pytest.importorskip("cudf")
+dask_cudf = pytest.importorskip("dask_cudf")
+pytestmark = pytest.mark.cudf
+
+OPTIONS = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1)
+
+
+def plain(frame) -> pd.DataFrame:
+    frame = frame.to_pandas(nullable=True).reset_index(drop=True)
+    return pd.DataFrame({name: [None if pd.isna(v) else v for v in frame[name]]
+                         for name in frame.columns})
+
+
+@pytest.fixture(scope="module")
+def proteins():
+    sequences = read_fasta(shared_file("adept_proteins_30k.fasta.gz"), limit=400)
+    return cudf.Series(sequences, index=[f"p{k}" for k in range(len(sequences))])
+
+
+def check_all_shapes(proteins, partitions):
+    queries, database = proteins[:60], proteins[60:]
+    dask_queries = dask_cudf.from_cudf(queries, npartitions=partitions)
+    dask_database = dask_cudf.from_cudf(database, npartitions=partitions + 1)
+    expected = queries.aln.search(database, top_k=5, **OPTIONS)
+    got = dask_queries.aln.search(dask_database, top_k=5, **OPTIONS).compute()
+    pd.testing.assert_frame_equal(plain(got), plain(expected), check_dtype=False)
+    small = dask_cudf.from_cudf(proteins[:90], npartitions=partitions)
+    pd.testing.assert_frame_equal(plain(small.aln.pairwise(**OPTIONS).compute()),
+                                  plain(proteins[:90].aln.pairwise(**OPTIONS)), check_dtype=False)
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_dask_cudf_equals_in_memory_cudf(proteins, partitions):
+    check_all_shapes(proteins, partitions)
+
+
+def test_dask_cuda_cluster_equals_in_memory(proteins):
+    dask_cuda = pytest.importorskip("dask_cuda")
+    with dask_cuda.LocalCUDACluster(n_workers=1) as cluster:
+        from distributed import Client
+
+        with Client(cluster):
+            check_all_shapes(proteins, 4)
+
+
+@pytest.mark.multigpu
+def test_every_gpu_of_the_node_equals_in_memory(proteins):
+    from numba import cuda
+
+    if len(cuda.gpus) < 2:
+        pytest.skip("needs several GPUs")
+    client = gpualign_df.cluster()
+    try:
+        check_all_shapes(proteins, 5)
+    finally:
+        client.close()
