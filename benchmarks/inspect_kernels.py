@@ -36,10 +36,11 @@ def main() -> int:
                 for mode, code, free in (("sw", 0, False), ("nw", 1, False), ("sg", 2, True))]
     kernels.append(("cigar", traceback.cigar_kernel(False, False)))
     for label, kernel in kernels:
-        for signature in kernel.signatures:
-            regs = kernel.get_regs_per_thread(signature)
-            local = kernel.get_local_mem_per_thread(signature)
-            sass = kernel.inspect_sass(signature)
+        for key, compiled in kernel.overloads.items():
+            regs = compiled.get_regs_per_thread() if callable(getattr(
+                compiled, "get_regs_per_thread", None)) else compiled.regs_per_thread
+            local = compiled.local_mem_per_thread
+            sass = compiled.inspect_sass()
             ops = Counter(re.findall(r"\b(LDL|STL|VIMNMX3?|VIADDMNMX|IMNMX|LDS|LDG|STG)\b", sass))
             print(f"{label}: {regs} registers, {local} bytes local, SASS {dict(ops)}")
     return 0

@@ -43,10 +43,10 @@ def main() -> int:
             database = cudf.Series(proteins)
             queries = database[:args.queries]
             partitions = gpus * args.partitions_per_gpu
-            dask_queries = dask_cudf.from_cudf(queries, npartitions=partitions)
-            dask_database = dask_cudf.from_cudf(database, npartitions=partitions)
+            dask_queries = dask_cudf.from_cudf(queries, npartitions=partitions, sort=False)
+            dask_database = dask_cudf.from_cudf(database, npartitions=partitions, sort=False)
             job = dask_queries.aln.search(dask_database, **options)
-            small = dask_cudf.from_cudf(queries[:200], npartitions=gpus).aln.search(
+            small = dask_cudf.from_cudf(queries[:200], npartitions=gpus, sort=False).aln.search(
                 dask_database, **options)
             small.compute()  # compile kernels on every worker
             started = time.perf_counter()
