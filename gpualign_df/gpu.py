@@ -11,6 +11,7 @@ columns without a host copy of residues or CIGARs.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,6 +80,9 @@ def _launch(name: str, kernel, blocks: int, threads: int, *arguments) -> None:
 
 
 _SCRATCH: dict[str, object] = {}
+#: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
+#: scheduler, for one, runs tasks in several threads of one process).
+_DEVICE_LOCK = threading.RLock()
 
 
 def _scratch(name: str, count: int, dtype) -> object:
@@ -143,10 +147,19 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
                     *, traceback: bool, cigar_style: str, clip: str | None,
                     progress=None) -> DeviceResults:
     """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``."""
+    with _DEVICE_LOCK:
+        return _align_on_device(queries, targets, pair_query, pair_target, query_lengths,
+                                target_lengths, valid, scoring, mode, traceback, cigar_style,
+                                clip, progress)
+
+
+def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, target_lengths,
+                     valid, scoring, mode, traceback, cigar_style, clip, progress):
     rows = len(pair_query)
     names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
     # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
-    columns = {name: cuda.device_array(max(rows, 1), np.int32) for name in names}
+    table = cuda.device_array((len(names), max(rows, 1)), np.int32)
+    columns = {name: table[k] for k, name in enumerate(names)}
     sub = cuda.to_device(np.ascontiguousarray(scoring.matrix.ravel(), dtype=np.int32))
     concrete = cuda.to_device(scoring.concrete)
     flags = (mode.code, *mode.flags(), traceback)
@@ -181,21 +194,23 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
                alphabet_size, go, ge, flags, merge_matches, soft_clip, columns):
     """Gather, fill, walk and write one batch; returns its CIGAR piece (or None)."""
     used = batch.slot_row >= 0
-    slot_row = cuda.to_device(batch.slot_row)
-    query_lengths = cuda.to_device(batch.query_lengths)
-    target_lengths = cuda.to_device(batch.target_lengths)
-    query_start = cuda.to_device(batch.query_start)
-    target_start = cuda.to_device(batch.target_start)
+    sequence_of_slot = [np.where(used, pair_of[np.maximum(batch.slot_row, 0)], -1)
+                        for pair_of in (pair_query, pair_target)]
+    slot_table = cuda.to_device(np.stack([
+        batch.slot_row, batch.query_lengths, batch.target_lengths, batch.query_start,
+        batch.target_start, batch.tb_start, batch.columns, batch.run_base,
+        *sequence_of_slot]).astype(np.int64))  # one transfer for every per-slot array
+    (slot_row, query_lengths, target_lengths, query_start, target_start, tb_start,
+     slot_columns, run_base, query_sequence, target_sequence) = (
+        slot_table[k] for k in range(slot_table.shape[0]))
     query = _scratch("query", batch.query_size, np.uint8)
     target = _scratch("target", batch.target_size, np.uint8)
     blocks = _blocks(batch.slots)
-    for sequences, pair_of, start, lengths, out in (
-            (queries, pair_query, query_start, query_lengths, query),
-            (targets, pair_target, target_start, target_lengths, target)):
-        sequence_of_slot = np.where(used, pair_of[np.maximum(batch.slot_row, 0)], -1)
+    for sequences, sequence_of_slot, start, lengths, out in (
+            (queries, query_sequence, query_start, query_lengths, query),
+            (targets, target_sequence, target_start, target_lengths, target)):
         _launch("gather", gather_residues, blocks, THREADS_PER_BLOCK, sequences.codes,
-                sequences.offsets, cuda.to_device(sequence_of_slot), lengths, start,
-                batch.width, out)
+                sequences.offsets, sequence_of_slot, lengths, start, batch.width, out)
     h_buffer = _scratch("h_row", batch.row_words, np.int32)
     i_buffer = _scratch("i_row", batch.row_words, np.int32)
     tb = _scratch("traceback", batch.tb_words, np.uint32)
@@ -212,17 +227,15 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
         kernel = intra.long_fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
                 target_lengths, query_start, target_start, cuda.to_device(batch.row_start),
-                cuda.to_device(batch.tb_start), *common)
+                tb_start, *common)
     if not traceback:
         return None
     mode_code, fqs, _fqe, fts, _fte, _ = flags
     runs = _scratch("runs", batch.run_words, np.uint32)
-    run_base = cuda.to_device(batch.run_base)
-    run_count = cuda.device_array(batch.slots, dtype=np.int32)
+    run_count = _scratch("run_count", batch.slots, np.int32)
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, merge_matches, soft_clip)
     _launch("walk", walk, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
-            target_lengths, query_start, target_start, cuda.to_device(batch.tb_start),
-            cuda.to_device(batch.columns), batch.width, tb, concrete, slot_row, columns["end_i"],
+            target_lengths, query_start, target_start, tb_start, slot_columns, batch.width, tb, concrete, slot_row, columns["end_i"],
             columns["end_j"], run_base, runs, run_count, columns["start_i"], columns["start_j"],
             columns["matches"], columns["mismatches"], columns["gap_opens"], columns["gaps"],
             columns["cigar_length"])

@@ -94,9 +94,10 @@ def plan_batches(pairs: np.ndarray, query_lengths: np.ndarray, target_lengths: n
 def _inter_batches(pairs, query_lengths, target_lengths, traceback, budget, sort):
     if len(pairs) == 0:
         return []
-    if sort:
-        key = target_lengths[pairs].astype(np.int64) << 32 | query_lengths[pairs]
-        pairs = pairs[np.argsort(-key, kind="stable")]
+    if sort:  # longest target first, then longest query: two stable passes (radix on int16)
+        for lengths in (query_lengths[pairs], target_lengths[pairs]):
+            key = -lengths.astype(np.int16 if lengths.max(initial=0) < 2**15 else np.int64)
+            pairs = pairs[np.argsort(key, kind="stable")]
     slot_count = (len(pairs) + WARP - 1) // WARP * WARP
     slot_row = np.full(slot_count, -1, dtype=np.int64)
     slot_row[:len(pairs)] = pairs
