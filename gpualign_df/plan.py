@@ -95,7 +95,8 @@ def _inter_batches(pairs, query_lengths, target_lengths, traceback, budget, sort
     if len(pairs) == 0:
         return []
     if sort:  # longest target first, then longest query: two stable passes (radix on int16)
-        for lengths in (query_lengths[pairs], target_lengths[pairs]):
+        for all_lengths in (query_lengths, target_lengths):
+            lengths = all_lengths[pairs]
             key = -lengths.astype(np.int16 if lengths.max(initial=0) < 2**15 else np.int64)
             pairs = pairs[np.argsort(key, kind="stable")]
     slot_count = (len(pairs) + WARP - 1) // WARP * WARP
