@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=FORMATS, default=None,
                      help="output format (default: from the --out extension)")
     run.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    run.add_argument("--gpus", default=None,
+                     help="run through Dask on N GPUs of this node (N or 'all'; dask-cuda)")
+    run.add_argument("--scheduler", default=None,
+                     help="run through Dask on the cluster of this scheduler address")
 
     demo = commands.add_parser("demo", help="align a small real data set shipped with the package")
     demo.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
@@ -74,19 +78,66 @@ def _run_align(args: argparse.Namespace) -> int:
     if how == "pairwise" and targets is not None:
         raise ValueError("--how pairwise takes one file")
     started = time.perf_counter()
-    results = align(queries["seq"], None if targets is None else targets["seq"], how=how,
-                    mode=args.mode, matrix=args.matrix, match=args.match,
-                    mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend,
-                    free_ends=args.free_ends, top_k=args.top_k,
-                    traceback=not args.no_traceback, cigar_style=args.cigar_style,
-                    clip="soft" if output_format == "sam" else None, backend=args.backend,
-                    progress=False if args.no_progress else None)
+    options = dict(how=how, mode=args.mode, matrix=args.matrix, match=args.match,
+                   mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend,
+                   free_ends=args.free_ends, top_k=args.top_k, traceback=not args.no_traceback,
+                   cigar_style=args.cigar_style,
+                   clip="soft" if output_format == "sam" else None, backend=args.backend)
+    query_seq = queries["seq"]
+    target_seq = None if targets is None else targets["seq"]
+    if args.gpus is not None or args.scheduler is not None:
+        results = _run_on_dask(query_seq, target_seq, options, args)
+    else:
+        results = align(query_seq, target_seq, progress=False if args.no_progress else None,
+                        **options)
     seconds = time.perf_counter() - started
     write_results(results, args.out, output_format, queries=queries,
                   targets=queries if targets is None else targets, mode=args.mode)
     print(f"gpualign: {len(results):,} alignments in {seconds:.2f} s -> {args.out} "
           f"({output_format})", file=sys.stderr)
     return 0
+
+
+def _run_on_dask(queries, targets, options: dict, args: argparse.Namespace):
+    """The job through the Dask accessor on a cluster: dask-cuda workers (``--gpus``) or an
+    existing scheduler (``--scheduler``); Dask's progress bar on stderr."""
+    import dask.dataframe as dd
+    from distributed import progress
+
+    from . import cluster
+
+    gpus = None if args.gpus in (None, "all") else int(args.gpus)
+    client = cluster(address=args.scheduler) if args.scheduler else cluster(gpus)
+    try:
+        partitions = max(1, 4 * len(client.scheduler_info()["workers"]))
+        to_dask = dd.from_pandas
+        if args.backend != "cpu":
+            try:  # GPU workers take cuDF partitions
+                import cudf
+                import dask_cudf
+
+                def to_dask(series, npartitions):
+                    return dask_cudf.from_cudf(cudf.from_pandas(series), npartitions=npartitions,
+                                               sort=False)
+            except ImportError:
+                pass
+        how = options.pop("how")
+        top_k = options.pop("top_k")
+        dask_queries = to_dask(queries, npartitions=partitions)
+        if how == "rowwise":
+            job = dask_queries.aln.rowwise(to_dask(targets, npartitions=partitions), **options)
+        elif how == "pairwise":
+            job = dask_queries.aln.pairwise(**options)
+        else:
+            job = dask_queries.aln.search(to_dask(targets, npartitions=partitions), top_k=top_k,
+                                          **options)
+        future = client.compute(job)
+        if not args.no_progress:
+            progress(future)
+        frame = future.result()
+    finally:
+        client.close()
+    return frame.to_pandas() if hasattr(frame, "to_pandas") else frame
 
 
 def _example(name: str) -> Path:

@@ -84,3 +84,23 @@ def test_demo_runs_as_a_command():
                             text=True, check=True)
     assert "500 GASAL2 read/reference pairs" in result.stdout
     assert "GCUPS" in result.stdout
+
+
+def test_scheduler_option_runs_through_dask_and_equals_in_memory(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    sequences = read_sequences(EXAMPLES / "adept_proteins_200.fasta.gz")[:40]
+    proteins = tmp_path / "proteins.fa"
+    proteins.write_text("".join(f">{name}\n{seq}\n" for name, seq in
+                                zip(sequences.name, sequences.seq)))
+    out = tmp_path / "pairs.tsv"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        assert main(["align", str(proteins), "--how", "pairwise", "--matrix", "BLOSUM62",
+                     "--gap-open", "11", "--backend", "cpu", "--no-progress",
+                     "--scheduler", cluster.scheduler_address, "--out", str(out)]) == 0
+    written = pd.read_csv(out, sep="\t")
+    expected = gpualign_df.align(sequences.seq, how="pairwise", matrix="BLOSUM62", gap_open=11,
+                                 backend="cpu")
+    assert len(written) == 40 * 39 // 2
+    assert written["score"].tolist() == expected["score"].tolist()
+    assert written["cigar"].tolist() == expected["cigar"].tolist()
