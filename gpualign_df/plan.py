@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, prange
 
 from .kernels.inter import STRIP_ROWS, WARP
 
@@ -121,23 +122,45 @@ def _inter_batches(pairs, query_lengths, target_lengths, traceback, budget, sort
         target_base = _exclusive_cumsum(WARP * warp_columns)
         row_base = _exclusive_cumsum(WARP * (warp_columns + 1))
         tb_base = _exclusive_cumsum(tb_words[first:stop])
-        lane = np.tile(np.arange(WARP, dtype=np.int64), stop - first)
-        warp_of_slot = np.repeat(np.arange(stop - first), WARP)
         lengths_q, lengths_t = slot_query[slots], slot_target[slots]
-        run_capacity = np.maximum(lengths_q, 0).astype(np.int64) + np.maximum(lengths_t, 0)
+        per_slot = np.empty((5, len(lengths_q)), dtype=np.int64)
+        cells = _slot_layout(lengths_q, lengths_t, query_base, target_base, tb_base,
+                             warp_columns, traceback, per_slot)
+        query_start, target_start, tb_start, slot_columns, run_base = per_slot
         batches.append(Batch(
             kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=lengths_q,
-            target_lengths=lengths_t, query_start=query_base[warp_of_slot] + lane,
-            target_start=target_base[warp_of_slot] + lane,
-            tb_start=tb_base[warp_of_slot] + lane, run_base=_exclusive_cumsum(run_capacity),
-            columns=warp_columns[warp_of_slot].astype(np.int32), row_start=row_base,
+            target_lengths=lengths_t, query_start=query_start, target_start=target_start,
+            tb_start=tb_start, run_base=run_base, columns=slot_columns, row_start=row_base,
             query_size=int(WARP * warp_rows.sum()), target_size=int(WARP * warp_columns.sum()),
-            row_words=int(WARP * (warp_columns + 1).sum()), tb_words=int(tb_words[first:stop].sum()),
-            run_words=int(run_capacity.sum()) if traceback else 0,
-            cells=int((np.maximum(lengths_q, 0).astype(np.int64) * np.maximum(lengths_t, 0)).sum()),
+            row_words=int(WARP * (warp_columns + 1).sum()),
+            tb_words=int(tb_words[first:stop].sum()),
+            run_words=int(run_words[first:stop].sum()), cells=int(cells),
             warp_query_base=query_base, warp_target_base=target_base, warp_tb_base=tb_base,
             warp_columns=warp_columns))
     return batches
+
+
+@njit(cache=True, parallel=True)
+def _slot_layout(query_lengths, target_lengths, query_base, target_base, tb_base, warp_columns,
+                 traceback, out):
+    """Per-slot offsets of an inter-task batch into ``out`` (query start, target start,
+    traceback start, columns, CIGAR-run base); returns the batch's cells."""
+    slots = query_lengths.shape[0]
+    cells = 0
+    for slot in prange(slots):
+        warp = slot // WARP
+        lane = slot % WARP
+        out[0, slot] = query_base[warp] + lane
+        out[1, slot] = target_base[warp] + lane
+        out[2, slot] = tb_base[warp] + lane
+        out[3, slot] = warp_columns[warp]
+        cells += max(query_lengths[slot], 0) * max(target_lengths[slot], 0)
+    base = 0
+    for slot in range(slots):
+        out[4, slot] = base
+        if traceback:
+            base += max(query_lengths[slot], 0) + max(target_lengths[slot], 0)
+    return cells
 
 
 def _long_batches(pairs, query_lengths, target_lengths, traceback, budget):
