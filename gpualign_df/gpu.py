@@ -96,6 +96,15 @@ def _scratch(name: str, count: int, dtype) -> object:
     return buffer[:count]
 
 
+def _upload(name: str, host: np.ndarray) -> object:
+    """``host`` copied into a reusable device buffer (no allocation once it is large enough)."""
+    host = np.ascontiguousarray(host)
+    buffer = _scratch(name, host.size, host.dtype)
+    if host.size:
+        buffer.copy_to_device(host.ravel())
+    return buffer.reshape(host.shape) if host.ndim > 1 else buffer
+
+
 def release_scratch() -> None:
     """Free the cached device buffers (they are reused across calls otherwise)."""
     _SCRATCH.clear()
@@ -160,8 +169,8 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
     table = cuda.device_array((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
-    sub = cuda.to_device(np.ascontiguousarray(scoring.matrix.ravel(), dtype=np.int32))
-    concrete = cuda.to_device(scoring.concrete)
+    sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
+    concrete = _upload("concrete", scoring.concrete)
     flags = (mode.code, *mode.flags(), traceback)
     merge_matches, soft_clip = cigar_style == "M", clip == "soft"
     batches = plan_batches(np.flatnonzero(valid), query_lengths, target_lengths, traceback,
@@ -196,7 +205,7 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
     used = batch.slot_row >= 0
     sequence_of_slot = [np.where(used, pair_of[np.maximum(batch.slot_row, 0)], -1)
                         for pair_of in (pair_query, pair_target)]
-    slot_table = cuda.to_device(np.stack([
+    slot_table = _upload("slots", np.stack([
         batch.slot_row, batch.query_lengths, batch.target_lengths, batch.query_start,
         batch.target_start, batch.tb_start, batch.columns, batch.run_base,
         *sequence_of_slot]).astype(np.int64))  # one transfer for every per-slot array
@@ -220,13 +229,13 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
     if batch.kind == "inter":
         kernel = inter.fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
-                target_lengths, cuda.to_device(batch.warp_query_base),
-                cuda.to_device(batch.warp_target_base), cuda.to_device(batch.row_start),
-                cuda.to_device(batch.warp_tb_base), cuda.to_device(batch.warp_columns), *common)
+                target_lengths, *_upload("warps", np.stack([
+                    batch.warp_query_base, batch.warp_target_base, batch.row_start,
+                    batch.warp_tb_base, batch.warp_columns]).astype(np.int64)), *common)
     else:
         kernel = intra.long_fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
-                target_lengths, query_start, target_start, cuda.to_device(batch.row_start),
+                target_lengths, query_start, target_start, _upload("rows", batch.row_start),
                 tb_start, *common)
     if not traceback:
         return None
@@ -248,7 +257,9 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
     write = tb_kernels.cigar_kernel(merge_matches, soft_clip)
     _launch("cigar", write, blocks, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
             columns["start_i"], columns["end_i"], query_lengths, slot_offsets_device, chars)
-    return chars, slot_offsets_device, slot_row, query_lengths
+    # the piece outlives this batch's scratch buffers (the next batch reuses them)
+    return (chars, slot_offsets_device, cuda.to_device(batch.slot_row),
+            cuda.to_device(batch.query_lengths.astype(np.int64)))
 
 
 def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> AlignmentArrays:
