@@ -68,38 +68,44 @@ def main(argv: list[str] | None = None) -> int:
     device = cuda.get_current_device().name
     device = device.decode() if isinstance(device, bytes) else device
     rows = []
+
+    def measure(label, name, sorted_label, run):
+        """Median end-to-end time of ``run`` and its kernel times; one row of the table."""
+        times = []
+        for _ in range(args.repeat):
+            cuda.synchronize()
+            started = time.perf_counter()
+            frame = run()
+            cuda.synchronize()
+            times.append(time.perf_counter() - started)
+        gpu.TIME_KERNELS = True
+        gpu.KERNEL_SECONDS.clear()
+        run()
+        split = dict(gpu.KERNEL_SECONDS)
+        gpu.TIME_KERNELS = False
+        kernel = sum(split.values())
+        end_to_end = statistics.median(times)
+        rows.append({"workload": label, "sorted": sorted_label,
+                     "end_to_end_ms": end_to_end * 1e3, "kernel_ms": kernel * 1e3,
+                     "fill_ms": split.get("fill", 0) * 1e3, "walk_ms": split.get("walk", 0) * 1e3,
+                     "cigar_ms": split.get("cigar", 0) * 1e3,
+                     "gcups_e2e": cells / end_to_end / 1e9, "gcups_kernel": cells / kernel / 1e9,
+                     "gasal2_ms": GASAL2_MS[name]})
+        print(rows[-1], flush=True)
+        return frame
+
     local_scores = None
     for sort in (True, False):
         gpu.SORT_BY_LENGTH = sort
         for name, mode, traceback in CONFIGS:
-            run = lambda: gpualign_df.align(query_series, target_series, mode=mode,  # noqa: E731
-                                            traceback=traceback, backend="cuda",
-                                            progress=False, **OPTIONS)
-            gpualign_df.align(query_series[:3000], target_series[:3000], mode=mode,
-                              traceback=traceback, backend="cuda", progress=False, **OPTIONS)
-            times = []
-            for _ in range(args.repeat):
-                cuda.synchronize()
-                started = time.perf_counter()
-                frame = run()
-                times.append(time.perf_counter() - started)
-            gpu.TIME_KERNELS = True
-            gpu.KERNEL_SECONDS.clear()
-            run()
-            kernel = sum(gpu.KERNEL_SECONDS.values())
-            split = dict(gpu.KERNEL_SECONDS)
-            gpu.TIME_KERNELS = False
+            def run(mode=mode, traceback=traceback, pairs=None):
+                return gpualign_df.align(query_series[:pairs], target_series[:pairs], mode=mode,
+                                         traceback=traceback, backend="cuda", progress=False,
+                                         **OPTIONS)
+            run(pairs=3000)  # compile
+            frame = measure(name, name, "yes" if sort else "no", run)
             if name == "local + traceback" and sort:
                 local_scores = frame["score"].to_numpy(dtype=np.int64)
-            end_to_end = statistics.median(times)
-            rows.append({"workload": name, "sorted": "yes" if sort else "no",
-                         "end_to_end_ms": end_to_end * 1e3, "kernel_ms": kernel * 1e3,
-                         "fill_ms": split.get("fill", 0) * 1e3,
-                         "walk_ms": split.get("walk", 0) * 1e3,
-                         "cigar_ms": split.get("cigar", 0) * 1e3,
-                         "gcups_e2e": cells / end_to_end / 1e9, "gcups_kernel": cells / kernel / 1e9,
-                         "gasal2_ms": GASAL2_MS[name]})
-            print(rows[-1], flush=True)
     gpu.SORT_BY_LENGTH = True
     try:
         import cudf
@@ -112,32 +118,12 @@ def main(argv: list[str] | None = None) -> int:
                      if mode == "sw"]
         for name, mode, traceback, use_dpx in variants:
             os.environ["GPUALIGN_DPX"] = "1" if use_dpx else "0"
-            run = lambda: device_queries.align.rowwise(  # noqa: E731
-                device_targets, mode=mode, traceback=traceback, **OPTIONS)
-            run()
-            times = []
-            for _ in range(args.repeat):
-                cuda.synchronize()
-                started = time.perf_counter()
-                run()
-                cuda.synchronize()
-                times.append(time.perf_counter() - started)
-            gpu.TIME_KERNELS = True
-            gpu.KERNEL_SECONDS.clear()
-            run()
-            kernel = sum(gpu.KERNEL_SECONDS.values())
-            split = dict(gpu.KERNEL_SECONDS)
-            gpu.TIME_KERNELS = False
-            end_to_end = statistics.median(times)
-            rows.append({"workload": name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"),
-                         "sorted": "yes",
-                         "end_to_end_ms": end_to_end * 1e3, "kernel_ms": kernel * 1e3,
-                         "fill_ms": split.get("fill", 0) * 1e3,
-                         "walk_ms": split.get("walk", 0) * 1e3,
-                         "cigar_ms": split.get("cigar", 0) * 1e3,
-                         "gcups_e2e": cells / end_to_end / 1e9, "gcups_kernel": cells / kernel / 1e9,
-                         "gasal2_ms": GASAL2_MS[name]})
-            print(rows[-1], flush=True)
+
+            def run(mode=mode, traceback=traceback):
+                return device_queries.align.rowwise(device_targets, mode=mode,
+                                                    traceback=traceback, **OPTIONS)
+            run()  # compile
+            measure(name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"), name, "yes", run)
     os.environ.pop("GPUALIGN_DPX", None)
     parasail_row = None
     if pool is not None:

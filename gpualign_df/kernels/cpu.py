@@ -32,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import common
+
 NEG_INF = -(1 << 30)
 SRC_START, SRC_DIAG, SRC_INS, SRC_DEL = 0, 1, 2, 3
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
@@ -143,22 +145,7 @@ def _row_maximum(h_row, n):
     return value, 0
 
 
-@njit(cache=True)
-def _empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte):
-    """End cell and score of a semi-global alignment where one sequence is empty."""
-    if m == 0 and n == 0:
-        return 0, 0, 0
-    if m == 0:
-        if fte:
-            return 0, 0, 0
-        if fts:
-            return 0, 0, n
-        return -(go + (n - 1) * ge), 0, n
-    if fqe:
-        return 0, 0, 0
-    if fqs:
-        return 0, m, 0
-    return -(go + (m - 1) * ge), m, 0
+_empty_semiglobal = njit(cache=True)(common.empty_semiglobal)
 
 
 @njit(cache=True)
@@ -254,13 +241,7 @@ def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_q
             op_counts[p] = count
 
 
-@njit(cache=True)
-def _digits(value):
-    count = 1
-    while value >= 10:
-        value //= 10
-        count += 1
-    return count
+_digits = njit(cache=True)(common.digits)
 
 
 @njit(cache=True)

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, int32, uint32
 
-from . import dpx
+from . import common, dpx
 from .cpu import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
 
 STRIP_ROWS = 8
@@ -31,6 +31,9 @@ WARP = 32
 #: Largest alphabet the shared-memory substitution table holds.
 MAX_ALPHABET = 32
 SHARED_TABLE = 1024  # MAX_ALPHABET ** 2, a literal for cuda.shared.array
+
+
+semiglobal_empty = cuda.jit(device=True, inline=True)(common.empty_semiglobal)
 
 
 @cuda.jit(device=True, inline=True)
@@ -67,17 +70,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
             if m == 0:
                 return border_score(n, go, ge, free_row0), m, n
             return border_score(m, go, ge, free_col0), m, n
-        if m == 0:
-            if fte:
-                return 0, 0, 0
-            if fts:
-                return 0, 0, n
-            return -(go + (n - 1) * ge), 0, n
-        if fqe:
-            return 0, 0, 0
-        if fqs:
-            return 0, m, 0
-        return -(go + (m - 1) * ge), m, 0
+        return semiglobal_empty(m, n, go, ge, fqs, fqe, fts, fte)
 
     @cuda.jit(device=True, inline=True)
     def start_strip(first, m, query, q0, width, alphabet_size, go, ge, row_offset, h_left,

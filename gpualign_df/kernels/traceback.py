@@ -12,19 +12,14 @@ from functools import lru_cache
 
 from numba import cuda, uint32
 
+from . import common
 from .cpu import MODE_GLOBAL, MODE_LOCAL
 from .inter import STRIP_ROWS
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 
 
-@cuda.jit(device=True, inline=True)
-def digits(value):
-    count = 1
-    while value >= 10:
-        value //= 10
-        count += 1
-    return count
+digits = cuda.jit(device=True, inline=True)(common.digits)
 
 
 @lru_cache(maxsize=None)

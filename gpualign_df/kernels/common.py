@@ -1,0 +1,28 @@
+"""Plain-Python leaf functions compiled by both engines (``numba.njit`` for the CPU,
+``cuda.jit(device=True)`` for the GPU), so that both run literally the same code."""
+
+
+def digits(value):
+    """Decimal digits of a positive integer (CIGAR run lengths)."""
+    count = 1
+    while value >= 10:
+        value //= 10
+        count += 1
+    return count
+
+
+def empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte):
+    """(score, end_i, end_j) of a semi-global alignment where one sequence is empty."""
+    if m == 0 and n == 0:
+        return 0, 0, 0
+    if m == 0:
+        if fte:
+            return 0, 0, 0
+        if fts:
+            return 0, 0, n
+        return -(go + (n - 1) * ge), 0, n
+    if fqe:
+        return 0, 0, 0
+    if fqs:
+        return 0, m, 0
+    return -(go + (m - 1) * ge), m, 0
