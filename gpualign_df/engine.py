@@ -161,10 +161,9 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
                         & (query_lengths[batch] <= cpu_lanes.MAX_LANE_LENGTH)
                         & (target_lengths[batch] <= cpu_lanes.MAX_LANE_LENGTH))
             groups = lane_groups(batch[in_lanes], query_lengths, target_lengths)
-            with numba.parallel_chunksize(max(1, len(groups) // (numba.get_num_threads() * 16))):
-                cpu_lanes.align_lane_groups(queries.codes, queries.offsets, targets.codes,
-                                            targets.offsets, pair_query, pair_target, groups,
-                                            *arguments)
+            cpu_lanes.align_lane_groups(queries.codes, queries.offsets, targets.codes,
+                                        targets.offsets, pair_query, pair_target, groups,
+                                        *arguments)
             with numba.parallel_chunksize(1):
                 cpu.align_pairs(queries.codes, queries.offsets, targets.codes, targets.offsets,
                                 pair_query, pair_target, batch[~in_lanes], *arguments)

@@ -262,3 +262,36 @@ def test_pairs_longer_than_lanes_mixed_with_short_pairs(monkeypatch, spy, mode, 
         widened = gpualign_df.align(queries, targets, backend="cpu", **options)
         assert sorted(spy.lane_pairs) == list(range(len(queries)))
     pd.testing.assert_frame_equal(default, widened)
+
+
+@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None), ("sg", None)])
+@pytest.mark.parametrize("scoring", ["dna-1-1-linear2", "blosum62-gap11+1"])
+def test_int32_lane_groups_equal_one_pair_path(monkeypatch, spy, mode, free_ends, scoring):
+    """Lane groups forced to 32-bit cells (the int16 limit set to 0), ties included."""
+    monkeypatch.setattr(cpu_lanes, "NARROW_SCORE_LIMIT", 0)
+    alphabet = "ACGT" if scoring.startswith("dna") else "ARNDCQEGHILKMFPSTWYV"
+    queries, targets = make_pairs(alphabet, 41, count=120)
+    ties = tie_pairs() if scoring.startswith("dna") else []
+    queries += [q for q, _ in ties]
+    targets += [t for _, t in ties]
+    default, forced, _, _, _ = run_both_paths(monkeypatch, spy, queries, targets, mode=mode,
+                                              free_ends=free_ends, **SCORINGS[scoring])
+    pd.testing.assert_frame_equal(default, forced)
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_int16_boundary_scores_equal_one_pair_path(monkeypatch, spy, mode):
+    """Scores whose bound sits just under the int16 limit: large gap costs, a matrix that is
+    not match/mismatch (its own gather path), and a custom matrix with match < mismatch."""
+    rng = np.random.default_rng(5)
+    alphabet = "ACGT"
+    table = rng.integers(-9, 10, size=(4, 4))
+    queries, targets = make_pairs(alphabet, 43, count=80)
+    for matrix, gap_open, gap_extend in (((alphabet, table), 900, 3),
+                                        ((alphabet, np.array([[-2, 5, 5, 5], [5, -2, 5, 5],
+                                                              [5, 5, -2, 5], [5, 5, 5, -2]])),
+                                         1500, 1)):
+        default, forced, _, _, _ = run_both_paths(monkeypatch, spy, queries, targets, mode=mode,
+                                                  matrix=matrix, gap_open=gap_open,
+                                                  gap_extend=gap_extend)
+        pd.testing.assert_frame_equal(default, forced)

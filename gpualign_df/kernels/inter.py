@@ -98,15 +98,19 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
         word = uint32(0)
         for r in range(rows):
             ins_ext = i_up - ge
-            ins = add_max(h_up, -go, ins_ext)
             h_before = h_left[r]
             del_ext = del_score[r] - ge
-            dele = add_max(h_before, -go, del_ext)
             match = diag[r] + shared_sub[row_offset[r] + code_t]
-            if local:
-                h = max3_zero(match, ins, dele)
-            else:
-                h = max3(match, ins, dele)
+            if use_dpx:  # closure constant: one branch is compiled
+                ins = add_max(h_up, -go, ins_ext)
+                dele = add_max(h_before, -go, del_ext)
+                h = max3_zero(match, ins, dele) if local else max3(match, ins, dele)
+            else:  # plain max (also what the CUDA simulator runs, without call overhead)
+                ins = max(h_up - go, ins_ext)
+                dele = max(h_before - go, del_ext)
+                h = max(max(match, ins), dele)
+                if local:
+                    h = max(h, 0)
             if track_rows and h > row_best[r]:
                 row_best[r] = h
                 row_best_j[r] = j
