@@ -139,7 +139,6 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     order = np.flatnonzero(valid)
     order = order[np.argsort(-cells[order], kind="stable")]
     ops_sizes = query_lengths + target_lengths
-    op_offsets = np.zeros(pairs + 1, dtype=np.int64)
     op_counts = np.zeros(pairs, dtype=np.int64)
     ops_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     started = time.perf_counter()

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from gpualign_df.scoring import make_scoring
 
 SHARED_DATA = Path(os.environ.get("GPUALIGN_SHARED_DATA",
                         Path(__file__).resolve().parents[2] / "shared" / "data"))

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import gpualign_df
+import gpualign_df  # noqa: F401  (registers .align on cudf.Series)
 from helpers import mutate, random_sequences, read_fasta, shared_file
 
 cudf = pytest.importorskip("cudf")

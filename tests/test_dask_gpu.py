@@ -4,7 +4,6 @@ equal the in-memory cuDF accessor. Run on the accelerator with ``-m cudf`` (1 GP
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 

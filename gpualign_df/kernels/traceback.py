@@ -42,7 +42,6 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
         if slot >= query_lengths.shape[0]:
             return
         m = query_lengths[slot]
-        n = target_lengths[slot]
         if m < 0:  # an unused slot of the warp
             run_count[slot] = 0
             return
