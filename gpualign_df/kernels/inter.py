@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numpy as np
 from numba import cuda, int32, uint32
 
 from . import common, dpx
@@ -232,9 +231,3 @@ def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         end_j[row] = best_j
 
     return fill
-
-
-def tb_words(warp_rows: np.ndarray, warp_columns: np.ndarray) -> np.ndarray:
-    """Traceback words per warp (32 lanes x strips x columns)."""
-    strips = (warp_rows + STRIP_ROWS - 1) // STRIP_ROWS
-    return WARP * strips.astype(np.int64) * warp_columns.astype(np.int64)
