@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from .encode import EncodedSequences, encode_sequences
-from .engine import check_options, resolve_backend, run_pairs
+from . import gpu
+from .engine import check_options, check_score_range, resolve_backend, run_pairs
 from .results import build_frame, empty_frame
 from .scoring import Mode, Scoring, make_scoring, parse_mode
 
@@ -165,19 +166,16 @@ def align(
         targets = targets.to_pandas()
     query_labels = _labels(queries)
     encoded_queries = encode_sequences(queries, scoring, query_labels)
+    options = dict(cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
     if how == "pairwise":
         encoded_targets = encoded_queries
         pair_query, pair_target = pairwise_pairs(len(encoded_queries))
     else:
         encoded_targets = encode_sequences(targets, scoring, _labels(targets))
-        if how == "rowwise":
-            pair_query, pair_target = rowwise_pairs(len(encoded_queries))
-        else:
-            pair_query, pair_target = search_pairs(len(encoded_queries), len(encoded_targets))
-    options = dict(cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
-    if how == "search":
-        return _search(encoded_queries, encoded_targets, pair_query, pair_target, scoring,
-                       parsed_mode, top_k, traceback, options)
+        if how == "search":
+            return _search(encoded_queries, encoded_targets, scoring, parsed_mode, top_k,
+                           traceback, options)
+        pair_query, pair_target = rowwise_pairs(len(encoded_queries))
     if len(pair_query) == 0:
         return empty_frame(traceback, encoded_queries.labels, encoded_targets.labels)
     arrays = run_pairs(encoded_queries, encoded_targets, pair_query, pair_target, scoring,
@@ -186,12 +184,25 @@ def align(
                        pair_target)
 
 
-def _search(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
-            pair_target: np.ndarray, scoring: Scoring, mode: Mode, top_k: int | None,
-            traceback: bool, options: dict) -> pd.DataFrame:
-    """Score, rank best first per query, keep top_k, then trace back the survivors only."""
-    if len(pair_query) == 0:
+def _search(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring, mode: Mode,
+            top_k: int | None, traceback: bool, options: dict) -> pd.DataFrame:
+    """Score, rank best first per query, keep top_k, then trace back the survivors only.
+
+    On the GPU with ``top_k``, the score-only pass runs over the cross product on the
+    device (:func:`gpualign_df.gpu.search_top_k`) without a host pair list."""
+    if len(queries) == 0 or len(targets) == 0:
         return empty_frame(traceback, queries.labels, targets.labels)
+    if top_k is not None and resolve_backend(options["backend"]) == "cuda" \
+            and len(scoring.alphabet) <= gpu.inter.MAX_ALPHABET:
+        check_score_range(scoring, queries.lengths, targets.lengths)
+        device_queries = gpu.upload(queries)
+        pair_query, pair_target = gpu.search_top_k(
+            device_queries, gpu.upload(targets), queries.lengths, queries.valid,
+            targets.lengths, targets.valid, scoring, mode, top_k)
+        arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
+                           traceback=traceback, **options)
+        return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+    pair_query, pair_target = search_pairs(len(queries), len(targets))
     first_pass_traceback = traceback and top_k is None
     arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
                        traceback=first_pass_traceback, **options)

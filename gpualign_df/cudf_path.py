@@ -16,6 +16,7 @@ from numba import cuda
 from . import gpu
 from .api import best_first, pairwise_pairs, rowwise_pairs, search_pairs
 from .encode import plain_label
+from .engine import check_score_range
 from .scoring import INVALID_CODE, Mode, Scoring
 
 _RMM_READY = False
@@ -181,11 +182,9 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
     if how == "pairwise":
         device_targets, target_lengths, target_valid = device_queries, query_lengths, query_valid
         targets = queries
-        pair_query, pair_target = pairwise_pairs(len(queries))
     else:
         device_targets, target_lengths, target_valid = encode_device(targets, scoring)
-        pair_query, pair_target = (rowwise_pairs(len(queries)) if how == "rowwise"
-                                   else search_pairs(len(queries), len(targets)))
+    check_score_range(scoring, query_lengths, target_lengths)
 
     def run(pq, pt, with_traceback):
         valid = query_valid[pq] & target_valid[pt]
@@ -193,24 +192,23 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
                                       target_lengths[pt], valid, scoring, mode,
                                       traceback=with_traceback, cigar_style=cigar_style,
                                       clip=clip)
-        return results, valid
+        return result_frame(results, valid, queries.index, targets.index, pq, pt,
+                            with_traceback)
 
+    if how == "search" and top_k is not None:  # score the cross product, keep, trace back
+        return run(*gpu.search_top_k(device_queries, device_targets, query_lengths, query_valid,
+                                     target_lengths, target_valid, scoring, mode, top_k),
+                   traceback)
     if how == "search":
-        first_pass_traceback = traceback and top_k is None
-        results, valid = run(pair_query, pair_target, first_pass_traceback)
-        score = results.columns["score"].copy_to_host()[:len(valid)]
-        keep = best_first(pair_query, pair_target, score, valid, top_k)
-        if traceback and not first_pass_traceback:
-            pair_query, pair_target = pair_query[keep], pair_target[keep]
-            results, valid = run(pair_query, pair_target, True)
-            return result_frame(results, valid, queries.index, targets.index, pair_query,
-                                pair_target, True)
-        frame = result_frame(results, valid, queries.index, targets.index, pair_query,
-                             pair_target, traceback)
+        pair_query, pair_target = search_pairs(len(queries), len(targets))
+        frame = run(pair_query, pair_target, traceback)
+        score = frame["score"]
+        keep = best_first(pair_query, pair_target, score.fillna(0).to_numpy(),
+                          score.notna().to_numpy(), None)
         return frame.take(keep).reset_index(drop=True)
-    results, valid = run(pair_query, pair_target, traceback)
-    return result_frame(results, valid, queries.index, targets.index, pair_query, pair_target,
-                        traceback)
+    pair_query, pair_target = (pairwise_pairs(len(queries)) if how == "pairwise" else
+                               rowwise_pairs(len(queries)))
+    return run(pair_query, pair_target, traceback)
 
 
 def _free_ends(mode: Mode):

@@ -51,11 +51,11 @@ def resolve_backend(backend: str) -> str:
     return "cpu"
 
 
-def check_score_range(scoring: Scoring, queries: EncodedSequences,
-                      targets: EncodedSequences) -> None:
+def check_score_range(scoring: Scoring, query_lengths: np.ndarray,
+                      target_lengths: np.ndarray) -> None:
     """Refuse a job whose scores could overflow the engines' int32 cells."""
-    longest_query = int(queries.lengths.max(initial=0))
-    longest_target = int(targets.lengths.max(initial=0))
+    longest_query = int(query_lengths.max(initial=0))
+    longest_target = int(target_lengths.max(initial=0))
     bound = scoring.max_abs_score(longest_query, longest_target)
     if bound >= SCORE_LIMIT:
         raise ValueError(f"scores could reach {bound} for sequences of lengths {longest_query} x "
@@ -97,7 +97,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     """
     check_options(backend, cigar_style, clip)
     engine = resolve_backend(backend)
-    check_score_range(scoring, queries, targets)
+    check_score_range(scoring, queries.lengths, targets.lengths)
     pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
     if engine == "cpu":

@@ -295,3 +295,100 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
                               scoring, mode, traceback=traceback, cigar_style=cigar_style,
                               clip=clip, progress=progress)
     return to_host(results, valid, traceback)
+
+
+def _target_tile(lengths: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
+    """Layout of a database tile for the search kernel: targets sorted by length (longest
+    first) in warps of 32, residues interleaved; null targets and padding flagged."""
+    order = np.argsort(-lengths, kind="stable")
+    slots = (len(order) + inter.WARP - 1) // inter.WARP * inter.WARP
+    target_row = np.full(slots, -1, dtype=np.int64)
+    target_row[:len(order)] = order
+    slot_lengths = np.full(slots, -1, dtype=np.int64)
+    slot_lengths[:len(order)] = np.where(valid[order], lengths[order], -1)
+    warp_columns = np.maximum(slot_lengths, 0).reshape(-1, inter.WARP).max(axis=1)
+    target_base = np.zeros(len(warp_columns), dtype=np.int64)
+    row_base = np.zeros(len(warp_columns), dtype=np.int64)
+    np.cumsum(inter.WARP * warp_columns[:-1], out=target_base[1:])
+    np.cumsum(inter.WARP * (warp_columns[:-1] + 1), out=row_base[1:])
+    lane = np.arange(slots) % inter.WARP
+    return dict(target_row=target_row, slot_lengths=slot_lengths, warp_columns=warp_columns,
+                target_base=target_base, row_base=row_base,
+                slot_start=np.repeat(target_base, inter.WARP) + lane,
+                target_size=int(inter.WARP * warp_columns.sum()),
+                row_words=int(inter.WARP * (warp_columns + 1).sum()))
+
+
+def search_top_k(queries: DeviceSequences, targets: DeviceSequences, query_lengths: np.ndarray,
+                 query_valid: np.ndarray, target_lengths: np.ndarray, target_valid: np.ndarray,
+                 scoring: Scoring, mode: Mode, top_k: int,
+                 progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs a search keeps: the best ``top_k`` targets of every query, from a
+    score-only pass over the whole cross product on the device (no pair list, no host
+    work per pair).
+
+    Returns ``(pair_query, pair_target)`` in the order of
+    :func:`gpualign_df.api.best_first`: queries in order, best score first, ties by target
+    index, pairs with a null sequence last; ``min(top_k, len(targets))`` pairs per query.
+    """
+    with _DEVICE_LOCK:
+        return _search_top_k(queries, targets, np.asarray(query_lengths, np.int64),
+                             np.asarray(query_valid, bool), np.asarray(target_lengths, np.int64),
+                             np.asarray(target_valid, bool), scoring, mode, top_k, progress)
+
+
+def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, target_valid,
+                  scoring, mode, top_k, progress):
+    query_count, target_count = len(query_lengths), len(target_lengths)
+    if query_count == 0 or target_count == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    kept = min(int(top_k), target_count)
+    best_score = cuda.device_array((query_count, kept), np.int32)
+    best_target = cuda.device_array((query_count, kept), np.int64)
+    count = cuda.to_device(np.zeros(query_count, np.int32))
+    sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
+    valid_device = _upload("query_valid", query_valid.astype(np.uint8))
+    query_order = _upload("query_order", np.argsort(-query_lengths, kind="stable"))
+    kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available())
+    budget = int(_free_bytes() * MEMORY_SHARE)
+    tile_targets = int(min(target_count, max(inter.WARP, budget // (16 * query_count))))
+    query_residues = int(query_lengths[query_valid].sum())
+    for tile_start in range(0, target_count, tile_targets):
+        tile = slice(tile_start, min(tile_start + tile_targets, target_count))
+        layout = _target_tile(target_lengths[tile], target_valid[tile])
+        used = layout["target_row"] >= 0
+        device = {name: _upload(name, layout[name]) for name in
+                  ("target_row", "slot_lengths", "warp_columns", "target_base", "row_base")}
+        residues = _scratch("target", layout["target_size"], np.uint8)
+        sequence_of_slot = np.where(used & (layout["slot_lengths"] >= 0),
+                                    tile_start + layout["target_row"], -1)
+        _launch("gather", gather_residues, _blocks(len(sequence_of_slot)), THREADS_PER_BLOCK,
+                targets.codes, targets.offsets, _upload("sequence_of_slot", sequence_of_slot),
+                _upload("slot_length_gather", np.maximum(layout["slot_lengths"], 0)),
+                _upload("slot_start", layout["slot_start"]), inter.WARP, residues)
+        tile_count = tile.stop - tile.start
+        scores = _scratch("scores", tile_count * query_count, np.int32).reshape(
+            (tile_count, query_count))
+        row_words = layout["row_words"]
+        threads_per_query = inter.WARP * len(layout["warp_columns"])
+        chunk = max(1, min(query_count, (budget - 4 * tile_count * query_count)
+                           // (8 * row_words), (2**31 - 1) // threads_per_query))
+        h_buffer = _scratch("h_row", chunk * row_words, np.int32)
+        i_buffer = _scratch("i_row", chunk * row_words, np.int32)
+        for first in range(0, query_count, chunk):
+            chunk_queries = query_order[first:first + chunk]
+            _launch("search", kernel, _blocks(len(chunk_queries) * threads_per_query),
+                    THREADS_PER_BLOCK, queries.codes, queries.offsets, valid_device,
+                    chunk_queries, residues, device["slot_lengths"], device["target_row"],
+                    device["target_base"], device["row_base"], device["warp_columns"],
+                    row_words, sub, len(scoring.alphabet), scoring.gap_open,
+                    scoring.gap_extend, h_buffer, i_buffer, scores)
+        _launch("top_k", inter.top_k_update, _blocks(query_count), THREADS_PER_BLOCK, scores,
+                tile_start, kept, best_score, best_target, count)
+        if progress is not None:
+            valid_targets = target_valid[tile]
+            progress(int(target_lengths[tile][valid_targets].sum()) * query_residues)
+    counts = count.copy_to_host()
+    ranks = np.arange(kept)[None, :] < counts[:, None]
+    pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)
+    return pair_query, best_target.copy_to_host()[ranks]

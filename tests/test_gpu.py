@@ -95,3 +95,16 @@ def test_51kbp_pair_aligns_on_the_gpu_and_equals_cpu():
                                  gap_extend=1)
     assert frame["length"][0] >= max(len(first), len(second))
     assert frame["identity"][0] > 0.9
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_adept_search_top_k_gpu_equals_cpu(mode):
+    """The device cross-product search (score matrix + top-k) keeps the CPU engine's hits."""
+    proteins = read_fasta(shared_file("adept_proteins_30k.fasta.gz"))
+    queries = proteins[:150] + [None, ""]
+    database = proteins[1000:4000] + [None, "", proteins[7]]
+    frame = assert_engines_equal(queries, database, how="search", top_k=10, mode=mode,
+                                 matrix="BLOSUM62", gap_open=11, gap_extend=1)
+    assert len(frame) == 10 * len(queries)
+    hits = frame[frame["query"] == 7]   # a query finds its own copy among the best
+    assert hits.loc[hits["target"] == len(database) - 1, "score"].item() == hits["score"].max()

@@ -92,3 +92,59 @@ def test_long_pair_kernel_equals_cpu(monkeypatch, mode, free_ends):
     queries, targets = small_pairs(9, "ACGT", count=8, max_length=45)
     both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
                  gap_open=5, gap_extend=2)
+
+
+@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None),
+                                            ("sg", ("target_start", "target_end"))])
+def test_search_top_k_on_the_device_equals_cpu(monkeypatch, mode, free_ends):
+    """The cross-product search kernel + device top-k keep the CPU engine's rows: 45 targets
+    (two warps, one padded), null and empty sequences, equal scores (ties by target), top_k
+    above and below the database size; tiny memory forces several tiles and query chunks."""
+    rng = np.random.default_rng(21)
+    queries = random_sequences(rng, 5, "ACGT", 12)
+    database = random_sequences(rng, 45, "ACGT", 12)
+    queries[1], queries[3] = None, ""
+    database[5], database[9], database[30] = None, "", database[2]   # a duplicate: a tie
+    database[40] = database[2]
+    options = dict(mode=mode, free_ends=free_ends, match=2, mismatch=-3, gap_open=5,
+                   gap_extend=2)
+    for top_k in (3, 50):
+        cpu = pd.Series(queries).aln.search(pd.Series(database), top_k=top_k, backend="cpu",
+                                            **options)
+        gpu = pd.Series(queries).aln.search(pd.Series(database), top_k=top_k, backend="cuda",
+                                            **options)
+        pd.testing.assert_frame_equal(cpu, gpu)
+        assert len(gpu) == len(queries) * min(top_k, len(database))
+    monkeypatch.setattr(gpualign_df.gpu, "_free_bytes", lambda: 2000)
+    small = pd.Series(queries).aln.search(pd.Series(database), top_k=4, backend="cuda",
+                                          traceback=False, **options)
+    cpu = pd.Series(queries).aln.search(pd.Series(database), top_k=4, backend="cpu",
+                                        traceback=False, **options)
+    pd.testing.assert_frame_equal(cpu, small)
+
+
+def test_search_top_k_pairs_follow_best_first():
+    """search_top_k returns exactly best_first's pairs, in its order, from the score matrix."""
+    from gpualign_df.api import best_first, search_pairs
+    from gpualign_df.encode import encode_sequences
+    from gpualign_df.scoring import make_scoring, parse_mode
+
+    rng = np.random.default_rng(5)
+    queries = random_sequences(rng, 4, "ACGT", 10) + [None]
+    database = random_sequences(rng, 36, "ACGT", 10) + ["", None, "ACGT", "ACGT"]
+    scoring = make_scoring(None, match=1, mismatch=-1, gap_open=2, gap_extend=1)
+    mode = parse_mode("sw", None)
+    encoded_queries = encode_sequences(queries, scoring, pd.RangeIndex(len(queries)))
+    encoded_targets = encode_sequences(database, scoring, pd.RangeIndex(len(database)))
+    pair_query, pair_target = search_pairs(len(queries), len(database))
+    scores = gpualign_df.align(queries, database, how="search", match=1, mismatch=-1,
+                               gap_open=2, gap_extend=1, traceback=False, backend="cpu")
+    frame = scores.sort_values(["query", "target"])
+    expected = best_first(pair_query, pair_target, frame["score"].fillna(0).to_numpy(int),
+                          frame["score"].notna().to_numpy(), 6)
+    got = gpualign_df.gpu.search_top_k(
+        gpualign_df.gpu.upload(encoded_queries), gpualign_df.gpu.upload(encoded_targets),
+        encoded_queries.lengths, encoded_queries.valid, encoded_targets.lengths,
+        encoded_targets.valid, scoring, mode, 6)
+    np.testing.assert_array_equal(got[0], pair_query[expected])
+    np.testing.assert_array_equal(got[1], pair_target[expected])

@@ -159,57 +159,35 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
 
 
 @lru_cache(maxsize=None)
-def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                use_dpx: bool = False):
-    """The inter-task fill kernel for one mode / free-ends / traceback combination."""
+def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
+                   use_dpx: bool = False):
+    """Device function aligning one pair of one thread, strip by strip, and returning its
+    ``(score, end_i, end_j)``; shared by the inter-task fill kernel and the search kernel.
+
+    Query residue ``i`` (1-based) sits at ``query[q0 + query_width * (i - 1)]``, target
+    residue ``j`` at ``target[t0 + WARP * (j - 1)]``, the row above the strip at
+    ``h_buffer/i_buffer[r0 + WARP * j]``, traceback word (strip, j) at
+    ``tb[b0 + WARP * (strip * columns + j - 1)]``. The six register arrays come from the
+    kernel (``cuda.local.array`` lives in a kernel body)."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
         mode, fqs, fqe, fts, fte, traceback, use_dpx)
     rows = STRIP_ROWS
     neg = NEG_INF
 
-    @cuda.jit
-    def fill(query, target, query_lengths, target_lengths, query_base, target_base, row_base,
-             tb_base, warp_columns, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
-             slot_row, score, end_i, end_j):
-        shared_sub = cuda.shared.array(SHARED_TABLE, int32)
-        for k in range(cuda.threadIdx.x, alphabet_size * alphabet_size, cuda.blockDim.x):
-            shared_sub[k] = sub[k]
-        cuda.syncthreads()
-        slot = cuda.grid(1)
-        if slot >= query_lengths.shape[0]:
-            return
-        m = query_lengths[slot]
-        n = target_lengths[slot]
-        if m < 0:  # an unused slot of the warp
-            return
-        row = slot_row[slot]
+    @cuda.jit(device=True, inline=True)
+    def sweep(m, n, query, q0, query_width, target, t0, h_buffer, i_buffer, r0, tb, b0, columns,
+              shared_sub, alphabet_size, go, ge, row_offset, h_left, del_score, diag, row_best,
+              row_best_j):
         if m == 0 or n == 0:
-            best, best_i, best_j = empty_end(m, n, go, ge)
-            score[row] = best
-            end_i[row] = best_i
-            end_j[row] = best_j
-            return
-        warp = slot // WARP
-        lane = slot % WARP
-        q0 = query_base[warp] + lane
-        t0 = target_base[warp] + lane
-        r0 = row_base[warp] + lane
-        columns = warp_columns[warp]
-        b0 = tb_base[warp] + lane
-        row_offset = cuda.local.array(STRIP_ROWS, int32)
-        h_left = cuda.local.array(STRIP_ROWS, int32)
-        del_score = cuda.local.array(STRIP_ROWS, int32)
-        diag = cuda.local.array(STRIP_ROWS, int32)
-        row_best = cuda.local.array(STRIP_ROWS, int32)
-        row_best_j = cuda.local.array(STRIP_ROWS, int32)
+            return empty_end(m, n, go, ge)
         best = initial_best
         best_i = 0
         best_j = 0
         strips = (m + rows - 1) // rows
         for strip in range(strips):
             first = strip * rows + 1
-            start_strip(first, m, query, q0, WARP, alphabet_size, go, ge, row_offset, h_left,
-                        del_score, diag, row_best, row_best_j)
+            start_strip(first, m, query, q0, query_width, alphabet_size, go, ge, row_offset,
+                        h_left, del_score, diag, row_best, row_best_j)
             for j in range(1, n + 1):
                 code_t = int32(target[t0 + WARP * (j - 1)])
                 if strip == 0:
@@ -226,8 +204,138 @@ def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     tb[b0 + WARP * (strip * columns + j - 1)] = word
             best, best_i, best_j = end_candidates(first, m, n, best, best_i, best_j, h_left,
                                                   row_best, row_best_j)
+        return best, best_i, best_j
+
+    return sweep
+
+
+@cuda.jit(device=True, inline=True)
+def load_table(sub, alphabet_size, shared_sub):
+    """The substitution table into shared memory, by the whole block."""
+    for k in range(cuda.threadIdx.x, alphabet_size * alphabet_size, cuda.blockDim.x):
+        shared_sub[k] = sub[k]
+    cuda.syncthreads()
+
+
+@lru_cache(maxsize=None)
+def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
+                use_dpx: bool = False):
+    """The inter-task fill kernel for one mode / free-ends / traceback combination."""
+    sweep = sweep_function(mode, fqs, fqe, fts, fte, traceback, use_dpx)
+
+    @cuda.jit
+    def fill(query, target, query_lengths, target_lengths, query_base, target_base, row_base,
+             tb_base, warp_columns, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
+             slot_row, score, end_i, end_j):
+        shared_sub = cuda.shared.array(SHARED_TABLE, int32)
+        load_table(sub, alphabet_size, shared_sub)
+        slot = cuda.grid(1)
+        if slot >= query_lengths.shape[0]:
+            return
+        m = query_lengths[slot]
+        n = target_lengths[slot]
+        if m < 0:  # an unused slot of the warp
+            return
+        warp = slot // WARP
+        lane = slot % WARP
+        row_offset = cuda.local.array(STRIP_ROWS, int32)
+        h_left = cuda.local.array(STRIP_ROWS, int32)
+        del_score = cuda.local.array(STRIP_ROWS, int32)
+        diag = cuda.local.array(STRIP_ROWS, int32)
+        row_best = cuda.local.array(STRIP_ROWS, int32)
+        row_best_j = cuda.local.array(STRIP_ROWS, int32)
+        best, best_i, best_j = sweep(
+            m, n, query, query_base[warp] + lane, WARP, target, target_base[warp] + lane,
+            h_buffer, i_buffer, row_base[warp] + lane, tb, tb_base[warp] + lane,
+            warp_columns[warp], shared_sub, alphabet_size, go, ge, row_offset, h_left,
+            del_score, diag, row_best, row_best_j)
+        row = slot_row[slot]
         score[row] = best
         end_i[row] = best_i
         end_j[row] = best_j
 
     return fill
+
+
+#: Score of a pair with a null sequence in the search score matrix (below every real score).
+NULL_SCORE = -(1 << 31) + 1
+
+
+@lru_cache(maxsize=None)
+def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx: bool = False):
+    """Score-only kernel of a search: queries ``chunk_queries`` against every target of a
+    database tile, into ``scores[target_slot_row, query]`` (int32, ``NULL_SCORE`` for a
+    null sequence).
+
+    Thread ``(q, w, lane)``: query ``chunk_queries[q]``, lane ``lane`` of target warp ``w``.
+    The 32 lanes of a warp share the query (its residues are one broadcast load, contiguous
+    in ``query_codes`` from ``query_offsets``) and hold 32 targets of near-equal length,
+    interleaved as in :func:`fill_kernel`; each query of the chunk has its own row-above
+    region of ``row_words`` words. No pair list: the grid is the cross product."""
+    sweep = sweep_function(mode, fqs, fqe, fts, fte, False, use_dpx)
+
+    @cuda.jit
+    def search(query_codes, query_offsets, query_valid, chunk_queries, target, target_lengths,
+               target_row, target_base, row_base, warp_columns, row_words, sub,
+               alphabet_size, go, ge, h_buffer, i_buffer, scores):
+        shared_sub = cuda.shared.array(SHARED_TABLE, int32)
+        load_table(sub, alphabet_size, shared_sub)
+        thread = cuda.grid(1)
+        warp = thread // WARP
+        lane = thread % WARP
+        target_warps = warp_columns.shape[0]
+        query_slot = warp // target_warps
+        if query_slot >= chunk_queries.shape[0]:
+            return
+        target_warp = warp % target_warps
+        slot = target_warp * WARP + lane
+        row = target_row[slot]
+        if row < 0:  # padding of the last target warp
+            return
+        query = chunk_queries[query_slot]
+        n = target_lengths[slot]
+        if n < 0 or query_valid[query] == 0:
+            scores[row, query] = NULL_SCORE
+            return
+        q0 = query_offsets[query]
+        m = query_offsets[query + 1] - q0
+        row_offset = cuda.local.array(STRIP_ROWS, int32)
+        h_left = cuda.local.array(STRIP_ROWS, int32)
+        del_score = cuda.local.array(STRIP_ROWS, int32)
+        diag = cuda.local.array(STRIP_ROWS, int32)
+        row_best = cuda.local.array(STRIP_ROWS, int32)
+        row_best_j = cuda.local.array(STRIP_ROWS, int32)
+        best, _best_i, _best_j = sweep(  # no traceback: h_buffer stands in for tb, unused
+            m, n, query_codes, q0, 1, target, target_base[target_warp] + lane, h_buffer,
+            i_buffer, query_slot * row_words + row_base[target_warp] + lane, h_buffer, 0,
+            warp_columns[target_warp], shared_sub, alphabet_size, go, ge, row_offset, h_left,
+            del_score, diag, row_best, row_best_j)
+        scores[row, query] = best
+
+    return search
+
+
+@cuda.jit
+def top_k_update(scores, target_offset, top_k, best_score, best_target, count):
+    """Fold one tile of the search score matrix (``scores[target, query]``, targets
+    ``target_offset + t``) into each query's running best ``top_k``: score descending, ties
+    by target (tiles come in target order, a new entry goes after equal scores), nulls
+    (``NULL_SCORE``) last. One thread per query; ``best_*[query, rank]``."""
+    query = cuda.grid(1)
+    if query >= scores.shape[1]:
+        return
+    kept = count[query]
+    for t in range(scores.shape[0]):
+        value = scores[t, query]
+        if kept == top_k and value <= best_score[query, top_k - 1]:
+            continue
+        position = kept if kept < top_k else top_k - 1
+        while position > 0 and best_score[query, position - 1] < value:
+            best_score[query, position] = best_score[query, position - 1]
+            best_target[query, position] = best_target[query, position - 1]
+            position -= 1
+        best_score[query, position] = value
+        best_target[query, position] = target_offset + t
+        if kept < top_k:
+            kept += 1
+    count[query] = kept
