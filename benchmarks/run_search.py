@@ -75,7 +75,9 @@ def main() -> int:
     gpu.TIME_KERNELS = True
     queries.aln.search(database, **options)
     kernels = dict(gpu.KERNEL_SECONDS)
-    print(f"device: {gpu.cuda.get_current_device().name.decode()}; {len(queries):,} x "
+    name = gpu.cuda.get_current_device().name
+    name = name.decode() if isinstance(name, bytes) else name
+    print(f"device: {name}; {len(queries):,} x "
           f"{len(database):,} proteins, {cells / 1e12:.2f} Tcells, {len(frame):,} rows")
     print(f"| ours, end to end | {seconds:.2f} s | {cells / seconds / 1e9:.0f} GCUPS |")
     search_seconds = kernels.get("search", 0.0)

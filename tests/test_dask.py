@@ -195,13 +195,15 @@ def test_pairwise_unordered_has_every_pair_once(dna):
                                      ((1, 0, 17, 2, 20), 3)])
 @pytest.mark.parametrize("top_k", [None, 1, 3])
 @pytest.mark.parametrize("traceback", [True, False])
-def test_search_equals_in_memory(scheduler, dna, layouts, top_k, traceback):
+@pytest.mark.parametrize("broadcast", [None, False])
+def test_search_equals_in_memory(scheduler, dna, layouts, top_k, traceback, broadcast):
     rng = np.random.default_rng(31)
     queries = pd.Series(family(rng, 40, DNA, 30), index=np.arange(100, 140))
     lazy_queries, lazy_db = partitioned(queries, layouts[0]), partitioned(dna, layouts[1])
     options = dict(mode="sg", traceback=traceback, **DNA_OPTIONS)
     expected = lazy_queries.compute().aln.search(lazy_db.compute(), top_k=top_k, **options)
-    check_equal(lazy_queries.aln.search(lazy_db, top_k=top_k, **options, **TINY), expected)
+    check_equal(lazy_queries.aln.search(lazy_db, top_k=top_k, broadcast=broadcast, **options,
+                                        **TINY), expected)
 
 
 @pytest.mark.parametrize("top_k", [None, 2])
@@ -226,10 +228,11 @@ def test_search_ties_use_global_target_position(top_k):
                                                       **DNA_OPTIONS)
         if top_k:
             assert expected["target"].tolist()[:top_k] == ["b", "d", "e", "g"][:top_k]
-        lazy = lazy_queries.aln.search(lazy_db, top_k=top_k, **DNA_OPTIONS,
-                                       cells_per_task=10, pairs_per_task=1)
-        with dask.config.set(scheduler="threads"):
-            check_equal(lazy, expected)
+        for broadcast in (True, False):
+            lazy = lazy_queries.aln.search(lazy_db, top_k=top_k, broadcast=broadcast,
+                                           **DNA_OPTIONS, cells_per_task=10, pairs_per_task=1)
+            with dask.config.set(scheduler="threads"):
+                check_equal(lazy, expected)
 
 
 def test_search_unordered_same_rows(dna):
@@ -338,6 +341,11 @@ def test_plan_blocks_balances_and_reports(dna):
     assert summary["min_cells"] <= summary["median_cells"] <= summary["max_cells"]
     assert search_plan["pairs"].sum() == 40 * 40
     assert set(search_plan["kind"]) == {"search"}
+    assert (search_plan["target_partition"] == -1).all()          # the database broadcast
+    assert (search_plan["target_stop"] - search_plan["target_start"] == 40).all()
+    blocked = lazy.aln.plan(lazy, cells_per_task=4000, broadcast=False)
+    assert blocked["pairs"].sum() == 40 * 40 and (blocked["target_partition"] >= 0).all()
+    assert len(blocked) > len(search_plan)
     uniform = dd.from_pandas(pd.Series(["ACGT" * 25] * 64), npartitions=2)
     even = summarize_plan(plan_blocks(uniform, cells_per_task=1e5))
     assert even["spread"] <= 1.0 + 1e-9 and even["max_cells"] <= 1e5

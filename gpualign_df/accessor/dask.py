@@ -32,6 +32,11 @@ How the work is split
 * ``search(..., top_k=k)``: each block runs a score-only pass keeping at most k targets per
   query, a per-query-chunk task keeps the best k across database blocks (by score, then
   global target position), then traces back only those survivors (a rowwise alignment).
+* A search database of at most ``BROADCAST_RESIDUES`` residues (``broadcast=None``) is
+  instead joined once and sent whole to every task: one task per query chunk (chunks sized
+  by ``cells_per_task``), whose rows are final, with no reduction step; on the GPU such a
+  task scores its chunk against the database without a pair list
+  (:func:`gpualign_df.gpu.search_top_k`).
 
 Each task calls :func:`gpualign_df.align` on the partition objects it receives (pandas
 today, cuDF on dask-cuDF), with every option, ``backend`` included, passed through; the
@@ -63,10 +68,16 @@ from ..engine import check_options
 __all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan",
            "DEFAULT_CELLS_PER_TASK", "DEFAULT_PAIRS_PER_TASK"]
 
-#: Default DP cells per task: about 30 ms of an H100 at 300 GCUPS, seconds on a CPU core.
-DEFAULT_CELLS_PER_TASK = 10**10
+#: Default DP cells per task: 0.1 to 1 s of an H100 (score-only search to traceback), tens
+#: of seconds on one CPU core; small enough tasks for Dask to balance, large enough that
+#: the per-task overhead stays small.
+DEFAULT_CELLS_PER_TASK = 10**11
 #: Default bound on pairs (result rows) per task.
 DEFAULT_PAIRS_PER_TASK = 4_000_000
+
+#: A search database of at most this many residues goes whole to every task (one task per
+#: query chunk, no reduction across database blocks); larger ones are cut into blocks.
+BROADCAST_RESIDUES = 1 << 28
 
 _QPOS = "_gpualign_query_position"
 _TPOS = "_gpualign_target_position"
@@ -151,8 +162,13 @@ def _check_sizing(cells_per_task: float, pairs_per_task: float) -> None:
 
 def _plan(how: str, query_lengths: Sequence[np.ndarray],
           target_lengths: Sequence[np.ndarray] | None, cells_per_task: float,
-          pairs_per_task: float) -> tuple[list[Chunk], list[Chunk], list[Task]]:
-    """Chunks of both sides and the tasks, longest (most cells) first."""
+          pairs_per_task: float, *, top_k: int | None = None,
+          broadcast: bool | None = None) -> tuple[list[Chunk], list[Chunk], list[Task]]:
+    """Chunks of both sides and the tasks, longest (most cells) first.
+
+    A ``search`` whose database is broadcast has one target chunk, the whole database
+    (``partition`` -1), and one task per query chunk; ``pairs_per_task`` then bounds the
+    result rows of a task (``top_k`` per query when given)."""
     _check_sizing(cells_per_task, pairs_per_task)
     side_residues = math.sqrt(cells_per_task)
     side_rows = max(1, int(math.sqrt(pairs_per_task)))
@@ -171,11 +187,21 @@ def _plan(how: str, query_lengths: Sequence[np.ndarray],
                                   first.residues * second.residues))
     elif how == "search":
         assert target_lengths is not None
-        target_chunks = _chunks(target_lengths, side_residues, side_rows)
-        widest = max((c.residues for c in target_chunks), default=1) or 1
-        tallest = max((c.rows for c in target_chunks), default=1)
-        query_chunks = _chunks(query_lengths, max(1.0, cells_per_task / widest),
-                               max(1, int(pairs_per_task // tallest)))
+        if _broadcasts(target_lengths, broadcast):
+            database = np.concatenate([np.asarray(a, np.int64) for a in target_lengths] or
+                                      [np.zeros(0, np.int64)])
+            target_chunks = [Chunk(-1, 0, len(database), 0, int(database.sum()),
+                                   int((database * database).sum()))]
+            rows_per_query = max(1, min(top_k or len(database), len(database)))
+            query_chunks = _chunks(query_lengths,
+                                   max(1.0, cells_per_task / max(target_chunks[0].residues, 1)),
+                                   max(1, int(pairs_per_task // rows_per_query)))
+        else:
+            target_chunks = _chunks(target_lengths, side_residues, side_rows)
+            widest = max((c.residues for c in target_chunks), default=1) or 1
+            tallest = max((c.rows for c in target_chunks), default=1)
+            query_chunks = _chunks(query_lengths, max(1.0, cells_per_task / widest),
+                                   max(1, int(pairs_per_task // tallest)))
         for u, first in enumerate(query_chunks):
             for v, second in enumerate(target_chunks):
                 tasks.append(Task("search", u, v, first.rows * second.rows,
@@ -184,6 +210,13 @@ def _plan(how: str, query_lengths: Sequence[np.ndarray],
         raise ValueError(f"plan how must be 'pairwise' or 'search', got {how!r}")
     tasks.sort(key=lambda task: (-task.cells, -task.pairs, task.query, task.target))
     return query_chunks, target_chunks, tasks
+
+
+def _broadcasts(target_lengths: Sequence[np.ndarray], broadcast: bool | None) -> bool:
+    """Whether a search sends the whole database to every task."""
+    if broadcast is not None:
+        return bool(broadcast)
+    return sum(int(np.sum(a)) for a in target_lengths) <= BROADCAST_RESIDUES
 
 
 def _plan_frame(query_chunks: list[Chunk], target_chunks: list[Chunk],
@@ -255,7 +288,8 @@ def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
 
 def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
                 how: str | None = None, cells_per_task: float = DEFAULT_CELLS_PER_TASK,
-                pairs_per_task: float = DEFAULT_PAIRS_PER_TASK) -> pd.DataFrame:
+                pairs_per_task: float = DEFAULT_PAIRS_PER_TASK, top_k: int | None = None,
+                broadcast: bool | None = None) -> pd.DataFrame:
     """The task plan of a Dask ``pairwise`` or ``search`` job, one row per task.
 
     Computes the sequence lengths of every partition (eagerly, one small Dask computation).
@@ -271,7 +305,13 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
     cells_per_task : float
         Target DP cells (sum of ``len(query) * len(target)``) per task.
     pairs_per_task : float
-        Upper bound (approximately) on pairs per task.
+        Upper bound (approximately) on pairs per task (on result rows per task for a
+        broadcast search).
+    top_k : int, optional
+        The search's ``top_k`` (result rows per query of a broadcast search).
+    broadcast : bool, optional
+        Search only: send the whole database to every task (one task per query chunk).
+        Default: when the database holds at most ``BROADCAST_RESIDUES`` residues.
 
     Returns
     -------
@@ -305,7 +345,8 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
         _partition_lengths(queries, database)
     query_chunks, target_chunks, tasks = _plan(how, lengths[0], lengths[-1] if database
                                                is not None else None, cells_per_task,
-                                               pairs_per_task)
+                                               pairs_per_task, top_k=top_k,
+                                               broadcast=broadcast)
     return _plan_frame(query_chunks, target_chunks, tasks)
 
 
@@ -448,6 +489,20 @@ def _search_top_k_final(query_part: Any, target_parts: list[Any], *blocks: Any,
     queries = query_part.iloc[query_positions - query_chunk.offset + query_chunk.start]
     targets = _gather(target_parts, target_starts, target_positions)
     return align(queries, targets, how="rowwise", traceback=True, **options)
+
+
+def _whole_series(*parts: Any) -> Any:
+    """The partitions of a Series joined into one (the broadcast search database)."""
+    return parts[0] if len(parts) == 1 else _frame_library(parts[0]).concat(list(parts))
+
+
+def _broadcast_search_task(query_part: Any, database: Any, *, query_chunk: Chunk,
+                           top_k: int | None, options: dict) -> Any:
+    """One query chunk against the whole database: final rows, in the in-memory order."""
+    queries = query_part.iloc[query_chunk.start:query_chunk.stop]
+    frame = _align_positional(queries, database, query_chunk.offset, 0, how="search",
+                              top_k=top_k, **options)
+    return _strip(_relabel(frame, queries, database, query_chunk.offset, 0))
 
 
 def _rowwise_task(queries: Any, targets: Any, *, partition: int, options: dict) -> Any:
@@ -665,7 +720,7 @@ class DaskSeriesAlignAccessor:
         return _collection(outputs, meta, "gpualign-pairwise")
 
     def search(self, database: dd.Series, top_k: int | None = None, *, ordered: bool = True,
-               **options: Any) -> dd.DataFrame:
+               broadcast: bool | None = None, **options: Any) -> dd.DataFrame:
         """Align every sequence against every ``database`` sequence, best first per query.
 
         Parameters
@@ -679,6 +734,12 @@ class DaskSeriesAlignAccessor:
             True: per query in global order, best score first, ties by global target
             position (the in-memory order). False (without ``top_k``): one output
             partition per block, in that order within the block only.
+        broadcast : bool, optional
+            True: every task gets the whole database (joined from its partitions once)
+            and one query chunk, and its rows are final (no reduction across database
+            blocks). False: query chunks x database chunks, then the per-query reduction.
+            Default: broadcast when the database holds at most ``BROADCAST_RESIDUES``
+            (2**28) residues.
         **options
             ``cells_per_task``, ``pairs_per_task`` (see :func:`plan_blocks`) and the
             keyword options of :func:`gpualign_df.align`.
@@ -708,12 +769,22 @@ class DaskSeriesAlignAccessor:
         task_options = _task_options(options)
         query_lengths, target_lengths = _partition_lengths(queries, database)
         query_chunks, target_chunks, tasks = _plan("search", query_lengths, target_lengths,
-                                                   cells, pairs)
+                                                   cells, pairs, top_k=top_k,
+                                                   broadcast=broadcast)
         _log_plan("search", query_chunks, target_chunks, tasks)
         query_parts, target_parts = queries.to_delayed(), database.to_delayed()
         graph = _Graph("gpualign-search", tokenize(queries._name, database._name, task_options,
-                                                   traceback, top_k, cells, pairs, ordered),
+                                                   traceback, top_k, cells, pairs, ordered,
+                                                   broadcast),
                        query_parts + target_parts)
+        if target_chunks and target_chunks[0].partition == -1:   # the database broadcast
+            whole = graph.add(_whole_series, *[part.key for part in target_parts])
+            built_chunks = {task.query: graph.add(
+                _broadcast_search_task, query_parts[query_chunks[task.query].partition].key,
+                whole, query_chunk=query_chunks[task.query], top_k=top_k,
+                options=dict(task_options, traceback=traceback)) for task in tasks}
+            return _collection(graph.delayed([built_chunks[u] for u in sorted(built_chunks)]),
+                               meta, "gpualign-search")
         block_options = dict(task_options, traceback=traceback and top_k is None)
         built: dict[tuple[int, int], tuple[str, int]] = {}
         for task in tasks:   # created longest first
@@ -742,7 +813,8 @@ class DaskSeriesAlignAccessor:
 
     def plan(self, database: dd.Series | None = None, *,
              cells_per_task: float = DEFAULT_CELLS_PER_TASK,
-             pairs_per_task: float = DEFAULT_PAIRS_PER_TASK) -> pd.DataFrame:
+             pairs_per_task: float = DEFAULT_PAIRS_PER_TASK, top_k: int | None = None,
+             broadcast: bool | None = None) -> pd.DataFrame:
         """The task plan of ``pairwise()`` (no database) or ``search(database)``.
 
         See :func:`plan_blocks`; :func:`summarize_plan` gives the per-task cost spread.
@@ -756,4 +828,4 @@ class DaskSeriesAlignAccessor:
         6
         """
         return plan_blocks(self._series, database, cells_per_task=cells_per_task,
-                           pairs_per_task=pairs_per_task)
+                           pairs_per_task=pairs_per_task, top_k=top_k, broadcast=broadcast)
