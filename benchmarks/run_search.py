@@ -64,7 +64,6 @@ def main() -> int:
             peer_seconds = time.perf_counter() - started
         peer_cells = int(lengths[:len(sample)].sum()) * int(lengths.sum())
         peer = (len(sample), peer_seconds, peer_cells / peer_seconds / 1e9, peer_best)
-    import gpualign_df
     from gpualign_df import gpu
 
     queries[:100].aln.search(database, **options)   # compile
