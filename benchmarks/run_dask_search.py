@@ -4,7 +4,7 @@ GPUs of this node, against the in-memory cuDF accessor on one GPU; outputs must 
 
 The inputs are persisted on the cluster first (data already in Dask); the timed span runs
 from ``.aln.search(...)`` (planning included) to the computed frame on the client. The same
-plan (``--partitions`` query partitions, ``--cells-per-task``) serves every GPU count.
+plan (``--partitions`` query partitions, ``--tasks-per-partition``) serves every GPU count.
 
 ``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--in-memory]``
 """
@@ -20,12 +20,33 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
+def task_stream_summary(records: list[dict]) -> str:
+    """Per worker: tasks, busy seconds, and the span from the first task start to the last end
+    (relative to the earliest start on any worker) of the last computation."""
+    if not records:
+        return "no task stream"
+    origin = min(r["startstops"][0]["start"] for r in records)
+    workers: dict[str, list] = {}
+    for record in records:
+        for span in record["startstops"]:
+            if span["action"] == "compute":
+                workers.setdefault(record["worker"], []).append(
+                    (span["start"] - origin, span["stop"] - origin, record["key"]))
+    lines = []
+    for worker, spans in sorted(workers.items()):
+        busy = sum(stop - start for start, stop, _ in spans)
+        lines.append(f"  {worker}: {len(spans)} tasks, busy {busy:.2f} s, "
+                     f"{min(s[0] for s in spans):.2f}-{max(s[1] for s in spans):.2f} s")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpus", type=int, nargs="+", default=[1])
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--cells-per-task", type=float, default=8.2e10)
+    parser.add_argument("--tasks-per-partition", type=int, default=8,
+                        help="cells_per_task is set so each query partition makes this many")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--in-memory", action="store_true", help="also time the in-memory path")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
@@ -35,13 +56,17 @@ def main() -> int:
 
     proteins = read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz")
     options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=10)
-    sizing = dict(cells_per_task=args.cells_per_task, pairs_per_task=1e12)
+    lengths = [len(p) for p in proteins]
+    rows = -(-args.queries // args.partitions)   # from_cudf(sort=False): equal row counts
+    widest = max(sum(lengths[first:first + rows]) for first in range(0, args.queries, rows))
+    sizing = dict(cells_per_task=widest * sum(lengths) / args.tasks_per_partition * 1.0001,
+                  pairs_per_task=1e12)
     results = {}
     for gpus in args.gpus:
         from dask_cuda import LocalCUDACluster
         from distributed import Client, wait
 
-        with LocalCUDACluster(n_workers=gpus) as cluster, Client(cluster):
+        with LocalCUDACluster(n_workers=gpus) as cluster, Client(cluster) as client:
             import cudf
             import dask_cudf
 
@@ -60,11 +85,13 @@ def main() -> int:
             plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10, **sizing))
             times, planning = [], []
             for _ in range(args.repeat):
+                client.get_task_stream()   # clears the record
                 started = time.perf_counter()
                 job = dask_queries.aln.search(dask_database, **options, **sizing)
                 planning.append(time.perf_counter() - started)
                 frame = job.compute()
                 times.append(time.perf_counter() - started)
+            print(task_stream_summary(client.get_task_stream()), flush=True)
             seconds = sorted(times)[len(times) // 2]
             results[gpus] = (seconds, frame.to_pandas())
             print(f"{gpus} GPU(s): median {seconds:.2f} s of {[round(t, 2) for t in times]} "

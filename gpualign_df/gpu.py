@@ -383,8 +383,19 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                     device["target_base"], device["row_base"], device["warp_columns"],
                     row_words, sub, len(scoring.alphabet), scoring.gap_open,
                     scoring.gap_extend, h_buffer, i_buffer, scores)
-        _launch("top_k", inter.top_k_update, _blocks(query_count), THREADS_PER_BLOCK, scores,
-                tile_start, kept, best_score, best_target, count)
+        segments = max(1, min(inter.TOP_K_SEGMENTS, tile_count, -(-(1 << 16) // query_count),
+                              (1 << 30) // (12 * kept * query_count)))
+        part_score = _scratch("part_score", (segments + 1) * kept * query_count,
+                              np.int32).reshape((segments + 1, kept, query_count))
+        part_target = _scratch("part_target", (segments + 1) * kept * query_count,
+                               np.int64).reshape((segments + 1, kept, query_count))
+        part_count = _scratch("part_count", (segments + 1) * query_count,
+                              np.int32).reshape((segments + 1, query_count))
+        _launch("top_k", inter.top_k_segments, _blocks(segments * query_count),
+                THREADS_PER_BLOCK, scores, tile_start, kept, segments, part_score, part_target,
+                part_count)
+        _launch("top_k", inter.top_k_merge, _blocks(query_count), THREADS_PER_BLOCK, kept,
+                segments, part_score, part_target, part_count, best_score, best_target, count)
         if progress is not None:
             valid_targets = target_valid[tile]
             progress(int(target_lengths[tile][valid_targets].sum()) * query_residues)

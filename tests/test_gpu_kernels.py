@@ -116,6 +116,7 @@ def test_search_top_k_on_the_device_equals_cpu(monkeypatch, mode, free_ends):
         pd.testing.assert_frame_equal(cpu, gpu)
         assert len(gpu) == len(queries) * min(top_k, len(database))
     monkeypatch.setattr(gpualign_df.gpu, "_free_bytes", lambda: 2000)
+    monkeypatch.setattr(gpualign_df.gpu.inter, "TOP_K_SEGMENTS", 3)  # long segment lists
     small = pd.Series(queries).aln.search(pd.Series(database), top_k=4, backend="cuda",
                                           traceback=False, **options)
     cpu = pd.Series(queries).aln.search(pd.Series(database), top_k=4, backend="cpu",

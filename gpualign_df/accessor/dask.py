@@ -33,7 +33,8 @@ How the work is split
   query, a per-query-chunk task keeps the best k across database blocks (by score, then
   global target position), then traces back only those survivors (a rowwise alignment).
 * A search database of at most ``BROADCAST_RESIDUES`` residues (``broadcast=None``) is
-  instead joined once and sent whole to every task: one task per query chunk (chunks sized
+  instead sent whole to every task (each task takes every database partition and joins
+  them; a worker fetches each partition once): one task per query chunk (chunks sized
   by ``cells_per_task``), whose rows are final, with no reduction step; on the GPU such a
   task scores its chunk against the database without a pair list
   (:func:`gpualign_df.gpu.search_top_k`).
@@ -496,9 +497,13 @@ def _whole_series(*parts: Any) -> Any:
     return parts[0] if len(parts) == 1 else _frame_library(parts[0]).concat(list(parts))
 
 
-def _broadcast_search_task(query_part: Any, database: Any, *, query_chunk: Chunk,
+def _broadcast_search_task(query_part: Any, *database_parts: Any, query_chunk: Chunk,
                            top_k: int | None, options: dict) -> Any:
-    """One query chunk against the whole database: final rows, in the in-memory order."""
+    """One query chunk against the whole database (its partitions joined here): final
+    rows, in the in-memory order. Taking the partitions, not one joined task output, lets
+    the scheduler place each task by its query partition instead of piling every task on
+    the worker that would hold the joined database."""
+    database = _whole_series(*database_parts)
     queries = query_part.iloc[query_chunk.start:query_chunk.stop]
     frame = _align_positional(queries, database, query_chunk.offset, 0, how="search",
                               top_k=top_k, **options)
@@ -735,8 +740,8 @@ class DaskSeriesAlignAccessor:
             position (the in-memory order). False (without ``top_k``): one output
             partition per block, in that order within the block only.
         broadcast : bool, optional
-            True: every task gets the whole database (joined from its partitions once)
-            and one query chunk, and its rows are final (no reduction across database
+            True: every task gets the whole database (all its partitions) and one query
+            chunk, and its rows are final (no reduction across database
             blocks). False: query chunks x database chunks, then the per-query reduction.
             Default: broadcast when the database holds at most ``BROADCAST_RESIDUES``
             (2**28) residues.
@@ -778,11 +783,10 @@ class DaskSeriesAlignAccessor:
                                                    broadcast),
                        query_parts + target_parts)
         if target_chunks and target_chunks[0].partition == -1:   # the database broadcast
-            whole = graph.add(_whole_series, *[part.key for part in target_parts])
             built_chunks = {task.query: graph.add(
                 _broadcast_search_task, query_parts[query_chunks[task.query].partition].key,
-                whole, query_chunk=query_chunks[task.query], top_k=top_k,
-                options=dict(task_options, traceback=traceback)) for task in tasks}
+                *[part.key for part in target_parts], query_chunk=query_chunks[task.query],
+                top_k=top_k, options=dict(task_options, traceback=traceback)) for task in tasks}
             return _collection(graph.delayed([built_chunks[u] for u in sorted(built_chunks)]),
                                meta, "gpualign-search")
         block_options = dict(task_options, traceback=traceback and top_k is None)

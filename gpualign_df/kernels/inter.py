@@ -315,27 +315,77 @@ def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx
     return search
 
 
+#: Most target segments one query's top-k scan is split into (the merge's head array).
+TOP_K_SEGMENTS = 64
+
+
 @cuda.jit
-def top_k_update(scores, target_offset, top_k, best_score, best_target, count):
-    """Fold one tile of the search score matrix (``scores[target, query]``, targets
-    ``target_offset + t``) into each query's running best ``top_k``: score descending, ties
-    by target (tiles come in target order, a new entry goes after equal scores), nulls
-    (``NULL_SCORE``) last. One thread per query; ``best_*[query, rank]``."""
-    query = cuda.grid(1)
-    if query >= scores.shape[1]:
+def top_k_segments(scores, target_offset, top_k, segments, part_score, part_target,
+                   part_count):
+    """Top-k, phase 1: thread (segment, query) keeps the best ``top_k`` of the tile's
+    targets ``t = segment, segment + segments, ...`` (``scores[t, query]``, global target
+    ``target_offset + t``) in ``part_*[segment, rank, query]``: score descending, ties by
+    target (a new entry goes after equal scores), nulls (``NULL_SCORE``) last. Query is the
+    fast index of the grid, so a warp's loads coalesce."""
+    thread = cuda.grid(1)
+    queries = scores.shape[1]
+    query = thread % queries
+    segment = thread // queries
+    if segment >= segments:
         return
-    kept = count[query]
-    for t in range(scores.shape[0]):
+    kept = 0
+    for t in range(segment, scores.shape[0], segments):
         value = scores[t, query]
-        if kept == top_k and value <= best_score[query, top_k - 1]:
+        if kept == top_k and value <= part_score[segment, top_k - 1, query]:
             continue
         position = kept if kept < top_k else top_k - 1
-        while position > 0 and best_score[query, position - 1] < value:
-            best_score[query, position] = best_score[query, position - 1]
-            best_target[query, position] = best_target[query, position - 1]
+        while position > 0 and part_score[segment, position - 1, query] < value:
+            part_score[segment, position, query] = part_score[segment, position - 1, query]
+            part_target[segment, position, query] = part_target[segment, position - 1, query]
             position -= 1
-        best_score[query, position] = value
-        best_target[query, position] = target_offset + t
+        part_score[segment, position, query] = value
+        part_target[segment, position, query] = target_offset + t
         if kept < top_k:
             kept += 1
-    count[query] = kept
+    part_count[segment, query] = kept
+
+
+@cuda.jit
+def top_k_merge(top_k, segments, part_score, part_target, part_count, best_score, best_target,
+                count):
+    """Top-k, phase 2: thread ``query`` merges its running best (earlier tiles, copied to
+    row ``segments`` of ``part_*``) with the segments' lists into ``best_*[query, rank]``,
+    taking the highest head each time, ties to the lower target."""
+    query = cuda.grid(1)
+    if query >= best_score.shape[0]:
+        return
+    kept = count[query]
+    for rank in range(kept):
+        part_score[segments, rank, query] = best_score[query, rank]
+        part_target[segments, rank, query] = best_target[query, rank]
+    part_count[segments, query] = kept
+    heads = cuda.local.array(TOP_K_SEGMENTS + 1, int32)
+    for segment in range(segments + 1):
+        heads[segment] = 0
+    out = 0
+    while out < top_k:
+        chosen = -1
+        chosen_score = 0
+        chosen_target = 0
+        for segment in range(segments + 1):
+            head = heads[segment]
+            if head < part_count[segment, query]:
+                value = part_score[segment, head, query]
+                target = part_target[segment, head, query]
+                if chosen < 0 or value > chosen_score or (value == chosen_score
+                                                          and target < chosen_target):
+                    chosen = segment
+                    chosen_score = value
+                    chosen_target = target
+        if chosen < 0:
+            break
+        best_score[query, out] = chosen_score
+        best_target[query, out] = chosen_target
+        heads[chosen] += 1
+        out += 1
+    count[query] = out

@@ -1,0 +1,63 @@
+"""Per-task cost of a broadcast Dask search task without Dask: the 10,000 ADEPT queries in
+chunks of ``--chunk`` rows, each searched against all 30,000 proteins through the cuDF
+accessor (as a task does), with and without an RMM pool; cProfile of one chunk.
+
+``python benchmarks/profile_search_tasks.py [--chunk 157] [--pool]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunk", type=int, default=157)
+    parser.add_argument("--pool", action="store_true", help="RMM pool allocator first")
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
+        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    args = parser.parse_args()
+    from helpers import read_fasta
+
+    if args.pool:
+        import rmm
+
+        rmm.reinitialize(pool_allocator=True, initial_pool_size=2**34)
+    import cudf
+
+    import gpualign_df  # noqa: F401
+    from gpualign_df import gpu
+
+    database = cudf.Series(read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz"))
+    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=10)
+    database[:args.chunk].aln.search(database, **options)
+    started = time.perf_counter()
+    for first in range(0, 10_000, args.chunk):
+        database[first:first + args.chunk].aln.search(database, **options)
+    seconds = time.perf_counter() - started
+    calls = -(-10_000 // args.chunk)
+    gpu.TIME_KERNELS, gpu.KERNEL_SECONDS = True, {}
+    database[:args.chunk].aln.search(database, **options)
+    kernels = dict(gpu.KERNEL_SECONDS)
+    gpu.TIME_KERNELS = False
+    print(f"pool={args.pool}: {calls} chunks of {args.chunk}: {seconds:.2f} s, "
+          f"{seconds / calls * 1e3:.1f} ms per chunk; kernels of one chunk "
+          f"{ {k: round(v * 1e3, 1) for k, v in kernels.items()} } ms")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    database[:args.chunk].aln.search(database, **options)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
