@@ -35,7 +35,11 @@ def task_stream_summary(records: list[dict]) -> str:
     lines = []
     for worker, spans in sorted(workers.items()):
         busy = sum(stop - start for start, stop, _ in spans)
-        lines.append(f"  {worker}: {len(spans)} tasks, busy {busy:.2f} s, "
+        names = {}
+        for start, stop, key in spans:
+            name = (key[0] if isinstance(key, tuple) else str(key)).rsplit("-", 1)[0]
+            names[name] = names.get(name, 0) + 1
+        lines.append(f"  {worker}: {len(spans)} tasks {names}, busy {busy:.2f} s, "
                      f"{min(s[0] for s in spans):.2f}-{max(s[1] for s in spans):.2f} s")
     return "\n".join(lines)
 
@@ -64,7 +68,7 @@ def main() -> int:
     results = {}
     for gpus in args.gpus:
         from dask_cuda import LocalCUDACluster
-        from distributed import Client, wait
+        from distributed import Client, get_task_stream, wait
 
         with LocalCUDACluster(n_workers=gpus) as cluster, Client(cluster) as client:
             import cudf
@@ -85,13 +89,13 @@ def main() -> int:
             plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10, **sizing))
             times, planning = [], []
             for _ in range(args.repeat):
-                client.get_task_stream()   # clears the record
-                started = time.perf_counter()
-                job = dask_queries.aln.search(dask_database, **options, **sizing)
-                planning.append(time.perf_counter() - started)
-                frame = job.compute()
-                times.append(time.perf_counter() - started)
-            print(task_stream_summary(client.get_task_stream()), flush=True)
+                with get_task_stream(client) as stream:
+                    started = time.perf_counter()
+                    job = dask_queries.aln.search(dask_database, **options, **sizing)
+                    planning.append(time.perf_counter() - started)
+                    frame = job.compute()
+                    times.append(time.perf_counter() - started)
+            print(task_stream_summary(stream.data), flush=True)
             seconds = sorted(times)[len(times) // 2]
             results[gpus] = (seconds, frame.to_pandas())
             print(f"{gpus} GPU(s): median {seconds:.2f} s of {[round(t, 2) for t in times]} "

@@ -317,6 +317,7 @@ def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx
 
 #: Most target segments one query's top-k scan is split into (the merge's head array).
 TOP_K_SEGMENTS = 64
+TOP_K_HEADS = TOP_K_SEGMENTS + 1   # a global constant: cuda.local.array needs one
 
 
 @cuda.jit
@@ -364,7 +365,7 @@ def top_k_merge(top_k, segments, part_score, part_target, part_count, best_score
         part_score[segments, rank, query] = best_score[query, rank]
         part_target[segments, rank, query] = best_target[query, rank]
     part_count[segments, query] = kept
-    heads = cuda.local.array(TOP_K_SEGMENTS + 1, int32)
+    heads = cuda.local.array(TOP_K_HEADS, int32)
     for segment in range(segments + 1):
         heads[segment] = 0
     out = 0
