@@ -42,7 +42,9 @@ def main() -> int:
     profile.enable()
     gpualign_df.align(queries, targets, **options)
     profile.disable()
-    pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+    stats = pstats.Stats(profile)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats("gpualign_df|cudf/core/(frame|dataframe)", 40)
     return 0
 
 

@@ -175,12 +175,14 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     merge_matches, soft_clip = cigar_style == "M", clip == "soft"
     batches = plan_batches(np.flatnonzero(valid), query_lengths, target_lengths, traceback,
                            int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH)
+    # One batch (the usual case): its CIGARs go straight to their rows' places in the column.
+    direct = valid if traceback and len(batches) == 1 else None
     pieces = []
     cells = 0
     for batch in batches:
         piece = _run_batch(batch, queries, targets, pair_query, pair_target, sub, concrete,
                            len(scoring.alphabet), scoring.gap_open, scoring.gap_extend, flags,
-                           merge_matches, soft_clip, columns)
+                           merge_matches, soft_clip, columns, direct)
         if piece is not None:
             pieces.append(piece)
         cells += batch.cells
@@ -188,9 +190,10 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
             progress(batch.cells)
     if not traceback:
         return DeviceResults(columns, None, None, cells)
-    lengths = np.where(valid, columns["cigar_length"].copy_to_host()[:rows], 0)
-    offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    if direct is not None:
+        chars, offsets = pieces[0]
+        return DeviceResults(columns, chars, offsets, cells)
+    offsets = _row_offsets(columns["cigar_length"], valid)
     chars = cuda.device_array(max(int(offsets[-1]), 1), dtype=np.uint8)
     offsets_device = cuda.to_device(offsets)
     for batch_chars, batch_offsets, slot_row, slot_lengths in pieces:
@@ -199,22 +202,57 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     return DeviceResults(columns, chars, offsets, cells)
 
 
+def _row_offsets(cigar_length, valid: np.ndarray) -> np.ndarray:
+    """CIGAR offsets of the job rows (``rows + 1``, int64) from the device lengths."""
+    rows = len(valid)
+    lengths = np.where(valid, cigar_length.copy_to_host()[:rows], 0)
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+@cuda.jit
+def expand_warps(warps, slot_starts):
+    """Per-slot starts of an inter batch from its per-warp table (query base, target base,
+    row base, traceback base, columns): query, target and traceback base + lane, and the
+    warp's columns, into the four rows of ``slot_starts``."""
+    slot = cuda.grid(1)
+    if slot >= slot_starts.shape[1]:
+        return
+    warp = slot // inter.WARP
+    lane = slot % inter.WARP
+    slot_starts[0, slot] = warps[0, warp] + lane
+    slot_starts[1, slot] = warps[1, warp] + lane
+    slot_starts[2, slot] = warps[3, warp] + lane
+    slot_starts[3, slot] = warps[4, warp]
+
+
 def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, concrete,
-               alphabet_size, go, ge, flags, merge_matches, soft_clip, columns):
-    """Gather, fill, walk and write one batch; returns its CIGAR piece (or None)."""
+               alphabet_size, go, ge, flags, merge_matches, soft_clip, columns, direct):
+    """Gather, fill, walk and write one batch. Returns its CIGAR piece (batch buffer, slot
+    offsets, rows, lengths), or with ``direct`` (the job's validity; one batch only) the
+    finished column (characters, row offsets); None without traceback."""
     used = batch.slot_row >= 0
-    sequence_of_slot = [np.where(used, pair_of[np.maximum(batch.slot_row, 0)], -1)
-                        for pair_of in (pair_query, pair_target)]
-    slot_table = _upload("slots", np.stack([
-        batch.slot_row, batch.query_lengths, batch.target_lengths, batch.query_start,
-        batch.target_start, batch.tb_start, batch.columns, batch.run_base,
-        *sequence_of_slot]).astype(np.int64))  # one transfer for every per-slot array
-    (slot_row, query_lengths, target_lengths, query_start, target_start, tb_start,
-     slot_columns, run_base, query_sequence, target_sequence) = (
-        slot_table[k] for k in range(slot_table.shape[0]))
+    per_slot = [batch.slot_row, batch.query_lengths, batch.target_lengths, batch.run_base,
+                *(np.where(used, pair_of[np.maximum(batch.slot_row, 0)], -1)
+                  for pair_of in (pair_query, pair_target))]
+    if batch.kind == "long":
+        per_slot += [batch.query_start, batch.target_start, batch.tb_start, batch.columns]
+    slot_table = _upload("slots", np.array(per_slot, dtype=np.int64))  # one transfer
+    (slot_row, query_lengths, target_lengths, run_base, query_sequence,
+     target_sequence) = (slot_table[k] for k in range(6))
+    blocks = _blocks(batch.slots)
+    if batch.kind == "inter":
+        warps = _upload("warps", np.array([
+            batch.warp_query_base, batch.warp_target_base, batch.row_start,
+            batch.warp_tb_base, batch.warp_columns], dtype=np.int64))
+        starts = _scratch("slot_starts", 4 * batch.slots, np.int64).reshape((4, batch.slots))
+        _launch("gather", expand_warps, blocks, THREADS_PER_BLOCK, warps, starts)
+    else:
+        starts = slot_table[6:]
+    query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
     query = _scratch("query", batch.query_size, np.uint8)
     target = _scratch("target", batch.target_size, np.uint8)
-    blocks = _blocks(batch.slots)
     for sequences, sequence_of_slot, start, lengths, out in (
             (queries, query_sequence, query_start, query_lengths, query),
             (targets, target_sequence, target_start, target_lengths, target)):
@@ -229,9 +267,7 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
     if batch.kind == "inter":
         kernel = inter.fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
-                target_lengths, *_upload("warps", np.stack([
-                    batch.warp_query_base, batch.warp_target_base, batch.row_start,
-                    batch.warp_tb_base, batch.warp_columns]).astype(np.int64)), *common)
+                target_lengths, *(warps[k] for k in range(5)), *common)
     else:
         kernel = intra.long_fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
@@ -244,19 +280,27 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
     run_count = _scratch("run_count", batch.slots, np.int32)
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, merge_matches, soft_clip)
     _launch("walk", walk, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
-            target_lengths, query_start, target_start, tb_start, slot_columns, batch.width, tb, concrete, slot_row, columns["end_i"],
-            columns["end_j"], run_base, runs, run_count, columns["start_i"], columns["start_j"],
-            columns["matches"], columns["mismatches"], columns["gap_opens"], columns["gaps"],
-            columns["cigar_length"])
-    all_lengths = columns["cigar_length"].copy_to_host()
-    slot_lengths = np.where(used, all_lengths[np.maximum(batch.slot_row, 0)], 0)
-    slot_offsets = np.zeros(batch.slots + 1, dtype=np.int64)
-    np.cumsum(slot_lengths, out=slot_offsets[1:])
-    chars = cuda.device_array(max(int(slot_offsets[-1]), 1), dtype=np.uint8)
-    slot_offsets_device = cuda.to_device(slot_offsets)
+            target_lengths, query_start, target_start, tb_start, slot_columns, batch.width, tb,
+            concrete, slot_row, columns["end_i"], columns["end_j"], run_base, runs, run_count,
+            columns["start_i"], columns["start_j"], columns["matches"], columns["mismatches"],
+            columns["gap_opens"], columns["gaps"], columns["cigar_length"])
+    if direct is not None:
+        row_offsets = _row_offsets(columns["cigar_length"], direct)
+        slot_offsets = np.where(used, row_offsets[np.maximum(batch.slot_row, 0)], 0)
+        chars = cuda.device_array(max(int(row_offsets[-1]), 1), dtype=np.uint8)
+    else:
+        all_lengths = columns["cigar_length"].copy_to_host()
+        slot_lengths = np.where(used, all_lengths[np.maximum(batch.slot_row, 0)], 0)
+        slot_offsets = np.zeros(batch.slots + 1, dtype=np.int64)
+        np.cumsum(slot_lengths, out=slot_offsets[1:])
+        chars = cuda.device_array(max(int(slot_offsets[-1]), 1), dtype=np.uint8)
+    slot_offsets_device = (_upload("slot_offsets", slot_offsets) if direct is not None
+                           else cuda.to_device(slot_offsets))  # a piece outlives the batch
     write = tb_kernels.cigar_kernel(merge_matches, soft_clip)
     _launch("cigar", write, blocks, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
             columns["start_i"], columns["end_i"], query_lengths, slot_offsets_device, chars)
+    if direct is not None:
+        return chars, row_offsets
     # the piece outlives this batch's scratch buffers (the next batch reuses them)
     return (chars, slot_offsets_device, cuda.to_device(batch.slot_row),
             cuda.to_device(batch.query_lengths.astype(np.int64)))

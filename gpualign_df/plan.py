@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
 
 from .kernels.inter import STRIP_ROWS, WARP
 
@@ -28,7 +27,10 @@ class Batch:
     """One launch's worth of pairs; per-slot arrays are batch-relative offsets.
 
     ``slot_row[s]`` is the job row (pair index) of slot ``s``, -1 for an unused slot (then
-    its lengths are -1). ``width`` is the lane stride of the layout (32 or 1).
+    its lengths are -1). ``width`` is the lane stride of the layout (32 or 1). An inter
+    batch describes its layout per warp (``warp_*``); its per-slot starts follow from them
+    (``base[warp] + lane``) and are expanded on the device, so ``query_start``,
+    ``target_start``, ``tb_start`` and ``columns`` are None there.
     """
 
     kind: str
@@ -36,11 +38,7 @@ class Batch:
     slot_row: np.ndarray
     query_lengths: np.ndarray
     target_lengths: np.ndarray
-    query_start: np.ndarray
-    target_start: np.ndarray
-    tb_start: np.ndarray
     run_base: np.ndarray
-    columns: np.ndarray
     row_start: np.ndarray          # inter: per warp; long: per slot
     query_size: int
     target_size: int
@@ -48,6 +46,10 @@ class Batch:
     tb_words: int
     run_words: int
     cells: int
+    query_start: np.ndarray | None = None
+    target_start: np.ndarray | None = None
+    tb_start: np.ndarray | None = None
+    columns: np.ndarray | None = None
     warp_query_base: np.ndarray | None = None
     warp_target_base: np.ndarray | None = None
     warp_tb_base: np.ndarray | None = None
@@ -123,44 +125,20 @@ def _inter_batches(pairs, query_lengths, target_lengths, traceback, budget, sort
         row_base = _exclusive_cumsum(WARP * (warp_columns + 1))
         tb_base = _exclusive_cumsum(tb_words[first:stop])
         lengths_q, lengths_t = slot_query[slots], slot_target[slots]
-        per_slot = np.empty((5, len(lengths_q)), dtype=np.int64)
-        cells = _slot_layout(lengths_q, lengths_t, query_base, target_base, tb_base,
-                             warp_columns, traceback, per_slot)
-        query_start, target_start, tb_start, slot_columns, run_base = per_slot
+        used_q, used_t = np.maximum(lengths_q, 0), np.maximum(lengths_t, 0)
+        run_base = _exclusive_cumsum(used_q.astype(np.int64) + used_t) if traceback else \
+            np.zeros(len(lengths_q), dtype=np.int64)
         batches.append(Batch(
             kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=lengths_q,
-            target_lengths=lengths_t, query_start=query_start, target_start=target_start,
-            tb_start=tb_start, run_base=run_base, columns=slot_columns, row_start=row_base,
+            target_lengths=lengths_t, run_base=run_base, row_start=row_base,
             query_size=int(WARP * warp_rows.sum()), target_size=int(WARP * warp_columns.sum()),
             row_words=int(WARP * (warp_columns + 1).sum()),
             tb_words=int(tb_words[first:stop].sum()),
-            run_words=int(run_words[first:stop].sum()), cells=int(cells),
+            run_words=int(run_words[first:stop].sum()),
+            cells=int(np.dot(used_q.astype(np.int64), used_t)),
             warp_query_base=query_base, warp_target_base=target_base, warp_tb_base=tb_base,
             warp_columns=warp_columns))
     return batches
-
-
-@njit(cache=True, parallel=True)
-def _slot_layout(query_lengths, target_lengths, query_base, target_base, tb_base, warp_columns,
-                 traceback, out):
-    """Per-slot offsets of an inter-task batch into ``out`` (query start, target start,
-    traceback start, columns, CIGAR-run base); returns the batch's cells."""
-    slots = query_lengths.shape[0]
-    cells = 0
-    for slot in prange(slots):
-        warp = slot // WARP
-        lane = slot % WARP
-        out[0, slot] = query_base[warp] + lane
-        out[1, slot] = target_base[warp] + lane
-        out[2, slot] = tb_base[warp] + lane
-        out[3, slot] = warp_columns[warp]
-        cells += max(query_lengths[slot], 0) * max(target_lengths[slot], 0)
-    base = 0
-    for slot in range(slots):
-        out[4, slot] = base
-        if traceback:
-            base += max(query_lengths[slot], 0) + max(target_lengths[slot], 0)
-    return cells
 
 
 def _long_batches(pairs, query_lengths, target_lengths, traceback, budget):

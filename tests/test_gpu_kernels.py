@@ -149,3 +149,23 @@ def test_search_top_k_pairs_follow_best_first():
         encoded_targets.valid, scoring, mode, 6)
     np.testing.assert_array_equal(got[0], pair_query[expected])
     np.testing.assert_array_equal(got[1], pair_target[expected])
+
+
+def test_batches_split_by_memory_equal_cpu(monkeypatch):
+    """Little free memory: one warp per batch, CIGARs gathered from several batch buffers
+    (the path a single batch skips); every row equals the CPU engine's."""
+    queries, targets = small_pairs(13, "ACGT", count=70)
+    monkeypatch.setattr(gpualign_df.gpu, "_free_bytes", lambda: 50_000)
+    from gpualign_df import plan
+
+    seen = []
+    original = plan.plan_batches
+
+    def counting(*args, **kwargs):
+        batches = original(*args, **kwargs)
+        seen.append(len(batches))
+        return batches
+
+    monkeypatch.setattr(gpualign_df.gpu, "plan_batches", counting)
+    both_engines(queries, targets, mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    assert seen and seen[0] >= 3
