@@ -22,6 +22,19 @@ OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 digits = cuda.jit(device=True, inline=True)(common.digits)
 
 
+@cuda.jit(device=True, inline=True)
+def flush_run(runs, position, length, op, count, size, opens):
+    """Store a finished CIGAR run (if any) at ``runs[position]``; returns the run count, the
+    CIGAR's character count and the gap opens, updated."""
+    if length > 0:
+        runs[position] = uint32(length << 2 | op)
+        count += 1
+        size += digits(length) + 1
+        if op >= OP_INS:
+            opens += 1
+    return count, size, opens
+
+
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool):
     """Traceback walk for one mode / free-starts / CIGAR-style combination."""
@@ -118,20 +131,11 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
             if run_op == current:
                 length += repeat
             else:
-                if length > 0:
-                    runs[out + count] = uint32(length << 2 | current)
-                    count += 1
-                    size += digits(length) + 1
-                    if current >= OP_INS:
-                        n_open += 1
+                count, size, n_open = flush_run(runs, out + count, length, current, count, size,
+                                                n_open)
                 current = run_op
                 length = repeat
-        if length > 0:
-            runs[out + count] = uint32(length << 2 | current)
-            count += 1
-            size += digits(length) + 1
-            if current >= OP_INS:
-                n_open += 1
+        count, size, n_open = flush_run(runs, out + count, length, current, count, size, n_open)
         if soft_clip:
             if i > 0:
                 size += digits(i) + 1
