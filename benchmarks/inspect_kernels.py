@@ -23,6 +23,11 @@ def main() -> int:
         for tb in (True, False):
             gpualign_df.align(["ACGTACGTAC"] * 40, ["ACGTTACGTAC"] * 40, mode=mode, traceback=tb,
                               match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
+    for packed in (True, False):   # the search kernels: 16-bit packed and 32-bit (local)
+        gpualign_df.gpu.SEARCH_16BIT = packed
+        gpualign_df.align(["ACGTACGTAC"] * 3, ["ACGTTACGTAC"] * 70, how="search", top_k=2,
+                          match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
+    gpualign_df.gpu.SEARCH_16BIT = None
     all_free = (True, True, True, True)
     from gpualign_df.kernels import dpx
 
@@ -35,13 +40,16 @@ def main() -> int:
     kernels += [(f"walk {mode}", traceback.walk_kernel(code, free, free, False, False))
                 for mode, code, free in (("sw", 0, False), ("nw", 1, False), ("sg", 2, True))]
     kernels.append(("cigar", traceback.cigar_kernel(False, False)))
+    kernels.append((f"search sw dpx={use_dpx}", inter.search_kernel(0, *(False,) * 4, use_dpx)))
+    kernels.append((f"search sw 16-bit packed dpx={use_dpx}", inter.search_kernel16(use_dpx)))
     for label, kernel in kernels:
         for key, compiled in kernel.overloads.items():
             regs = compiled.get_regs_per_thread() if callable(getattr(
                 compiled, "get_regs_per_thread", None)) else compiled.regs_per_thread
             local = compiled.local_mem_per_thread
             sass = compiled.inspect_sass()
-            ops = Counter(re.findall(r"\b(LDL|STL|VIMNMX3?|VIADDMNMX|IMNMX|LDS|LDG|STG)\b", sass))
+            ops = Counter(re.findall(r"\b(LDL|STL|VIMNMX3?|VIADDMNMX|IMNMX|VIADD|VHMNMX|LDS|LDG|STG)\b",
+                                     sass))
             print(f"{label}: {regs} registers, {local} bytes local, SASS {dict(ops)}")
     return 0
 

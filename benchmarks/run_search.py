@@ -3,7 +3,7 @@ gap_open 11, gap_extend 1, top_k 10, CIGAR for the hits), pandas Series in -> fr
 the kernel times, against parasail (``sw_striped_profile_16``, score-only, one profile per
 query) on every CPU core for a sample of the queries; the best score per query must agree.
 
-``python benchmarks/run_search.py [--queries 10000] [--parasail-queries 64]``
+``python benchmarks/run_search.py [--queries 10000] [--parasail-queries 64] [--compare-32bit]``
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--parasail-queries", type=int, default=64)
     parser.add_argument("--processes", type=int, default=os.cpu_count())
+    parser.add_argument("--compare-32bit", action="store_true",
+                        help="also time the search with packed 16-bit cells off")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     args = parser.parse_args()
@@ -83,6 +85,21 @@ def main() -> int:
     print(f"| ours, search kernel only | {search_seconds:.2f} s | "
           f"{cells / search_seconds / 1e9:.0f} GCUPS |" if search_seconds else "")
     print(f"kernel seconds: { {name: round(value, 3) for name, value in kernels.items()} }")
+    if args.compare_32bit:  # the same search on 32-bit cells (the packed path off)
+        gpu.TIME_KERNELS, gpu.SEARCH_16BIT = False, False
+        queries[:100].aln.search(database, **options)
+        started = time.perf_counter()
+        frame32 = queries.aln.search(database, **options)
+        seconds32 = time.perf_counter() - started
+        gpu.TIME_KERNELS, gpu.KERNEL_SECONDS = True, {}
+        queries.aln.search(database, **options)
+        kernel32 = gpu.KERNEL_SECONDS.get("search", 0.0)
+        gpu.TIME_KERNELS, gpu.SEARCH_16BIT = False, None
+        print(f"| ours, 32-bit cells, end to end | {seconds32:.2f} s | "
+              f"{cells / seconds32 / 1e9:.0f} GCUPS |")
+        print(f"| ours, 32-bit cells, search kernel only | {kernel32:.2f} s | "
+              f"{cells / kernel32 / 1e9:.0f} GCUPS |")
+        print(f"frames identical (16-bit vs 32-bit cells): {frame.equals(frame32)}")
     if peer:
         count, peer_seconds, peer_gcups, peer_best = peer
         ours_best = frame.groupby("query")["score"].max().reindex(range(count)).tolist()

@@ -29,6 +29,10 @@ MEMORY_SHARE = 0.6
 #: Benchmark switches: sort pairs by length before forming warps; time each kernel.
 SORT_BY_LENGTH = True
 TIME_KERNELS = False
+#: Search with packed 16-bit cells (two database sequences per thread, ``*_s16x2`` DPX) for
+#: local alignments whose scores provably fit: None = where DPX runs (sm_90), True/False to
+#: force it on or off (True runs the plain half-by-half form elsewhere, as in tests).
+SEARCH_16BIT: bool | None = None
 #: Seconds spent in each kernel while TIME_KERNELS is on (reset it yourself).
 KERNEL_SECONDS: dict[str, float] = {}
 RESULT_COLUMNS = ("score", "end_i", "end_j", "start_i", "start_j", "matches", "mismatches",
@@ -393,7 +397,12 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
     valid_device = _upload("query_valid", query_valid.astype(np.uint8))
     query_order = _upload("query_order", np.argsort(-query_lengths, kind="stable"))
-    kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available())
+    packed = _search_16bit(scoring, mode, query_lengths, target_lengths)
+    if packed:
+        kernel = inter.search_kernel16(dpx.available())
+        sub = _upload("substitution16", _table16(scoring))
+    else:
+        kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available())
     budget = int(_free_bytes() * MEMORY_SHARE)
     tile_targets = int(min(target_count, max(inter.WARP, budget // (16 * query_count))))
     query_residues = int(query_lengths[query_valid].sum())
@@ -415,6 +424,13 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
             (tile_count, query_count))
         row_words = layout["row_words"]
         threads_per_query = inter.WARP * len(layout["warp_columns"])
+        if packed:  # one thread for warps 2p and 2p + 1; the longer (2p) sets the columns
+            pair_columns = layout["warp_columns"][0::2]
+            pair_base = np.zeros(len(pair_columns), dtype=np.int64)
+            np.cumsum(inter.WARP * (pair_columns[:-1] + 1), out=pair_base[1:])
+            device["row_base"] = _upload("row_base", pair_base)
+            row_words = int(inter.WARP * (pair_columns + 1).sum())
+            threads_per_query = inter.WARP * len(pair_columns)
         chunk = max(1, min(query_count, (budget - 4 * tile_count * query_count)
                            // (8 * row_words), (2**31 - 1) // threads_per_query))
         h_buffer = _scratch("h_row", chunk * row_words, np.int32)
@@ -447,3 +463,26 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     ranks = np.arange(kept)[None, :] < counts[:, None]
     pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)
     return pair_query, best_target.copy_to_host()[ranks]
+
+
+def _search_16bit(scoring: Scoring, mode: Mode, query_lengths: np.ndarray,
+                  target_lengths: np.ndarray) -> bool:
+    """Whether a search runs on packed 16-bit cells: local mode, the policy
+    (``SEARCH_16BIT``) allows it, and no cell can leave 16 bits: the best score is at most
+    ``min(longest query, longest target) * largest entry`` < 2**15, gap costs and the most
+    negative entry stay above ``-2**13`` (the lanes' minus infinity is ``-2**14``)."""
+    use = dpx.available() if SEARCH_16BIT is None else SEARCH_16BIT
+    if not use or mode.code != inter.MODE_LOCAL:
+        return False
+    largest = max(int(scoring.matrix.max(initial=0)), 0)
+    shortest_side = min(int(query_lengths.max(initial=0)), int(target_lengths.max(initial=0)))
+    return (shortest_side * largest < (1 << 15) - 1 and scoring.gap_open < (1 << 13)
+            and scoring.gap_extend < (1 << 13) and int(scoring.matrix.min(initial=0)) > -(1 << 13))
+
+
+def _table16(scoring: Scoring) -> np.ndarray:
+    """The substitution table with a padding code (last row and column, ``PAD16``)."""
+    size = len(scoring.alphabet)
+    table = np.full((size + 1, size + 1), inter.PAD16, dtype=np.int32)
+    table[:size, :size] = scoring.matrix
+    return table.ravel()

@@ -169,3 +169,38 @@ def test_batches_split_by_memory_equal_cpu(monkeypatch):
     monkeypatch.setattr(gpualign_df.gpu, "plan_batches", counting)
     both_engines(queries, targets, mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2)
     assert seen and seen[0] >= 3
+
+
+@pytest.mark.parametrize("matrix", [None, "BLOSUM62"])
+def test_packed_16bit_search_equals_cpu(monkeypatch, matrix):
+    """The packed 16-bit local search (two database sequences per thread, here in its plain
+    half-by-half form) keeps the CPU engine's hits: 70 targets make three warps (an odd
+    one without a partner), with nulls, empties and a high half shorter than its low half."""
+    monkeypatch.setattr(gpualign_df.gpu, "SEARCH_16BIT", True)
+    rng = np.random.default_rng(8)
+    alphabet = "ACGT" if matrix is None else "ARNDCQEGHILKMFPSTWYV"
+    queries = random_sequences(rng, 2, alphabet, 8) + [None, ""]
+    database = random_sequences(rng, 66, alphabet, 8) + [None, "", queries[0], queries[1]]
+    options = dict(match=2, mismatch=-3) if matrix is None else dict(matrix=matrix)
+    cpu = pd.Series(queries).aln.search(pd.Series(database), top_k=5, backend="cpu",
+                                        gap_open=5, gap_extend=2, **options)
+    gpu = pd.Series(queries).aln.search(pd.Series(database), top_k=5, backend="cuda",
+                                        gap_open=5, gap_extend=2, **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    assert gpu.loc[gpu["query"] == 0, "target"].iloc[0] == 68   # its own copy first
+
+
+def test_packed_16bit_only_where_scores_fit(monkeypatch):
+    from gpualign_df.gpu import _search_16bit
+    from gpualign_df.scoring import make_scoring, parse_mode
+
+    monkeypatch.setattr(gpualign_df.gpu, "SEARCH_16BIT", True)
+    local, glob = parse_mode("sw", None), parse_mode("nw", None)
+    dna = make_scoring(None, match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    short, long = np.array([300, 120]), np.array([20_000])
+    assert _search_16bit(dna, local, short, short)
+    assert not _search_16bit(dna, glob, short, short)            # local mode only
+    assert not _search_16bit(dna, local, long, long)             # 2 * 20,000 > 2**15
+    assert _search_16bit(dna, local, long, short)                # bounded by the shorter side
+    monkeypatch.setattr(gpualign_df.gpu, "SEARCH_16BIT", False)
+    assert not _search_16bit(dna, local, short, short)

@@ -11,12 +11,18 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from numba import cuda
+from numba import cuda, int32
 
 SOURCE = r"""
 extern "C" __device__ int gpualign_add_max(int a, int b, int c) { return __viaddmax_s32(a, b, c); }
 extern "C" __device__ int gpualign_max3(int a, int b, int c) { return __vimax3_s32(a, b, c); }
 extern "C" __device__ int gpualign_max3_zero(int a, int b, int c) { return __vimax3_s32_relu(a, b, c); }
+extern "C" __device__ int gpualign_add2(int a, int b) { return (int)__vadd2((unsigned)a, (unsigned)b); }
+extern "C" __device__ int gpualign_max2(int a, int b) { return (int)__vmaxs2((unsigned)a, (unsigned)b); }
+extern "C" __device__ int gpualign_add_max2(int a, int b, int c) {
+  return (int)__viaddmax_s16x2((unsigned)a, (unsigned)b, (unsigned)c); }
+extern "C" __device__ int gpualign_max3_zero2(int a, int b, int c) {
+  return (int)__vimax3_s16x2_relu((unsigned)a, (unsigned)b, (unsigned)c); }
 """
 
 
@@ -33,6 +39,49 @@ def max3_plain(a, b, c):
 @cuda.jit(device=True, inline=True)
 def max3_zero_plain(a, b, c):
     return max(max(max(a, b), c), 0)
+
+
+# Two signed 16-bit lanes in one int32 (low half, high half), for the packed kernels: the
+# plain forms work half by half (wrapping adds, as __vadd2 does).
+
+
+@cuda.jit(device=True, inline=True)
+def low_half(x):
+    return int32(((x & 0xFFFF) ^ 0x8000) - 0x8000)
+
+
+@cuda.jit(device=True, inline=True)
+def high_half(x):
+    return int32(x >> 16)
+
+
+@cuda.jit(device=True, inline=True)
+def pack_halves(low, high):
+    """Two values (wrapped to 16 bits) into the low and high halves of an int32."""
+    high16 = ((high & 0xFFFF) ^ 0x8000) - 0x8000
+    return int32((high16 << 16) | (low & 0xFFFF))
+
+
+@cuda.jit(device=True, inline=True)
+def add2_plain(a, b):
+    return pack_halves(low_half(a) + low_half(b), high_half(a) + high_half(b))
+
+
+@cuda.jit(device=True, inline=True)
+def max2_plain(a, b):
+    return pack_halves(max(low_half(a), low_half(b)), max(high_half(a), high_half(b)))
+
+
+@cuda.jit(device=True, inline=True)
+def add_max2_plain(a, b, c):
+    return pack_halves(max(low_half(a) + low_half(b), low_half(c)),
+                       max(high_half(a) + high_half(b), high_half(c)))
+
+
+@cuda.jit(device=True, inline=True)
+def max3_zero2_plain(a, b, c):
+    return pack_halves(max(max(max(low_half(a), low_half(b)), low_half(c)), 0),
+                       max(max(max(high_half(a), high_half(b)), high_half(c)), 0))
 
 
 def available() -> bool:
@@ -56,3 +105,17 @@ def functions(use_dpx: bool):
     return (cuda.declare_device("gpualign_add_max", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_max3", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_max3_zero", signature, link=source, abi="c"))
+
+
+@lru_cache(maxsize=None)
+def functions16(use_dpx: bool):
+    """(add2, max2, add_max2, max3_zero2) on two 16-bit lanes packed in an int32: linked
+    ``__vadd2``/``__vmaxs2``/``__viaddmax_s16x2``/``__vimax3_s16x2_relu``, or plain."""
+    if not use_dpx:
+        return add2_plain, max2_plain, add_max2_plain, max3_zero2_plain
+    source = cuda.CUSource(SOURCE)
+    two, three = "int32(int32, int32)", "int32(int32, int32, int32)"
+    return (cuda.declare_device("gpualign_add2", two, link=source, abi="c"),
+            cuda.declare_device("gpualign_max2", two, link=source, abi="c"),
+            cuda.declare_device("gpualign_add_max2", three, link=source, abi="c"),
+            cuda.declare_device("gpualign_max3_zero2", three, link=source, abi="c"))

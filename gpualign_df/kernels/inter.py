@@ -23,6 +23,7 @@ from functools import lru_cache
 from numba import cuda, int32, uint32
 
 from . import common, dpx
+from .dpx import high_half, low_half, pack_halves
 from .cpu import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
 
 STRIP_ROWS = 8
@@ -390,3 +391,110 @@ def top_k_merge(top_k, segments, part_score, part_target, part_count, best_score
         heads[chosen] += 1
         out += 1
     count[query] = out
+
+
+#: Packed 16-bit search: padding code (a row and a column of the table scoring PAD16), the
+#: shared table size for alphabets of up to MAX_ALPHABET symbols plus padding, the "minus
+#: infinity" of a 16-bit lane.
+PAD16 = -(1 << 14)
+SHARED_TABLE16 = (MAX_ALPHABET + 1) ** 2
+NEG16 = -(1 << 14)
+
+
+@lru_cache(maxsize=None)
+def search_kernel16(use_dpx: bool = False):
+    """Score-only local (Smith-Waterman) search kernel on 16-bit cells, two database
+    sequences per thread packed in one int32 (``*_s16x2`` DPX on sm_90): lane ``l`` of warp
+    pair ``p`` aligns its query against slot ``64p + l`` (low half) and ``64p + 32 + l``
+    (high half), whose residues are interleaved as in :func:`search_kernel`.
+
+    Exact only where no lane can leave 16 bits (the caller checks the bound). Columns past
+    the shorter (high-half) sequence and rows past the query's end read the padding code,
+    which scores ``PAD16``: every such cell stays strictly below the best real cell of its
+    lane, so each lane's maximum is that of its own pair."""
+    add2, max2, add_max2, max3_zero2 = dpx.functions16(use_dpx)
+    rows = STRIP_ROWS
+    neg2 = (NEG16 << 16) | (NEG16 & 0xFFFF)   # NEG16 in both lanes, a signed int32
+
+    @cuda.jit
+    def search16(query_codes, query_offsets, query_valid, chunk_queries, target,
+                 target_lengths, target_row, target_base, row_base, warp_columns, row_words,
+                 sub, pad, go, ge, h_buffer, i_buffer, scores):
+        shared_sub = cuda.shared.array(SHARED_TABLE16, int32)
+        load_table(sub, pad + 1, shared_sub)
+        thread = cuda.grid(1)
+        warp = thread // WARP
+        lane = thread % WARP
+        slots = target_row.shape[0]
+        pair_warps = (slots // WARP + 1) // 2
+        query_slot = warp // pair_warps
+        if query_slot >= chunk_queries.shape[0]:
+            return
+        pair_warp = warp % pair_warps
+        slot_a = 2 * WARP * pair_warp + lane
+        slot_b = slot_a + WARP
+        row_a = target_row[slot_a]
+        if row_a < 0:   # padding of the last warp (and so of its pair)
+            return
+        row_b = target_row[slot_b] if slot_b < slots else -1
+        n_a = target_lengths[slot_a]
+        n_b = target_lengths[slot_b] if row_b >= 0 else -1
+        query = chunk_queries[query_slot]
+        q0 = query_offsets[query]
+        m = query_offsets[query + 1] - q0
+        best = int32(0)
+        if query_valid[query] != 0:
+            go2 = pack_pair(-go)
+            ge2 = pack_pair(-ge)
+            t0_a = target_base[2 * pair_warp] + lane
+            t0_b = target_base[2 * pair_warp + 1] + lane if row_b >= 0 else 0
+            r0 = query_slot * row_words + row_base[pair_warp] + lane
+            row_offset = cuda.local.array(STRIP_ROWS, int32)
+            h_left = cuda.local.array(STRIP_ROWS, int32)
+            del_score = cuda.local.array(STRIP_ROWS, int32)
+            diag = cuda.local.array(STRIP_ROWS, int32)
+            strips = (m + rows - 1) // rows
+            for strip in range(strips):
+                for r in range(rows):
+                    i = strip * rows + r + 1
+                    code = int32(query_codes[q0 + i - 1]) if i <= m else pad
+                    row_offset[r] = code * (pad + 1)
+                    h_left[r] = 0
+                    del_score[r] = neg2
+                    diag[r] = 0
+                for j in range(1, n_a + 1):
+                    code_a = int32(target[t0_a + WARP * (j - 1)])
+                    code_b = int32(target[t0_b + WARP * (j - 1)]) if j <= n_b else pad
+                    if strip == 0:
+                        h_up = int32(0)
+                        i_up = neg2
+                    else:
+                        h_up = h_buffer[r0 + WARP * j]
+                        i_up = i_buffer[r0 + WARP * j]
+                    for r in range(rows):
+                        score2 = int32((shared_sub[row_offset[r] + code_a] & 0xFFFF)
+                                       | (shared_sub[row_offset[r] + code_b] << 16))
+                        match = add2(diag[r], score2)
+                        ins = add_max2(h_up, go2, add2(i_up, ge2))
+                        dele = add_max2(h_left[r], go2, add2(del_score[r], ge2))
+                        h = max3_zero2(match, ins, dele)
+                        best = max2(best, h)
+                        diag[r] = h_up
+                        h_left[r] = h
+                        del_score[r] = dele
+                        h_up = h
+                        i_up = ins
+                    h_buffer[r0 + WARP * j] = h_up
+                    i_buffer[r0 + WARP * j] = i_up
+        valid = query_valid[query] != 0
+        scores[row_a, query] = low_half(best) if valid and n_a >= 0 else NULL_SCORE
+        if row_b >= 0:
+            scores[row_b, query] = high_half(best) if valid and n_b >= 0 else NULL_SCORE
+
+    return search16
+
+
+@cuda.jit(device=True, inline=True)
+def pack_pair(value):
+    """``value`` in both 16-bit lanes of an int32."""
+    return pack_halves(value, value)
