@@ -195,7 +195,7 @@ def test_pairwise_unordered_has_every_pair_once(dna):
                                      ((1, 0, 17, 2, 20), 3)])
 @pytest.mark.parametrize("top_k", [None, 1, 3])
 @pytest.mark.parametrize("traceback", [True, False])
-@pytest.mark.parametrize("broadcast", [None, False])
+@pytest.mark.parametrize("broadcast", [True, False])
 def test_search_equals_in_memory(scheduler, dna, layouts, top_k, traceback, broadcast):
     rng = np.random.default_rng(31)
     queries = pd.Series(family(rng, 40, DNA, 30), index=np.arange(100, 140))
@@ -332,7 +332,9 @@ def test_plan_blocks_balances_and_reports(dna):
     lazy = partitioned(dna, 3)
     with dask.config.set(scheduler="threads"):
         plan = plan_blocks(lazy, cells_per_task=4000)
-        search_plan = lazy.aln.plan(lazy, cells_per_task=4000)
+        search_plan = lazy.aln.plan(lazy, cells_per_task=4000, broadcast=True)
+        automatic = {cells: lazy.aln.plan(lazy, cells_per_task=cells)
+                     for cells in (4000, 1e10)}
     assert plan["pairs"].sum() == 40 * 39 // 2
     assert (plan["task"] == np.arange(len(plan))).all()
     assert plan["cells"].is_monotonic_decreasing
@@ -346,6 +348,9 @@ def test_plan_blocks_balances_and_reports(dna):
     blocked = lazy.aln.plan(lazy, cells_per_task=4000, broadcast=False)
     assert blocked["pairs"].sum() == 40 * 40 and (blocked["target_partition"] >= 0).all()
     assert len(blocked) > len(search_plan)
+    # by default the database goes whole to a task only if the task keeps enough queries
+    assert (automatic[1e10]["target_partition"] == -1).all()
+    assert (automatic[4000]["target_partition"] >= 0).all()
     uniform = dd.from_pandas(pd.Series(["ACGT" * 25] * 64), npartitions=2)
     even = summarize_plan(plan_blocks(uniform, cells_per_task=1e5))
     assert even["spread"] <= 1.0 + 1e-9 and even["max_cells"] <= 1e5

@@ -32,8 +32,9 @@ How the work is split
 * ``search(..., top_k=k)``: each block runs a score-only pass keeping at most k targets per
   query, a per-query-chunk task keeps the best k across database blocks (by score, then
   global target position), then traces back only those survivors (a rowwise alignment).
-* A search database of at most ``BROADCAST_RESIDUES`` residues (``broadcast=None``) is
-  instead sent whole to every task (each task takes every database partition and joins
+* A search database of at most ``BROADCAST_RESIDUES`` residues (``broadcast=None``; and
+  small enough that a task of ``cells_per_task`` cells still holds
+  ``BROADCAST_MIN_QUERY_RESIDUES`` query residues) is instead sent whole to every task (each task takes every database partition and joins
   them; a worker fetches each partition once): one task per query chunk (chunks sized
   by ``cells_per_task``), whose rows are final, with no reduction step; on the GPU such a
   task scores its chunk against the database without a pair list
@@ -79,6 +80,9 @@ DEFAULT_PAIRS_PER_TASK = 4_000_000
 #: A search database of at most this many residues goes whole to every task (one task per
 #: query chunk, no reduction across database blocks); larger ones are cut into blocks.
 BROADCAST_RESIDUES = 1 << 28
+#: ... provided each task then still holds at least this many query residues (so that the
+#: per-task preparation of the database, linear in its size, stays a small share).
+BROADCAST_MIN_QUERY_RESIDUES = 4096
 
 _QPOS = "_gpualign_query_position"
 _TPOS = "_gpualign_target_position"
@@ -188,7 +192,7 @@ def _plan(how: str, query_lengths: Sequence[np.ndarray],
                                   first.residues * second.residues))
     elif how == "search":
         assert target_lengths is not None
-        if _broadcasts(target_lengths, broadcast):
+        if _broadcasts(target_lengths, broadcast, cells_per_task):
             database = np.concatenate([np.asarray(a, np.int64) for a in target_lengths] or
                                       [np.zeros(0, np.int64)])
             target_chunks = [Chunk(-1, 0, len(database), 0, int(database.sum()),
@@ -213,11 +217,14 @@ def _plan(how: str, query_lengths: Sequence[np.ndarray],
     return query_chunks, target_chunks, tasks
 
 
-def _broadcasts(target_lengths: Sequence[np.ndarray], broadcast: bool | None) -> bool:
+def _broadcasts(target_lengths: Sequence[np.ndarray], broadcast: bool | None,
+                cells_per_task: float) -> bool:
     """Whether a search sends the whole database to every task."""
     if broadcast is not None:
         return bool(broadcast)
-    return sum(int(np.sum(a)) for a in target_lengths) <= BROADCAST_RESIDUES
+    residues = sum(int(np.sum(a)) for a in target_lengths)
+    return residues <= BROADCAST_RESIDUES and \
+        cells_per_task >= BROADCAST_MIN_QUERY_RESIDUES * max(residues, 1)
 
 
 def _plan_frame(query_chunks: list[Chunk], target_chunks: list[Chunk],
@@ -312,7 +319,8 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
         The search's ``top_k`` (result rows per query of a broadcast search).
     broadcast : bool, optional
         Search only: send the whole database to every task (one task per query chunk).
-        Default: when the database holds at most ``BROADCAST_RESIDUES`` residues.
+        Default: when the database holds at most ``BROADCAST_RESIDUES`` residues and each
+        task still gets ``BROADCAST_MIN_QUERY_RESIDUES`` query residues.
 
     Returns
     -------
@@ -744,7 +752,8 @@ class DaskSeriesAlignAccessor:
             chunk, and its rows are final (no reduction across database
             blocks). False: query chunks x database chunks, then the per-query reduction.
             Default: broadcast when the database holds at most ``BROADCAST_RESIDUES``
-            (2**28) residues.
+            (2**28) residues and a task still gets at least
+            ``BROADCAST_MIN_QUERY_RESIDUES`` (4,096) query residues.
         **options
             ``cells_per_task``, ``pairs_per_task`` (see :func:`plan_blocks`) and the
             keyword options of :func:`gpualign_df.align`.
