@@ -48,8 +48,8 @@ def main() -> int:
                 compiled, "get_regs_per_thread", None)) else compiled.regs_per_thread
             local = compiled.local_mem_per_thread
             sass = compiled.inspect_sass()
-            ops = Counter(re.findall(r"\b(LDL|STL|VIMNMX3?|VIADDMNMX|IMNMX|VIADD|VHMNMX|LDS|LDG|STG)\b",
-                                     sass))
+            pattern = r"\b(LDL|STL|VIMNMX3?|VIADDMNMX|IMNMX|VIADD|LDS|LDG|STG)\b"
+            ops = Counter(re.findall(pattern, sass))
             print(f"{label}: {regs} registers, {local} bytes local, SASS {dict(ops)}")
     return 0
 

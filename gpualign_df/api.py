@@ -9,7 +9,8 @@ import pandas as pd
 
 from .encode import EncodedSequences, encode_sequences
 from . import gpu
-from .engine import check_options, check_score_range, resolve_backend, run_pairs
+from .engine import (check_options, check_score_range, progress_bar, resolve_backend,
+                     run_pairs)
 from .results import build_frame, empty_frame
 from .scoring import Mode, Scoring, make_scoring, parse_mode
 
@@ -195,10 +196,12 @@ def _search(queries: EncodedSequences, targets: EncodedSequences, scoring: Scori
     if top_k is not None and resolve_backend(options["backend"]) == "cuda" \
             and len(scoring.alphabet) <= gpu.inter.MAX_ALPHABET:
         check_score_range(scoring, queries.lengths, targets.lengths)
-        device_queries = gpu.upload(queries)
-        pair_query, pair_target = gpu.search_top_k(
-            device_queries, gpu.upload(targets), queries.lengths, queries.valid,
-            targets.lengths, targets.valid, scoring, mode, top_k)
+        cells = int(queries.lengths[queries.valid].sum()) * int(
+            targets.lengths[targets.valid].sum())
+        with progress_bar(cells, options["progress"]) as bar:
+            pair_query, pair_target = gpu.search_top_k(
+                gpu.upload(queries), gpu.upload(targets), queries.lengths, queries.valid,
+                targets.lengths, targets.valid, scoring, mode, top_k, progress=bar.update)
         arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
                            traceback=traceback, **options)
         return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)

@@ -106,9 +106,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     started = time.perf_counter()
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     cells = int((queries.lengths[pair_query] * targets.lengths[pair_target])[valid].sum())
-    bar = tqdm(total=cells, unit="cell", unit_scale=True, delay=0 if progress else 2,
-               disable=progress is False, leave=False)
-    with bar:
+    with progress_bar(cells, progress) as bar:
         out = gpu.run_pairs_gpu(
             queries, targets, pair_query, pair_target, scoring, mode, traceback=traceback,
             cigar_style=cigar_style, clip=clip, progress=bar.update,
@@ -118,6 +116,13 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     out.cells = cells
     out.seconds = time.perf_counter() - started
     return out
+
+
+def progress_bar(cells: int, progress: bool | None) -> tqdm:
+    """A DP-cell progress bar on stderr: forced on/off by ``progress``, else shown once a
+    job runs longer than 2 seconds."""
+    return tqdm(total=cells, unit="cell", unit_scale=True, delay=0 if progress else 2,
+                disable=progress is False, leave=False)
 
 
 def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
@@ -142,8 +147,7 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     op_counts = np.zeros(pairs, dtype=np.int64)
     ops_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     started = time.perf_counter()
-    bar = tqdm(total=out.cells, unit="cell", unit_scale=True, delay=0 if progress else 2,
-               disable=progress is False, leave=False)
+    bar = progress_bar(out.cells, progress)
     free = mode.flags()
     lanes_allowed = cpu_lanes.lane_eligible(
         scoring.max_abs_score(int(query_lengths.max(initial=0)), int(target_lengths.max(initial=0))),

@@ -394,7 +394,6 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     best_score = cuda.device_array((query_count, kept), np.int32)
     best_target = cuda.device_array((query_count, kept), np.int64)
     count = cuda.to_device(np.zeros(query_count, np.int32))
-    sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
     valid_device = _upload("query_valid", query_valid.astype(np.uint8))
     query_order = _upload("query_order", np.argsort(-query_lengths, kind="stable"))
     packed = _search_16bit(scoring, mode, query_lengths, target_lengths)
@@ -403,6 +402,7 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         sub = _upload("substitution16", _table16(scoring))
     else:
         kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available())
+        sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
     budget = int(_free_bytes() * MEMORY_SHARE)
     tile_targets = int(min(target_count, max(inter.WARP, budget // (16 * query_count))))
     query_residues = int(query_lengths[query_valid].sum())
@@ -468,16 +468,18 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
 def _search_16bit(scoring: Scoring, mode: Mode, query_lengths: np.ndarray,
                   target_lengths: np.ndarray) -> bool:
     """Whether a search runs on packed 16-bit cells: local mode, the policy
-    (``SEARCH_16BIT``) allows it, and no cell can leave 16 bits: the best score is at most
-    ``min(longest query, longest target) * largest entry`` < 2**15, gap costs and the most
-    negative entry stay above ``-2**13`` (the lanes' minus infinity is ``-2**14``)."""
+    (``SEARCH_16BIT``) allows it, and no cell can leave 16 bits. A local cell is at most
+    ``min(longest query, longest target) * largest entry``, which must stay below 2**15;
+    gap costs and the magnitude of the most negative entry must stay below 2**13, so that
+    nothing falls past -2**15 from the lanes' minus infinity (-2**14)."""
     use = dpx.available() if SEARCH_16BIT is None else SEARCH_16BIT
     if not use or mode.code != inter.MODE_LOCAL:
         return False
     largest = max(int(scoring.matrix.max(initial=0)), 0)
     shortest_side = min(int(query_lengths.max(initial=0)), int(target_lengths.max(initial=0)))
-    return (shortest_side * largest < (1 << 15) - 1 and scoring.gap_open < (1 << 13)
-            and scoring.gap_extend < (1 << 13) and int(scoring.matrix.min(initial=0)) > -(1 << 13))
+    limit = 1 << 13
+    return (shortest_side * largest < (1 << 15) - 1 and scoring.gap_open < limit
+            and scoring.gap_extend < limit and int(scoring.matrix.min(initial=0)) > -limit)
 
 
 def _table16(scoring: Scoring) -> np.ndarray:

@@ -34,11 +34,11 @@ How the work is split
   global target position), then traces back only those survivors (a rowwise alignment).
 * A search database of at most ``BROADCAST_RESIDUES`` residues (``broadcast=None``; and
   small enough that a task of ``cells_per_task`` cells still holds
-  ``BROADCAST_MIN_QUERY_RESIDUES`` query residues) is instead sent whole to every task (each task takes every database partition and joins
-  them; a worker fetches each partition once): one task per query chunk (chunks sized
-  by ``cells_per_task``), whose rows are final, with no reduction step; on the GPU such a
-  task scores its chunk against the database without a pair list
-  (:func:`gpualign_df.gpu.search_top_k`).
+  ``BROADCAST_MIN_QUERY_RESIDUES`` query residues) is instead sent whole to every task
+  (each task takes every database partition and joins them; a worker fetches each
+  partition once): one task per query chunk (chunks sized by ``cells_per_task``), whose
+  rows are final, with no reduction step; on the GPU such a task scores its chunk against
+  the database without a pair list (:func:`gpualign_df.gpu.search_top_k`).
 
 Each task calls :func:`gpualign_df.align` on the partition objects it receives (pandas
 today, cuDF on dask-cuDF), with every option, ``backend`` included, passed through; the
