@@ -185,35 +185,56 @@ def align(
                        pair_target)
 
 
+#: A search with ``top_k`` off the device scores at most this many pairs at a time (whole
+#: queries against the whole database), so its memory stays bounded by the kept pairs.
+SEARCH_BLOCK_PAIRS = 4_000_000
+
+
 def _search(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring, mode: Mode,
             top_k: int | None, traceback: bool, options: dict) -> pd.DataFrame:
     """Score, rank best first per query, keep top_k, then trace back the survivors only.
 
-    On the GPU with ``top_k``, the score-only pass runs over the cross product on the
-    device (:func:`gpualign_df.gpu.search_top_k`) without a host pair list."""
+    With ``top_k``, the score-only pass runs on the GPU over the cross product
+    (:func:`gpualign_df.gpu.search_top_k`, no pair list), elsewhere in blocks of whole
+    queries of at most ``SEARCH_BLOCK_PAIRS`` pairs; either way only the kept pairs are
+    aligned again for the output columns."""
     if len(queries) == 0 or len(targets) == 0:
         return empty_frame(traceback, queries.labels, targets.labels)
-    if top_k is not None and resolve_backend(options["backend"]) == "cuda" \
+    if top_k is not None:
+        pair_query, pair_target = _search_survivors(queries, targets, scoring, mode, top_k,
+                                                    options)
+        arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
+                           traceback=traceback, **options)
+        return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+    pair_query, pair_target = search_pairs(len(queries), len(targets))
+    arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
+                       traceback=traceback, **options)
+    keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, None)
+    frame = build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+    return frame.take(keep).reset_index(drop=True)
+
+
+def _search_survivors(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring,
+                      mode: Mode, top_k: int, options: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The (query, target) pairs a search with ``top_k`` keeps, in :func:`best_first` order."""
+    if resolve_backend(options["backend"]) == "cuda" \
             and len(scoring.alphabet) <= gpu.inter.MAX_ALPHABET:
         check_score_range(scoring, queries.lengths, targets.lengths)
         cells = int(queries.lengths[queries.valid].sum()) * int(
             targets.lengths[targets.valid].sum())
         with progress_bar(cells, options["progress"]) as bar:
-            pair_query, pair_target = gpu.search_top_k(
+            return gpu.search_top_k(
                 gpu.upload(queries), gpu.upload(targets), queries.lengths, queries.valid,
                 targets.lengths, targets.valid, scoring, mode, top_k, progress=bar.update)
+    block = max(1, SEARCH_BLOCK_PAIRS // len(targets))
+    kept_query, kept_target = [], []
+    for first in range(0, len(queries), block):
+        rows = np.arange(first, min(first + block, len(queries)), dtype=np.int64)
+        pair_query = np.repeat(rows, len(targets))
+        pair_target = np.tile(np.arange(len(targets), dtype=np.int64), len(rows))
         arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
-                           traceback=traceback, **options)
-        return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
-    pair_query, pair_target = search_pairs(len(queries), len(targets))
-    first_pass_traceback = traceback and top_k is None
-    arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
-                       traceback=first_pass_traceback, **options)
-    keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, top_k)
-    if traceback and not first_pass_traceback:
-        pair_query, pair_target = pair_query[keep], pair_target[keep]
-        arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
-                           traceback=True, **options)
-        return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
-    frame = build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
-    return frame.take(keep).reset_index(drop=True)
+                           traceback=False, **options)
+        keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, top_k)
+        kept_query.append(pair_query[keep])
+        kept_target.append(pair_target[keep])
+    return np.concatenate(kept_query), np.concatenate(kept_target)

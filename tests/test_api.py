@@ -328,6 +328,19 @@ def test_search_top_k_is_prefix_of_full_search(mode, top_k):
     pd.testing.assert_frame_equal(quick, best[SCORE_ONLY_COLUMNS])
 
 
+@pytest.mark.parametrize("block_pairs", [1, 25, 10**9])
+def test_search_top_k_in_query_blocks_equals_full_search(monkeypatch, block_pairs):
+    """The CPU search with top_k scores whole queries in blocks of bounded pairs (one query
+    per block, several, or all at once) and keeps the same rows as ranking every pair."""
+    q, db = _search_inputs()
+    q = pd.concat([q, pd.Series([None, ""], index=["null", "empty"])])
+    full = q.aln.search(db, mode="sw", backend="cpu", **OPTIONS)
+    expected = full.groupby("query", sort=False).head(3).reset_index(drop=True)
+    monkeypatch.setattr(api, "SEARCH_BLOCK_PAIRS", block_pairs)
+    got = q.aln.search(db, top_k=3, mode="sw", backend="cpu", **OPTIONS)
+    pd.testing.assert_frame_equal(got, expected)
+
+
 def test_search_nulls_rank_last():
     q = pd.Series(["ACGTACGT", None], index=["a", "b"])
     db = pd.Series([None, "TTTT", "ACGTACGT"], index=["x", "y", "z"])
