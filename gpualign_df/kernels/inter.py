@@ -265,8 +265,8 @@ NULL_SCORE = -(1 << 31) + 1
 @lru_cache(maxsize=None)
 def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx: bool = False):
     """Score-only kernel of a search: queries ``chunk_queries`` against every target of a
-    database tile, into ``scores[target_slot_row, query]`` (int32, ``NULL_SCORE`` for a
-    null sequence).
+    database tile, into ``scores[target, query]`` (``target`` = ``target_row[slot]``, the
+    tile-relative index; int32, ``NULL_SCORE`` for a null sequence).
 
     Thread ``(q, w, lane)``: query ``chunk_queries[q]``, lane ``lane`` of target warp ``w``.
     The 32 lanes of a warp share the query (its residues are one broadcast load, contiguous
