@@ -345,9 +345,13 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
     return to_host(results, valid, traceback)
 
 
-def _target_tile(lengths: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
+def _target_tile(lengths: np.ndarray, valid: np.ndarray,
+                 packed: bool = False) -> dict[str, np.ndarray]:
     """Layout of a database tile for the search kernel: targets sorted by length (longest
-    first) in warps of 32, residues interleaved; null targets and padding flagged."""
+    first) in warps of 32, residues interleaved; null targets and padding flagged (length
+    -1). The row-above regions (``row_base``, ``row_words``) are per warp, or with
+    ``packed`` per pair of warps 2p, 2p + 1 (one thread each; the longer, 2p, sets the
+    columns)."""
     order = np.argsort(-lengths, kind="stable")
     slots = (len(order) + inter.WARP - 1) // inter.WARP * inter.WARP
     target_row = np.full(slots, -1, dtype=np.int64)
@@ -356,15 +360,16 @@ def _target_tile(lengths: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray
     slot_lengths[:len(order)] = np.where(valid[order], lengths[order], -1)
     warp_columns = np.maximum(slot_lengths, 0).reshape(-1, inter.WARP).max(axis=1)
     target_base = np.zeros(len(warp_columns), dtype=np.int64)
-    row_base = np.zeros(len(warp_columns), dtype=np.int64)
     np.cumsum(inter.WARP * warp_columns[:-1], out=target_base[1:])
-    np.cumsum(inter.WARP * (warp_columns[:-1] + 1), out=row_base[1:])
+    row_columns = warp_columns[0::2] if packed else warp_columns
+    row_base = np.zeros(len(row_columns), dtype=np.int64)
+    np.cumsum(inter.WARP * (row_columns[:-1] + 1), out=row_base[1:])
     lane = np.arange(slots) % inter.WARP
     return dict(target_row=target_row, slot_lengths=slot_lengths, warp_columns=warp_columns,
                 target_base=target_base, row_base=row_base,
                 slot_start=np.repeat(target_base, inter.WARP) + lane,
                 target_size=int(inter.WARP * warp_columns.sum()),
-                row_words=int(inter.WARP * (warp_columns + 1).sum()))
+                row_words=int(inter.WARP * (row_columns + 1).sum()))
 
 
 def search_top_k(queries: DeviceSequences, targets: DeviceSequences, query_lengths: np.ndarray,
@@ -408,29 +413,22 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     query_residues = int(query_lengths[query_valid].sum())
     for tile_start in range(0, target_count, tile_targets):
         tile = slice(tile_start, min(tile_start + tile_targets, target_count))
-        layout = _target_tile(target_lengths[tile], target_valid[tile])
-        used = layout["target_row"] >= 0
+        layout = _target_tile(target_lengths[tile], target_valid[tile], packed)
         device = {name: _upload(name, layout[name]) for name in
                   ("target_row", "slot_lengths", "warp_columns", "target_base", "row_base")}
         residues = _scratch("target", layout["target_size"], np.uint8)
-        sequence_of_slot = np.where(used & (layout["slot_lengths"] >= 0),
+        # padding and null slots (length -1) gather nothing
+        sequence_of_slot = np.where(layout["slot_lengths"] >= 0,
                                     tile_start + layout["target_row"], -1)
         _launch("gather", gather_residues, _blocks(len(sequence_of_slot)), THREADS_PER_BLOCK,
                 targets.codes, targets.offsets, _upload("sequence_of_slot", sequence_of_slot),
-                _upload("slot_length_gather", np.maximum(layout["slot_lengths"], 0)),
-                _upload("slot_start", layout["slot_start"]), inter.WARP, residues)
+                device["slot_lengths"], _upload("slot_start", layout["slot_start"]),
+                inter.WARP, residues)
         tile_count = tile.stop - tile.start
         scores = _scratch("scores", tile_count * query_count, np.int32).reshape(
             (tile_count, query_count))
         row_words = layout["row_words"]
-        threads_per_query = inter.WARP * len(layout["warp_columns"])
-        if packed:  # one thread for warps 2p and 2p + 1; the longer (2p) sets the columns
-            pair_columns = layout["warp_columns"][0::2]
-            pair_base = np.zeros(len(pair_columns), dtype=np.int64)
-            np.cumsum(inter.WARP * (pair_columns[:-1] + 1), out=pair_base[1:])
-            device["row_base"] = _upload("row_base", pair_base)
-            row_words = int(inter.WARP * (pair_columns + 1).sum())
-            threads_per_query = inter.WARP * len(pair_columns)
+        threads_per_query = inter.WARP * len(layout["row_base"])
         chunk = max(1, min(query_count, (budget - 4 * tile_count * query_count)
                            // (8 * row_words), (2**31 - 1) // threads_per_query))
         h_buffer = _scratch("h_row", chunk * row_words, np.int32)
