@@ -10,3 +10,19 @@ if os.environ.get("GPUALIGN_REAL_GPU") != "1":
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Make any encoding or alignment work fail the test loudly (not with a ValueError), for
+    tests that a job is refused before any work starts."""
+    import gpualign_df.api as api
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the job was validated")
+
+    monkeypatch.setattr(api, "encode_sequences", forbidden)
+    monkeypatch.setattr(api, "run_pairs", forbidden)

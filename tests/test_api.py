@@ -54,15 +54,6 @@ def related(seed: int, count: int, max_length: int = 120, flank: int = 15):
     return queries, targets
 
 
-@pytest.fixture
-def no_work(monkeypatch):
-    def forbidden(*args, **kwargs):
-        raise AssertionError("work started before the job was validated")
-
-    monkeypatch.setattr(api, "encode_sequences", forbidden)
-    monkeypatch.setattr(api, "run_pairs", forbidden)
-
-
 # --- rowwise ---------------------------------------------------------------------------------
 
 

@@ -11,7 +11,6 @@ import pytest
 from Bio.Align import substitution_matrices
 
 import gpualign_df
-import gpualign_df.api as api
 from gpualign_df.scoring import DNA_ALPHABET, INVALID_CODE, MATRIX_FILES, blast_to_gap_costs, \
     make_scoring
 from helpers import mutate, random_sequences, rescore
@@ -192,17 +191,6 @@ def test_custom_matrix_is_case_insensitive():
 
 
 # --- validation before any work ----------------------------------------------------------------
-
-
-@pytest.fixture
-def no_work(monkeypatch):
-    """Make any encoding or alignment work fail the test loudly (not with a ValueError)."""
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("work started before the parameters were validated")
-
-    monkeypatch.setattr(api, "encode_sequences", forbidden)
-    monkeypatch.setattr(api, "run_pairs", forbidden)
 
 
 BAD_OPTIONS = {
