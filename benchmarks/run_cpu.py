@@ -30,6 +30,7 @@ import platform
 import re
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 QUERY_FILE = "gasal2_query_batch.fasta.gz"
@@ -53,37 +54,29 @@ def _worker_init() -> None:
     _MATRIX = parasail.matrix_create("ACGT", MATCH, MISMATCH)
 
 
-def _parasail_trace_chunk(pairs: list[tuple[str, str]]) -> tuple[list[int], list[str], int]:
-    """Score and CIGAR of every pair in the chunk, plus how many pairs saturated 16 bits."""
+def _parasail_chunk(pairs: list[tuple[str, str]], trace: bool) -> tuple[list[int], list[str], int]:
+    """Score of every pair in the chunk (and its CIGAR with ``trace``, else no CIGARs), plus
+    how many pairs saturated 16 bits (those are re-run on 32 bits)."""
     import parasail
 
+    if trace:
+        align16, align32 = parasail.sw_trace_striped_16, parasail.sw_trace_striped_32
+    else:
+        align16, align32 = parasail.sw_striped_16, parasail.sw_striped_32
     scores, cigars, saturated = [], [], 0
     for query, target in pairs:
-        result = parasail.sw_trace_striped_16(query, target, GAP_OPEN, GAP_EXTEND, _MATRIX)
+        result = align16(query, target, GAP_OPEN, GAP_EXTEND, _MATRIX)
         if result.saturated:
             saturated += 1
-            result = parasail.sw_trace_striped_32(query, target, GAP_OPEN, GAP_EXTEND, _MATRIX)
+            result = align32(query, target, GAP_OPEN, GAP_EXTEND, _MATRIX)
         scores.append(result.score)
-        cigars.append(result.get_cigar().decode.decode())
+        if trace:
+            cigars.append(result.get_cigar().decode.decode())
     return scores, cigars, saturated
 
 
-def _parasail_score_chunk(pairs: list[tuple[str, str]]) -> tuple[list[int], int]:
-    """Score of every pair in the chunk, plus how many pairs saturated 16 bits."""
-    import parasail
-
-    scores, saturated = [], 0
-    for query, target in pairs:
-        result = parasail.sw_striped_16(query, target, GAP_OPEN, GAP_EXTEND, _MATRIX)
-        if result.saturated:
-            saturated += 1
-            result = parasail.sw_striped_32(query, target, GAP_OPEN, GAP_EXTEND, _MATRIX)
-        scores.append(result.score)
-    return scores, saturated
-
-
 def _warm(_: int) -> int:
-    result = _parasail_trace_chunk([("ACGTACGTTTGACCA", "TTACGTACGTTTGACCAGG")])
+    result = _parasail_chunk([("ACGTACGTTTGACCA", "TTACGTACGTTTGACCAGG")], trace=True)
     time.sleep(0.05)  # keep this worker busy so the other warm-up tasks reach the others
     return result[0][0]
 
@@ -93,23 +86,17 @@ def _chunks(pairs: list[tuple[str, str]], count: int) -> list[list[tuple[str, st
     return [pairs[i:i + size] for i in range(0, len(pairs), size)]
 
 
-def parasail_trace(pool, pairs: list[tuple[str, str]], processes: int):
+def parasail_run(pool, pairs: list[tuple[str, str]], processes: int, trace: bool = True):
+    """parasail on every pair across the pool: (scores, CIGARs (empty without ``trace``),
+    saturated count)."""
     scores, cigars, saturated = [], [], 0
     for chunk_scores, chunk_cigars, chunk_saturated in pool.map(
-            _parasail_trace_chunk, _chunks(pairs, processes * CHUNKS_PER_PROCESS), chunksize=1):
+            partial(_parasail_chunk, trace=trace),
+            _chunks(pairs, processes * CHUNKS_PER_PROCESS), chunksize=1):
         scores.extend(chunk_scores)
         cigars.extend(chunk_cigars)
         saturated += chunk_saturated
     return scores, cigars, saturated
-
-
-def parasail_score(pool, pairs: list[tuple[str, str]], processes: int):
-    scores, saturated = [], 0
-    for chunk_scores, chunk_saturated in pool.map(
-            _parasail_score_chunk, _chunks(pairs, processes * CHUNKS_PER_PROCESS), chunksize=1):
-        scores.extend(chunk_scores)
-        saturated += chunk_saturated
-    return scores, saturated
 
 
 # ---------------------------------------------------------------------------------------
@@ -219,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
             "ours, traceback": lambda: gpualign_df.align(queries, targets, **options),
             "ours, score-only": lambda: gpualign_df.align(queries, targets, traceback=False,
                                                           **options),
-            "parasail, traceback": lambda: parasail_trace(pool, pairs, args.threads),
-            "parasail, score-only": lambda: parasail_score(pool, pairs, args.threads),
+            "parasail, traceback": lambda: parasail_run(pool, pairs, args.threads),
+            "parasail, score-only": lambda: parasail_run(pool, pairs, args.threads,
+                                                         trace=False),
         }
         best = {name: float("inf") for name in contenders}
         outputs = {}
@@ -238,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     # verification: every score against parasail's
     ours_tb, ours_so = outputs["ours, traceback"], outputs["ours, score-only"]
     p_tb_scores, p_cigars, p_tb_sat = outputs["parasail, traceback"]
-    p_so_scores, p_so_sat = outputs["parasail, score-only"]
+    p_so_scores, _, p_so_sat = outputs["parasail, score-only"]
     p_tb_scores = np.asarray(p_tb_scores, np.int64)
     p_so_scores = np.asarray(p_so_scores, np.int64)
     ours_tb_scores = ours_tb["score"].to_numpy(np.int64)

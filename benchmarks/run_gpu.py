@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if pool is not None:
         pairs = list(zip(queries, targets))
         started = time.perf_counter()
-        scores, _cigars, saturated = run_cpu.parasail_trace(pool, pairs, args.parasail_processes)
+        scores, _cigars, saturated = run_cpu.parasail_run(pool, pairs, args.parasail_processes)
         seconds = time.perf_counter() - started
         pool.close()
         mismatched = int((np.asarray(scores) != local_scores).sum())
