@@ -6,7 +6,10 @@ The inputs are persisted on the cluster first (data already in Dask); the timed 
 from ``.aln.search(...)`` (planning included) to the computed frame on the client. The same
 plan (``--partitions`` query partitions, ``--tasks-per-partition``) serves every GPU count.
 
-``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--in-memory]``
+The cluster is ``gpualign_df.cluster(gpus)`` (dask-cuda, one worker per GPU, RMM's async
+allocator unless ``--rmm none``).
+
+``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]``
 """
 
 from __future__ import annotations
@@ -20,27 +23,38 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
-def task_stream_summary(records: list[dict]) -> str:
-    """Per worker: tasks, busy seconds, and the span from the first task start to the last end
-    (relative to the earliest start on any worker) of the last computation."""
+def task_stream_summary(records: list[dict], started: float, planned: float,
+                        finished: float) -> str:
+    """Where the wall time of one computation went: client planning, the wait for the first
+    task, per worker tasks / busy seconds / span, and the gap from the last task to the frame
+    on the client (times from ``time.time()``; workers share the node's clock)."""
     if not records:
         return "no task stream"
-    origin = min(r["startstops"][0]["start"] for r in records)
     workers: dict[str, list] = {}
+    transfers = 0.0
     for record in records:
         for span in record["startstops"]:
             if span["action"] == "compute":
                 workers.setdefault(record["worker"], []).append(
-                    (span["start"] - origin, span["stop"] - origin, record["key"]))
-    lines = []
+                    (span["start"] - started, span["stop"] - started, record["key"]))
+            elif span["action"] == "transfer":
+                transfers += span["stop"] - span["start"]
+    first = min(s[0] for spans in workers.values() for s in spans)
+    last = max(s[1] for spans in workers.values() for s in spans)
+    lines = [(f"  planning {planned - started:.3f} s, first task starts {first:.3f} s, last "
+              f"task ends {last:.3f} s, frame on client {finished - started:.3f} s; "
+              f"transfers {transfers:.2f} s in all")]
     for worker, spans in sorted(workers.items()):
         busy = sum(stop - start for start, stop, _ in spans)
-        names = {}
-        for start, stop, key in spans:
+        names: dict[str, int] = {}
+        for _, _, key in spans:
             name = (key[0] if isinstance(key, tuple) else str(key)).rsplit("-", 1)[0]
             names[name] = names.get(name, 0) + 1
+        durations = sorted(stop - start for start, stop, _ in spans)
         lines.append(f"  {worker}: {len(spans)} tasks {names}, busy {busy:.2f} s, "
-                     f"{min(s[0] for s in spans):.2f}-{max(s[1] for s in spans):.2f} s")
+                     f"{min(s[0] for s in spans):.2f}-{max(s[1] for s in spans):.2f} s, "
+                     f"task seconds min {durations[0]:.3f} median "
+                     f"{durations[len(durations) // 2]:.3f} max {durations[-1]:.3f}")
     return "\n".join(lines)
 
 
@@ -49,8 +63,12 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, nargs="+", default=[1])
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--tasks-per-partition", type=int, default=8,
-                        help="cells_per_task is set so each query partition makes this many")
+    parser.add_argument("--tasks-per-partition", type=int, nargs="+", default=[8],
+                        help="cells_per_task is set so each query partition makes this many; "
+                             "several values: each is timed on every cluster")
+    parser.add_argument("--rmm", choices=["async", "none"], default="async",
+                        help="the workers' allocator: gpualign_df.cluster's default "
+                             "(rmm_async) or plain cudaMalloc/cudaFree")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--in-memory", action="store_true", help="also time the in-memory path")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
@@ -63,18 +81,17 @@ def main() -> int:
     lengths = [len(p) for p in proteins]
     rows = -(-args.queries // args.partitions)   # from_cudf(sort=False): equal row counts
     widest = max(sum(lengths[first:first + rows]) for first in range(0, args.queries, rows))
-    sizing = dict(cells_per_task=widest * sum(lengths) / args.tasks_per_partition * 1.0001,
-                  pairs_per_task=1e12)
     results = {}
     for gpus in args.gpus:
-        from dask_cuda import LocalCUDACluster
-        from distributed import Client, get_task_stream, wait
+        from distributed import get_task_stream, wait
 
-        with LocalCUDACluster(n_workers=gpus) as cluster, Client(cluster) as client:
+        import gpualign_df
+
+        cluster_options = {} if args.rmm == "async" else {"rmm_async": False}
+        with gpualign_df.cluster(gpus, **cluster_options) as client:
             import cudf
             import dask_cudf
 
-            import gpualign_df  # noqa: F401
             from gpualign_df.accessor.dask import summarize_plan
 
             database = cudf.Series(proteins)
@@ -84,33 +101,40 @@ def main() -> int:
             dask_database = dask_cudf.from_cudf(database, npartitions=args.partitions,
                                                 sort=False).persist()
             wait([dask_queries, dask_database])
-            warm = dask_cudf.from_cudf(queries[:400], npartitions=4 * gpus, sort=False)
-            warm.aln.search(dask_database, **options, cells_per_task=1e9).compute()
-            plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10, **sizing))
-            times, planning = [], []
-            for _ in range(args.repeat):
-                with get_task_stream(client) as stream:
-                    started = time.perf_counter()
-                    job = dask_queries.aln.search(dask_database, **options, **sizing)
-                    planning.append(time.perf_counter() - started)
-                    frame = job.compute()
-                    times.append(time.perf_counter() - started)
-            print(task_stream_summary(stream.data), flush=True)
-            seconds = sorted(times)[len(times) // 2]
-            results[gpus] = (seconds, frame.to_pandas())
-            print(f"{gpus} GPU(s): median {seconds:.2f} s of {[round(t, 2) for t in times]} "
-                  f"(planning {[round(t, 3) for t in planning]}), {len(frame):,} rows; plan: "
-                  f"{plan['tasks']} tasks, spread {plan['spread']:.3f}", flush=True)
-    base_gpus = args.gpus[0]
-    base_seconds, base = results[base_gpus]
-    print("| GPUs | seconds | speed-up | identical |")
-    for gpus, (seconds, frame) in results.items():
+            # every worker compiles / loads the kernels of a broadcast search task first
+            warm = dask_cudf.from_cudf(queries[:64 * gpus], npartitions=4 * gpus, sort=False)
+            warm.aln.search(dask_database, **options, broadcast=True).compute()
+            for per_partition in args.tasks_per_partition:
+                sizing = dict(cells_per_task=widest * sum(lengths) / per_partition * 1.0001,
+                              pairs_per_task=1e12)
+                plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10, **sizing))
+                times, planning = [], []
+                for _ in range(args.repeat):
+                    with get_task_stream(client) as stream:
+                        started = time.time()
+                        job = dask_queries.aln.search(dask_database, **options, **sizing)
+                        planned = time.time()
+                        frame = job.compute()
+                        finished = time.time()
+                    times.append(finished - started)
+                    planning.append(planned - started)
+                    print(task_stream_summary(stream.data, started, planned, finished),
+                          flush=True)
+                seconds = sorted(times)[len(times) // 2]
+                results[(gpus, per_partition)] = (seconds, frame.to_pandas())
+                print(f"{gpus} GPU(s), {plan['tasks']} tasks (spread {plan['spread']:.3f}): "
+                      f"median {seconds:.2f} s of {[round(t, 2) for t in times]} (planning "
+                      f"{[round(t, 3) for t in planning]}), {len(frame):,} rows", flush=True)
+    base_key = next(iter(results))
+    base = results[base_key][1]
+    print("| GPUs | tasks per partition | seconds | speed-up over 1 GPU | identical |")
+    for (gpus, per_partition), (seconds, frame) in results.items():
+        single = results.get((1, per_partition))
+        speedup = f"{single[0] / seconds:.2f}x" if single else "-"
         same = frame.reset_index(drop=True).equals(base.reset_index(drop=True))
-        print(f"| {gpus} | {seconds:.2f} | {base_seconds * base_gpus / seconds:.2f}x | {same} |")
+        print(f"| {gpus} | {per_partition} | {seconds:.2f} | {speedup} | {same} |")
     if args.in_memory:
         import cudf
-
-        import gpualign_df  # noqa: F401
 
         database = cudf.Series(proteins)
         queries = database[:args.queries]

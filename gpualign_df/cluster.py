@@ -17,6 +17,11 @@ _NO_DASK = ("gpualign_df.cluster needs Dask's distributed scheduler: "
             "pip install 'gpualign_df[dask]' (CPU) or 'gpualign_df[gpu]' (dask-cuda)")
 
 
+#: LocalCUDACluster's memory options; when none is given, workers use RMM's asynchronous
+#: (``cudaMallocAsync``) allocator.
+_RMM_OPTIONS = ("rmm_async", "rmm_pool_size", "rmm_managed_memory")
+
+
 def _gpu_count(n_gpus: int | str | None) -> int | None:
     """Validated worker count: None for every visible GPU."""
     if n_gpus is None or n_gpus == "all":
@@ -58,6 +63,10 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         CPU engine's own threads; pass ``n_workers`` / ``threads_per_worker`` to change that.
     **kwargs
         Passed to ``LocalCUDACluster``, ``LocalCluster`` or, with ``address``, ``Client``.
+        A GPU cluster started here gets ``rmm_async=True`` (RMM's stream-ordered
+        ``cudaMallocAsync`` allocator on every worker: a free does not wait for the whole
+        device) unless one of ``rmm_async``, ``rmm_pool_size`` or ``rmm_managed_memory`` is
+        given.
 
     Returns
     -------
@@ -112,4 +121,7 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
     options = dict(kwargs)
     if count is not None:
         options.setdefault("n_workers", count)
+    if not any(name in options for name in _RMM_OPTIONS):
+        # stream-ordered allocations: no device-wide synchronisation on every free
+        options["rmm_async"] = True
     return _owns(Client(LocalCUDACluster(**options)))

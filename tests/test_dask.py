@@ -356,6 +356,36 @@ def test_plan_blocks_balances_and_reports(dna):
     assert even["spread"] <= 1.0 + 1e-9 and even["max_cells"] <= 1e5
 
 
+def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
+    from gpualign_df.accessor import dask as dask_accessor
+
+    calls = []
+
+    def counted(part):
+        calls.append(len(part))
+        return lengths_of(part)
+
+    lengths_of = dask_accessor._lengths_of
+    monkeypatch.setattr(dask_accessor, "_lengths_of", counted)
+    monkeypatch.setattr(dask_accessor, "_LENGTHS_CACHE", type(dask_accessor._LENGTHS_CACHE)())
+    monkeypatch.setattr(dask_accessor, "_LENGTHS_CACHE_SIZE", 2)
+    queries, database = partitioned(dna[:25], 3), partitioned(dna, 4)
+    with dask.config.set(scheduler="threads"):
+        first = queries.aln.plan(database, cells_per_task=4000)
+        assert len(calls) == 3 + 4 and sum(calls) == 25 + 40   # one per partition
+        calls.clear()
+        assert queries.aln.plan(database, cells_per_task=4000).equals(first)
+        assert calls == []                                   # both remembered
+        other = partitioned(dna[5:], 2)                      # a third name evicts the oldest
+        other.aln.plan(cells_per_task=4000)
+        assert len(calls) == 2 and len(dask_accessor._LENGTHS_CACHE) == 2
+        calls.clear()
+        check_equal(queries.aln.search(database, top_k=3, **DNA_OPTIONS),
+                    in_memory(queries).aln.search(in_memory(database), top_k=3,
+                                                  **DNA_OPTIONS))
+        assert len(calls) == 3                               # only the queries' partitions
+
+
 # ---------------------------------------------------------------------------------------------
 # cluster helper
 

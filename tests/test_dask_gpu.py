@@ -68,3 +68,17 @@ def test_every_gpu_of_the_node_equals_in_memory(proteins):
         check_all_shapes(proteins, 5)
     finally:
         client.close()
+
+
+def test_cluster_helper_gives_workers_the_async_allocator(proteins):
+    client = gpualign_df.cluster(1)
+    try:
+        def resource_name():
+            import rmm
+
+            return type(rmm.mr.get_current_device_resource()).__name__
+
+        assert list(client.run(resource_name).values()) == ["CudaAsyncMemoryResource"]
+        check_all_shapes(proteins, 2)
+    finally:
+        client.close()

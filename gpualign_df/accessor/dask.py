@@ -13,7 +13,8 @@ How the work is split
   partition k of ``other``); the two Series must have the same number of partitions and the
   same number of rows in each (co-partitioned). No eager work.
 * ``pairwise()`` and ``search(database)``: the sequence lengths of every partition are
-  computed eagerly once (one small Dask computation), then each partition is cut into
+  computed eagerly once (one small Dask computation; remembered by the collection's Dask
+  name, so planning a persisted Series again computes nothing), then each partition is cut into
   *chunks* of contiguous rows so that one task, a pair of chunks, holds about
   ``cells_per_task`` DP cells (sum of ``len(query) * len(target)`` over its pairs) and at most
   about ``pairs_per_task`` pairs. ``pairwise`` runs the blocks (u, v) with u <= v of the chunk
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence
@@ -286,12 +288,28 @@ def _lengths_of(part: Any) -> np.ndarray:
     return np.asarray(lengths.to_numpy(), dtype=np.int64)
 
 
+#: Per-partition lengths of recently planned collections, by Dask name (a Dask name
+#: identifies the data: a persisted Series planned again costs no computation).
+_LENGTHS_CACHE: OrderedDict[str, list[np.ndarray]] = OrderedDict()
+_LENGTHS_CACHE_SIZE = 32
+
+
 def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
-    """Eagerly compute the per-partition length arrays of each Series (one computation)."""
-    jobs = [[dask.delayed(_lengths_of, pure=True)(part) for part in s.to_delayed()]
-            for s in series]
-    computed = dask.compute(*jobs)
-    return [list(arrays) for arrays in computed]
+    """The per-partition length arrays of each Series: remembered by Dask name, the rest
+    computed eagerly in one computation."""
+    missing = list(dict.fromkeys(s._name for s in series if s._name not in _LENGTHS_CACHE))
+    if missing:
+        by_name = {s._name: s for s in series}
+        jobs = [[dask.delayed(_lengths_of, pure=True)(part) for part in
+                 by_name[name].to_delayed()] for name in missing]
+        for name, arrays in zip(missing, dask.compute(*jobs)):
+            _LENGTHS_CACHE[name] = list(arrays)
+    found = [_LENGTHS_CACHE[s._name] for s in series]
+    for name in dict.fromkeys(s._name for s in series):
+        _LENGTHS_CACHE.move_to_end(name)
+    while len(_LENGTHS_CACHE) > _LENGTHS_CACHE_SIZE:
+        _LENGTHS_CACHE.popitem(last=False)
+    return [list(arrays) for arrays in found]
 
 
 def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
