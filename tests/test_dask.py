@@ -356,6 +356,27 @@ def test_plan_blocks_balances_and_reports(dna):
     assert even["spread"] <= 1.0 + 1e-9 and even["max_cells"] <= 1e5
 
 
+def test_alignment_tasks_have_their_own_key_prefix(dna):
+    """The scheduler estimates durations per key prefix: the alignment tasks must not share
+    one with the (instant) output partitions, or the GPUs are balanced on a wrong cost."""
+    from dask.utils import key_split
+
+    lazy = partitioned(dna, 3)
+    jobs = {"gpualign-search-broadcast": lazy.aln.search(lazy, top_k=2, broadcast=True,
+                                                         **DNA_OPTIONS),
+            "gpualign-search-block": lazy.aln.search(lazy, top_k=2, broadcast=False, **TINY,
+                                                     **DNA_OPTIONS),
+            "gpualign-pairwise-block": lazy.aln.pairwise(**TINY, **DNA_OPTIONS),
+            "gpualign-rowwise-align": lazy.aln.rowwise(lazy, **DNA_OPTIONS)}
+    for prefix, job in jobs.items():
+        task_prefixes = {key_split(key) for key in dict(job.__dask_graph__())}
+        output_prefixes = {key_split(key) for key in job.__dask_keys__()}
+        assert prefix in task_prefixes
+        assert prefix not in output_prefixes
+    assert "gpualign-search-topk" in {key_split(key) for key in
+                                      dict(jobs["gpualign-search-block"].__dask_graph__())}
+
+
 def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
     from gpualign_df.accessor import dask as dask_accessor
 

@@ -528,12 +528,12 @@ def _broadcast_search_task(query_part: Any, *database_parts: Any, query_chunk: C
     """One query chunk against the whole database (its partitions joined here): final
     rows, in the in-memory order. Taking the partitions, not one joined task output, lets
     the scheduler place each task by its query partition instead of piling every task on
-    the worker that would hold the joined database."""
+    the worker that would hold the joined database. The database is whole and in its global
+    order, so ``align``'s own order (ties by target position) is the global one: no
+    relabelling by position is needed."""
     database = _whole_series(*database_parts)
     queries = query_part.iloc[query_chunk.start:query_chunk.stop]
-    frame = _align_positional(queries, database, query_chunk.offset, 0, how="search",
-                              top_k=top_k, **options)
-    return _strip(_relabel(frame, queries, database, query_chunk.offset, 0))
+    return align(queries, database, how="search", top_k=top_k, **options)
 
 
 def _rowwise_task(queries: Any, targets: Any, *, partition: int, options: dict) -> Any:
@@ -575,16 +575,21 @@ class _Graph:
     call: building tens of thousands of block tasks takes well under a second).
 
     Task arguments are the keys of input partitions (or lists of them) and earlier tasks;
-    everything else is bound into the callable with ``functools.partial``.
+    everything else is bound into the callable with ``functools.partial``. Each kind of
+    task (``step``) gets its own key prefix (``gpualign-search-broadcast-<token>``, ...),
+    distinct from the output collection's (``gpualign-search-<token>``): the scheduler
+    estimates a task's duration from its prefix, and balances the GPUs by those estimates
+    (a shared prefix mixed the alignment tasks with near-instant ones).
     """
 
     def __init__(self, prefix: str, token: str, inputs: Sequence[Delayed]) -> None:
+        self.prefix, self.token = prefix, token
         self.name = f"{prefix}-{token}"
         self.layer: dict[tuple[str, int], tuple] = {}
         self.inputs = list(inputs)
 
-    def add(self, func: Callable, *keys: Any, **static: Any) -> tuple[str, int]:
-        key = (self.name, len(self.layer))
+    def add(self, func: Callable, *keys: Any, step: str, **static: Any) -> tuple[str, int]:
+        key = (f"{self.prefix}-{step}-{self.token}", len(self.layer))
         self.layer[key] = (partial(func, **static) if static else func, *keys)
         return key
 
@@ -688,7 +693,7 @@ class DaskSeriesAlignAccessor:
         query_parts, target_parts = queries.to_delayed(), other.to_delayed()
         graph = _Graph("gpualign-rowwise", tokenize(queries._name, other._name, task_options),
                        query_parts + target_parts)
-        keys = [graph.add(_rowwise_task, query_part.key, target_part.key, partition=k,
+        keys = [graph.add(_rowwise_task, query_part.key, target_part.key, step="align", partition=k,
                           options=task_options)
                 for k, (query_part, target_part) in enumerate(zip(query_parts, target_parts))]
         parts = graph.delayed(keys)
@@ -734,19 +739,20 @@ class DaskSeriesAlignAccessor:
         for task in tasks:   # created longest first
             first, second = query_chunks[task.query], query_chunks[task.target]
             if task.kind == "triangle":
-                block = graph.add(_triangle_task, parts[first.partition].key, chunk=first,
-                                  options=task_options)
+                block = graph.add(_triangle_task, parts[first.partition].key, step="block",
+                                  chunk=first, options=task_options)
             else:
                 block = graph.add(_pairwise_block_task, parts[first.partition].key,
-                                  parts[second.partition].key, query_chunk=first,
+                                  parts[second.partition].key, step="block", query_chunk=first,
                                   target_chunk=second, options=task_options)
             built[(task.query, task.target)] = block
         keys = sorted(built)
         if ordered:
-            outputs = [graph.add(_pairwise_merge, *[built[key] for key in keys if key[0] == u])
+            outputs = [graph.add(_pairwise_merge, *[built[key] for key in keys if key[0] == u],
+                                 step="merge")
                        for u in sorted({key[0] for key in keys})]
         else:
-            outputs = [graph.add(_strip, built[key]) for key in keys]
+            outputs = [graph.add(_strip, built[key], step="strip") for key in keys]
         outputs = graph.delayed(outputs)
         return _collection(outputs, meta, "gpualign-pairwise")
 
@@ -812,8 +818,9 @@ class DaskSeriesAlignAccessor:
         if target_chunks and target_chunks[0].partition == -1:   # the database broadcast
             built_chunks = {task.query: graph.add(
                 _broadcast_search_task, query_parts[query_chunks[task.query].partition].key,
-                *[part.key for part in target_parts], query_chunk=query_chunks[task.query],
-                top_k=top_k, options=dict(task_options, traceback=traceback)) for task in tasks}
+                *[part.key for part in target_parts], step="broadcast",
+                query_chunk=query_chunks[task.query], top_k=top_k,
+                options=dict(task_options, traceback=traceback)) for task in tasks}
             return _collection(graph.delayed([built_chunks[u] for u in sorted(built_chunks)]),
                                meta, "gpualign-search")
         block_options = dict(task_options, traceback=traceback and top_k is None)
@@ -822,8 +829,8 @@ class DaskSeriesAlignAccessor:
             first, second = query_chunks[task.query], target_chunks[task.target]
             built[(task.query, task.target)] = graph.add(
                 _rectangle_task, query_parts[first.partition].key,
-                target_parts[second.partition].key, query_chunk=first, target_chunk=second,
-                options=block_options, top_k=top_k)
+                target_parts[second.partition].key, step="block", query_chunk=first,
+                target_chunk=second, options=block_options, top_k=top_k)
         keys = sorted(built)
         groups = sorted({key[0] for key in keys})
         if top_k is not None:
@@ -831,14 +838,15 @@ class DaskSeriesAlignAccessor:
             target_keys = [part.key for part in target_parts]
             outputs = [graph.add(_search_top_k_final, query_parts[query_chunks[u].partition].key,
                                  target_keys, *[built[key] for key in keys if key[0] == u],
-                                 query_chunk=query_chunks[u], target_starts=starts,
+                                 step="topk", query_chunk=query_chunks[u], target_starts=starts,
                                  top_k=top_k, traceback=traceback, options=task_options)
                        for u in groups]
         elif ordered:
-            outputs = [graph.add(_search_merge, *[built[key] for key in keys if key[0] == u])
+            outputs = [graph.add(_search_merge, *[built[key] for key in keys if key[0] == u],
+                                 step="merge")
                        for u in groups]
         else:
-            outputs = [graph.add(_strip, built[key]) for key in keys]
+            outputs = [graph.add(_strip, built[key], step="strip") for key in keys]
         outputs = graph.delayed(outputs)
         return _collection(outputs, meta, "gpualign-search")
 
