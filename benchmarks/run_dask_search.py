@@ -58,14 +58,40 @@ def task_stream_summary(records: list[dict], started: float, planned: float,
     return "\n".join(lines)
 
 
+def time_search(client, dask_queries, dask_database, options: dict,
+                repeat: int) -> tuple[float, object]:
+    """Median seconds from ``.aln.search(...)`` to the frame on the client, and the frame
+    (pandas); prints where the time of each run went."""
+    from distributed import get_task_stream
+
+    times, planning = [], []
+    for _ in range(repeat):
+        with get_task_stream(client) as stream:
+            started = time.time()
+            job = dask_queries.aln.search(dask_database, **options)
+            planned = time.time()
+            frame = job.compute()
+            finished = time.time()
+        times.append(finished - started)
+        planning.append(planned - started)
+        print(task_stream_summary(stream.data, started, planned, finished), flush=True)
+    print(f"  runs {[round(t, 2) for t in times]} s, planning "
+          f"{[round(t, 3) for t in planning]} s", flush=True)
+    return sorted(times)[len(times) // 2], frame.to_pandas()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpus", type=int, nargs="+", default=[1])
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--tasks-per-partition", type=int, nargs="+", default=[8],
-                        help="cells_per_task is set so each query partition makes this many; "
-                             "several values: each is timed on every cluster")
+    parser.add_argument("--database-partitions", type=int, nargs="+", default=[8],
+                        help="partitions of the persisted database; several values: each is "
+                             "timed on every cluster")
+    parser.add_argument("--tasks-per-partition", type=int, nargs="+", default=[0],
+                        help="cells_per_task is set so each query partition makes this many "
+                             "(0: the accessor's default sizing); several values: each is "
+                             "timed on every cluster")
     parser.add_argument("--rmm", choices=["async", "none"], default="async",
                         help="the workers' allocator: gpualign_df.cluster's default "
                              "(rmm_async) or plain cudaMalloc/cudaFree")
@@ -83,7 +109,7 @@ def main() -> int:
     widest = max(sum(lengths[first:first + rows]) for first in range(0, args.queries, rows))
     results = {}
     for gpus in args.gpus:
-        from distributed import get_task_stream, wait
+        from distributed import wait
 
         import gpualign_df
 
@@ -98,41 +124,37 @@ def main() -> int:
             queries = database[:args.queries]
             dask_queries = dask_cudf.from_cudf(queries, npartitions=args.partitions,
                                                sort=False).persist()
-            dask_database = dask_cudf.from_cudf(database, npartitions=args.partitions,
-                                                sort=False).persist()
-            wait([dask_queries, dask_database])
-            # every worker compiles / loads the kernels of a broadcast search task first
-            warm = dask_cudf.from_cudf(queries[:64 * gpus], npartitions=4 * gpus, sort=False)
-            warm.aln.search(dask_database, **options, broadcast=True).compute()
-            for per_partition in args.tasks_per_partition:
-                sizing = dict(cells_per_task=widest * sum(lengths) / per_partition * 1.0001,
-                              pairs_per_task=1e12)
-                plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10, **sizing))
-                times, planning = [], []
-                for _ in range(args.repeat):
-                    with get_task_stream(client) as stream:
-                        started = time.time()
-                        job = dask_queries.aln.search(dask_database, **options, **sizing)
-                        planned = time.time()
-                        frame = job.compute()
-                        finished = time.time()
-                    times.append(finished - started)
-                    planning.append(planned - started)
-                    print(task_stream_summary(stream.data, started, planned, finished),
-                          flush=True)
-                seconds = sorted(times)[len(times) // 2]
-                results[(gpus, per_partition)] = (seconds, frame.to_pandas())
-                print(f"{gpus} GPU(s), {plan['tasks']} tasks (spread {plan['spread']:.3f}): "
-                      f"median {seconds:.2f} s of {[round(t, 2) for t in times]} (planning "
-                      f"{[round(t, 3) for t in planning]}), {len(frame):,} rows", flush=True)
-    base_key = next(iter(results))
-    base = results[base_key][1]
-    print("| GPUs | tasks per partition | seconds | speed-up over 1 GPU | identical |")
-    for (gpus, per_partition), (seconds, frame) in results.items():
-        single = results.get((1, per_partition))
+            wait(dask_queries)
+            for database_partitions in args.database_partitions:
+                dask_database = dask_cudf.from_cudf(database, npartitions=database_partitions,
+                                                    sort=False).persist()
+                wait(dask_database)
+                # every worker compiles / loads the kernels of a broadcast search task first
+                warm = dask_cudf.from_cudf(queries[:64 * gpus], npartitions=4 * gpus,
+                                           sort=False)
+                warm.aln.search(dask_database, **options, broadcast=True).compute()
+                for per_partition in args.tasks_per_partition:
+                    sizing = {} if per_partition == 0 else {
+                        "cells_per_task": widest * sum(lengths) / per_partition * 1.0001,
+                        "pairs_per_task": 1e12}
+                    plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10,
+                                                                **sizing))
+                    seconds, frame = time_search(client, dask_queries, dask_database,
+                                                 {**options, **sizing}, args.repeat)
+                    results[(gpus, database_partitions, per_partition)] = (seconds, frame,
+                                                                          plan["tasks"])
+                    print(f"{gpus} GPU(s), database in {database_partitions} partitions, "
+                          f"{plan['tasks']} tasks (spread {plan['spread']:.3f}): median "
+                          f"{seconds:.2f} s, {len(frame):,} rows", flush=True)
+    base = next(iter(results.values()))[1]
+    print("| GPUs | database partitions | tasks per query partition | tasks | seconds | "
+          "speed-up over 1 GPU | identical |")
+    for (gpus, database_partitions, per_partition), (seconds, frame, tasks) in results.items():
+        single = results.get((1, database_partitions, per_partition))
         speedup = f"{single[0] / seconds:.2f}x" if single else "-"
         same = frame.reset_index(drop=True).equals(base.reset_index(drop=True))
-        print(f"| {gpus} | {per_partition} | {seconds:.2f} | {speedup} | {same} |")
+        print(f"| {gpus} | {database_partitions} | {per_partition or 'default'} | "
+              f"{tasks} | {seconds:.2f} | {speedup} | {same} |")
     if args.in_memory:
         import cudf
 

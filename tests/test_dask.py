@@ -377,6 +377,21 @@ def test_alignment_tasks_have_their_own_key_prefix(dna):
                                       dict(jobs["gpualign-search-block"].__dask_graph__())}
 
 
+def test_default_task_size_is_larger_on_the_gpu(dna):
+    from gpualign_df.accessor.dask import (DEFAULT_CELLS_PER_TASK, DEFAULT_GPU_CELLS_PER_TASK,
+                                           _default_cells)
+
+    lazy = partitioned(dna, 2)
+    assert _default_cells(lazy, "auto") == _default_cells(lazy, "cpu") == DEFAULT_CELLS_PER_TASK
+    assert _default_cells(lazy, "cuda") == DEFAULT_GPU_CELLS_PER_TASK > DEFAULT_CELLS_PER_TASK
+    long = dd.from_pandas(pd.Series(["ACGT" * 2000] * 800), npartitions=2)   # 4.1e13 cells
+    with dask.config.set(scheduler="threads"):
+        default = long.aln.plan(long)
+        assert default.equals(long.aln.plan(long, cells_per_task=DEFAULT_CELLS_PER_TASK))
+        assert len(default) > len(long.aln.plan(long,
+                                                 cells_per_task=DEFAULT_GPU_CELLS_PER_TASK))
+
+
 def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
     from gpualign_df.accessor import dask as dask_accessor
 

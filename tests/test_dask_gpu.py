@@ -82,3 +82,11 @@ def test_cluster_helper_gives_workers_the_async_allocator(proteins):
         check_all_shapes(proteins, 2)
     finally:
         client.close()
+
+
+def test_cudf_collections_plan_gpu_sized_tasks(proteins):
+    from gpualign_df.accessor.dask import DEFAULT_GPU_CELLS_PER_TASK
+
+    queries = dask_cudf.from_cudf(proteins, npartitions=2, sort=False)
+    assert queries.aln.plan(queries).equals(
+        queries.aln.plan(queries, cells_per_task=DEFAULT_GPU_CELLS_PER_TASK))

@@ -70,12 +70,17 @@ from ..api import align, best_first, pairwise_pairs
 from ..engine import check_options
 
 __all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan",
-           "DEFAULT_CELLS_PER_TASK", "DEFAULT_PAIRS_PER_TASK"]
+           "DEFAULT_CELLS_PER_TASK", "DEFAULT_GPU_CELLS_PER_TASK", "DEFAULT_PAIRS_PER_TASK"]
 
-#: Default DP cells per task: 0.1 to 1 s of an H100 (score-only search to traceback), tens
-#: of seconds on one CPU core; small enough tasks for Dask to balance, large enough that
-#: the per-task overhead stays small.
+#: Default DP cells per task on pandas-backed collections: tens of seconds on one CPU core;
+#: small enough tasks for Dask to balance, large enough that the per-task overhead stays
+#: small.
 DEFAULT_CELLS_PER_TASK = 10**11
+#: Default DP cells per task on cuDF-backed collections (or ``backend="cuda"``): about 1 s
+#: of an H100 for a score-only search, a few seconds with traceback, so that a task's fixed
+#: cost (tens of milliseconds: Dask, joining and encoding its inputs, building its frame)
+#: stays a few percent.
+DEFAULT_GPU_CELLS_PER_TASK = 10**12
 #: Default bound on pairs (result rows) per task.
 DEFAULT_PAIRS_PER_TASK = 4_000_000
 
@@ -313,7 +318,7 @@ def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
 
 
 def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
-                how: str | None = None, cells_per_task: float = DEFAULT_CELLS_PER_TASK,
+                how: str | None = None, cells_per_task: float | None = None,
                 pairs_per_task: float = DEFAULT_PAIRS_PER_TASK, top_k: int | None = None,
                 broadcast: bool | None = None) -> pd.DataFrame:
     """The task plan of a Dask ``pairwise`` or ``search`` job, one row per task.
@@ -328,8 +333,10 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
         The database of a ``search``; None for ``pairwise``.
     how : {"pairwise", "search"}, optional
         Default: ``"search"`` when ``database`` is given, else ``"pairwise"``.
-    cells_per_task : float
-        Target DP cells (sum of ``len(query) * len(target)``) per task.
+    cells_per_task : float, optional
+        Target DP cells (sum of ``len(query) * len(target)``) per task. Default:
+        ``DEFAULT_GPU_CELLS_PER_TASK`` (10**12) for cuDF-backed queries,
+        ``DEFAULT_CELLS_PER_TASK`` (10**11) otherwise.
     pairs_per_task : float
         Upper bound (approximately) on pairs per task (on result rows per task for a
         broadcast search).
@@ -367,6 +374,8 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
                          "database")
     if how == "search" and database is None:
         raise ValueError("how='search' needs a database")
+    if cells_per_task is None:
+        cells_per_task = _default_cells(queries, "auto")
     _check_sizing(cells_per_task, pairs_per_task)
     lengths = _partition_lengths(queries) if database is None else \
         _partition_lengths(queries, database)
@@ -605,8 +614,17 @@ def _collection(parts: list[Delayed], meta: Any, prefix: str) -> dd.DataFrame:
     return dd.from_delayed(parts, meta=meta, divisions=None, prefix=prefix, verify_meta=True)
 
 
-def _sizing(options: dict) -> tuple[float, float]:
-    cells = options.pop("cells_per_task", DEFAULT_CELLS_PER_TASK)
+def _default_cells(series: dd.Series, backend: str) -> float:
+    """Default cells per task: larger on the GPU, where a task's fixed cost weighs more."""
+    on_gpu = backend == "cuda" or (backend == "auto" and
+                                   _frame_library(series._meta) is not pd)
+    return DEFAULT_GPU_CELLS_PER_TASK if on_gpu else DEFAULT_CELLS_PER_TASK
+
+
+def _sizing(series: dd.Series, options: dict) -> tuple[float, float]:
+    cells = options.pop("cells_per_task", None)
+    if cells is None:
+        cells = _default_cells(series, options.get("backend", "auto"))
     pairs = options.pop("pairs_per_task", DEFAULT_PAIRS_PER_TASK)
     _check_sizing(cells, pairs)
     return cells, pairs
@@ -726,7 +744,7 @@ class DaskSeriesAlignAccessor:
         """
         series = self._series
         options = dict(options)
-        cells, pairs = _sizing(options)
+        cells, pairs = _sizing(self._series, options)
         meta = _result_meta(series, None, "pairwise", None, options)
         task_options = _task_options(options)
         (lengths,) = _partition_lengths(series)
@@ -801,7 +819,7 @@ class DaskSeriesAlignAccessor:
                             f"{type(database).__name__}")
         queries = self._series
         options = dict(options)
-        cells, pairs = _sizing(options)
+        cells, pairs = _sizing(self._series, options)
         meta = _result_meta(queries, database, "search", top_k, options)
         traceback = options.pop("traceback", True)
         task_options = _task_options(options)
@@ -851,7 +869,7 @@ class DaskSeriesAlignAccessor:
         return _collection(outputs, meta, "gpualign-search")
 
     def plan(self, database: dd.Series | None = None, *,
-             cells_per_task: float = DEFAULT_CELLS_PER_TASK,
+             cells_per_task: float | None = None,
              pairs_per_task: float = DEFAULT_PAIRS_PER_TASK, top_k: int | None = None,
              broadcast: bool | None = None) -> pd.DataFrame:
         """The task plan of ``pairwise()`` (no database) or ``search(database)``.
