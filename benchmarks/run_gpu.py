@@ -42,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--parasail-processes", type=int, default=os.cpu_count())
     parser.add_argument("--markdown", type=Path, default=None)
+    parser.add_argument("--cudf-only", action="store_true",
+                        help="only the cuDF rows (skip the pandas rows)")
+    parser.add_argument("--rmm", choices=["default", "async"], default="default",
+                        help="async: RMM's cudaMallocAsync resource for the whole process "
+                             "(cuDF's and our allocations) instead of RMM's default")
     args = parser.parse_args(argv)
 
     import multiprocessing as mp
@@ -60,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         pool = mp.get_context("spawn").Pool(args.parasail_processes, run_cpu._worker_init)
         pool.map(run_cpu._warm, range(args.parasail_processes * 2), chunksize=1)
 
+    if args.rmm == "async":
+        import rmm
+
+        rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
     import gpualign_df
     from gpualign_df import gpu
     from numba import cuda
@@ -95,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return frame
 
     local_scores = None
-    for sort in (True, False):
+    for sort in () if args.cudf_only else (True, False):
         gpu.SORT_BY_LENGTH = sort
         for name, mode, traceback in CONFIGS:
             def run(mode=mode, traceback=traceback, pairs=None):
