@@ -85,8 +85,9 @@ def test_cluster_helper_gives_workers_the_async_allocator(proteins):
 
 
 def test_cudf_collections_plan_gpu_sized_tasks(proteins):
-    from gpualign_df.accessor.dask import DEFAULT_GPU_CELLS_PER_TASK
+    from gpualign_df.accessor.dask import DEFAULT_GPU_CELLS_PER_TASK, _default_cells
 
     queries = dask_cudf.from_cudf(proteins, npartitions=2, sort=False)
+    assert _default_cells(queries, "auto") == DEFAULT_GPU_CELLS_PER_TASK
     assert queries.aln.plan(queries).equals(
         queries.aln.plan(queries, cells_per_task=DEFAULT_GPU_CELLS_PER_TASK))

@@ -711,8 +711,8 @@ class DaskSeriesAlignAccessor:
         query_parts, target_parts = queries.to_delayed(), other.to_delayed()
         graph = _Graph("gpualign-rowwise", tokenize(queries._name, other._name, task_options),
                        query_parts + target_parts)
-        keys = [graph.add(_rowwise_task, query_part.key, target_part.key, step="align", partition=k,
-                          options=task_options)
+        keys = [graph.add(_rowwise_task, query_part.key, target_part.key, step="align",
+                          partition=k, options=task_options)
                 for k, (query_part, target_part) in enumerate(zip(query_parts, target_parts))]
         parts = graph.delayed(keys)
         return _collection(parts, meta, "gpualign-rowwise")
@@ -744,7 +744,7 @@ class DaskSeriesAlignAccessor:
         """
         series = self._series
         options = dict(options)
-        cells, pairs = _sizing(self._series, options)
+        cells, pairs = _sizing(series, options)
         meta = _result_meta(series, None, "pairwise", None, options)
         task_options = _task_options(options)
         (lengths,) = _partition_lengths(series)
@@ -819,7 +819,7 @@ class DaskSeriesAlignAccessor:
                             f"{type(database).__name__}")
         queries = self._series
         options = dict(options)
-        cells, pairs = _sizing(self._series, options)
+        cells, pairs = _sizing(queries, options)
         meta = _result_meta(queries, database, "search", top_k, options)
         traceback = options.pop("traceback", True)
         task_options = _task_options(options)
