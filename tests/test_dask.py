@@ -422,6 +422,27 @@ def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
         assert len(calls) == 3                               # only the queries' partitions
 
 
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_stale_remembered_lengths_stop_with_a_clear_error(dna, broadcast):
+    """If a collection's data changed under the same Dask name, the remembered lengths are
+    stale: the job must stop naming the partition, never align shifted or missing rows."""
+    from gpualign_df.accessor import dask as dask_accessor
+
+    queries, database = partitioned(dna[:25], 3), partitioned(dna, 2)
+    with dask.config.set(scheduler="threads"):
+        queries.aln.plan(database)
+        remembered = dask_accessor._LENGTHS_CACHE[queries._name]
+        dask_accessor._LENGTHS_CACHE[queries._name] = [remembered[0][:-1], *remembered[1:]]
+        stale = queries.aln.search(database, top_k=2, broadcast=broadcast, **DNA_OPTIONS)
+        with pytest.raises(ValueError, match="partition 0 holds 9 rows, but the job was "
+                                             "planned when it held 8"):
+            stale.compute()
+        dask_accessor.forget_planned_lengths()
+        check_equal(queries.aln.search(database, top_k=2, broadcast=broadcast, **DNA_OPTIONS),
+                    in_memory(queries).aln.search(in_memory(database), top_k=2,
+                                                  **DNA_OPTIONS))
+
+
 # ---------------------------------------------------------------------------------------------
 # cluster helper
 

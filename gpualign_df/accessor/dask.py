@@ -14,7 +14,8 @@ How the work is split
   same number of rows in each (co-partitioned). No eager work.
 * ``pairwise()`` and ``search(database)``: the sequence lengths of every partition are
   computed eagerly once (one small Dask computation; remembered by the collection's Dask
-  name, so planning a persisted Series again computes nothing), then each partition is cut into
+  name, so planning a persisted Series again computes nothing; a task whose partition no
+  longer has the planned rows stops with an error, see :func:`forget_planned_lengths`), then each partition is cut into
   *chunks* of contiguous rows so that one task, a pair of chunks, holds about
   ``cells_per_task`` DP cells (sum of ``len(query) * len(target)`` over its pairs) and at most
   about ``pairs_per_task`` pairs. ``pairwise`` runs the blocks (u, v) with u <= v of the chunk
@@ -69,7 +70,7 @@ from dask.highlevelgraph import HighLevelGraph
 from ..api import align, best_first, pairwise_pairs
 from ..engine import check_options
 
-__all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan",
+__all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan", "forget_planned_lengths",
            "DEFAULT_CELLS_PER_TASK", "DEFAULT_GPU_CELLS_PER_TASK", "DEFAULT_PAIRS_PER_TASK"]
 
 #: Default DP cells per task on pandas-backed collections: tens of seconds on one CPU core;
@@ -112,6 +113,7 @@ class Chunk:
     offset: int
     residues: int
     squares: int
+    partition_rows: int   # rows of the whole partition when planned
 
     @property
     def rows(self) -> int:
@@ -160,7 +162,7 @@ def _chunks(lengths: Sequence[np.ndarray], residues: float, rows: int) -> list[C
         for start, stop in _split_partition(part_lengths, residues, rows):
             run = part_lengths[start:stop]
             chunks.append(Chunk(partition, start, stop, offset + start, int(run.sum()),
-                                int((run * run).sum())))
+                                int((run * run).sum()), len(part_lengths)))
         offset += len(part_lengths)
     return chunks
 
@@ -203,7 +205,7 @@ def _plan(how: str, query_lengths: Sequence[np.ndarray],
             database = np.concatenate([np.asarray(a, np.int64) for a in target_lengths] or
                                       [np.zeros(0, np.int64)])
             target_chunks = [Chunk(-1, 0, len(database), 0, int(database.sum()),
-                                   int((database * database).sum()))]
+                                   int((database * database).sum()), len(database))]
             rows_per_query = max(1, min(top_k or len(database), len(database)))
             query_chunks = _chunks(query_lengths,
                                    max(1.0, cells_per_task / max(target_chunks[0].residues, 1)),
@@ -297,6 +299,21 @@ def _lengths_of(part: Any) -> np.ndarray:
 #: identifies the data: a persisted Series planned again costs no computation).
 _LENGTHS_CACHE: OrderedDict[str, list[np.ndarray]] = OrderedDict()
 _LENGTHS_CACHE_SIZE = 32
+
+
+def forget_planned_lengths() -> None:
+    """Forget the partition lengths that planning remembers by Dask name.
+
+    Needed only when a collection's data changes while its Dask name does not (a file
+    rewritten in place and read again with the same arguments): a job planned on the old
+    lengths stops with an error naming the partition instead of aligning the wrong rows.
+
+    Examples
+    --------
+    >>> from gpualign_df.accessor.dask import forget_planned_lengths
+    >>> forget_planned_lengths()
+    """
+    _LENGTHS_CACHE.clear()
 
 
 def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
@@ -403,6 +420,18 @@ def _concat(frames: list[Any]) -> Any:
     return _frame_library(frames[0]).concat(frames, ignore_index=True)
 
 
+def _rows(part: Any, chunk: Chunk) -> Any:
+    """The rows of ``chunk`` in its partition, after checking that the partition still has
+    the rows it had when planned (planning remembers lengths by Dask name)."""
+    if len(part) != chunk.partition_rows:
+        raise ValueError(
+            f"partition {chunk.partition} holds {len(part)} rows, but the job was planned when "
+            f"it held {chunk.partition_rows}: the collection changed under the same Dask name "
+            f"since it was first planned; call "
+            f"gpualign_df.accessor.dask.forget_planned_lengths() and build the job again")
+    return part.iloc[chunk.start:chunk.stop]
+
+
 def _int_array(column: Any) -> np.ndarray:
     return np.asarray(column.fillna(0).astype("int64").to_numpy(), dtype=np.int64)
 
@@ -452,7 +481,7 @@ def _take_sorted(frame: Any, order: np.ndarray) -> Any:
 
 def _triangle_task(part: Any, *, chunk: Chunk, options: dict) -> Any:
     """All pairs i < j inside one chunk, i-major (the in-memory pairwise order)."""
-    queries = part.iloc[chunk.start:chunk.stop]
+    queries = _rows(part, chunk)
     frame = align(queries, how="pairwise", **options)
     first, second = pairwise_pairs(len(queries))
     frame[_QPOS] = first + chunk.offset
@@ -464,8 +493,8 @@ def _rectangle_task(query_part: Any, target_part: Any, *, query_chunk: Chunk,
                     target_chunk: Chunk, options: dict, top_k: int | None = None) -> Any:
     """Every query of one chunk against every target of another (a search block), labelled
     by the inputs' labels, global positions kept aside."""
-    queries = query_part.iloc[query_chunk.start:query_chunk.stop]
-    targets = target_part.iloc[target_chunk.start:target_chunk.stop]
+    queries = _rows(query_part, query_chunk)
+    targets = _rows(target_part, target_chunk)
     frame = _align_positional(queries, targets, query_chunk.offset, target_chunk.offset,
                               how="search", top_k=top_k, **options)
     return _relabel(frame, queries, targets, query_chunk.offset, target_chunk.offset)
@@ -522,7 +551,7 @@ def _search_top_k_final(query_part: Any, target_parts: list[Any], *blocks: Any,
         return _strip(_take_sorted(frame, keep))
     query_positions = _int_array(frame[_QPOS])[keep]
     target_positions = _int_array(frame[_TPOS])[keep]
-    queries = query_part.iloc[query_positions - query_chunk.offset + query_chunk.start]
+    queries = _rows(query_part, query_chunk).iloc[query_positions - query_chunk.offset]
     targets = _gather(target_parts, target_starts, target_positions)
     return align(queries, targets, how="rowwise", traceback=True, **options)
 
@@ -541,7 +570,7 @@ def _broadcast_search_task(query_part: Any, *database_parts: Any, query_chunk: C
     order, so ``align``'s own order (ties by target position) is the global one: no
     relabelling by position is needed."""
     database = _whole_series(*database_parts)
-    queries = query_part.iloc[query_chunk.start:query_chunk.stop]
+    queries = _rows(query_part, query_chunk)
     return align(queries, database, how="search", top_k=top_k, **options)
 
 
@@ -752,7 +781,7 @@ class DaskSeriesAlignAccessor:
         _log_plan("pairwise", query_chunks, query_chunks, tasks)
         parts = series.to_delayed()
         graph = _Graph("gpualign-pairwise", tokenize(series._name, task_options, cells, pairs,
-                                                     ordered), parts)
+                                                     ordered, query_chunks), parts)
         built: dict[tuple[int, int], tuple[str, int]] = {}
         for task in tasks:   # created longest first
             first, second = query_chunks[task.query], query_chunks[task.target]
@@ -831,7 +860,7 @@ class DaskSeriesAlignAccessor:
         query_parts, target_parts = queries.to_delayed(), database.to_delayed()
         graph = _Graph("gpualign-search", tokenize(queries._name, database._name, task_options,
                                                    traceback, top_k, cells, pairs, ordered,
-                                                   broadcast),
+                                                   broadcast, query_chunks, target_chunks),
                        query_parts + target_parts)
         if target_chunks and target_chunks[0].partition == -1:   # the database broadcast
             built_chunks = {task.query: graph.add(
