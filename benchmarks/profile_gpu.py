@@ -1,29 +1,61 @@
-"""Where the host time of a GPU job goes: cProfile of one end-to-end W1 run (local, traceback).
+"""Where the host time of a GPU job goes: per-phase wall times (each phase ends with a device
+synchronize) and a cProfile of one end-to-end W1 run (local, traceback).
 
-``python benchmarks/profile_gpu.py [--replicate 10]`` on a GPU machine.
+``python benchmarks/profile_gpu.py [--replicate 10] [--cudf] [--traceback 0|1] [--mode sw]``
+on a GPU machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import os
 import pstats
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+#: (module, function) pairs timed as phases; a phase nested in another counts in both.
+PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
+          ("gpualign_df.gpu", "plan_batches"), ("gpualign_df.gpu", "_run_batch"),
+          ("gpualign_df.gpu", "_row_offsets"), ("gpualign_df.gpu", "align_on_device"),
+          ("gpualign_df.encode", "encode_sequences"), ("gpualign_df.results", "build_frame"),
+          ("gpualign_df.gpu", "to_host")]
+
+
+def _timed(function, name, totals):
+    from numba import cuda
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        cuda.synchronize()
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            cuda.synchronize()
+            totals[name] = totals.get(name, 0.0) + time.perf_counter() - started
+    return wrapper
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--replicate", type=int, default=10)
     parser.add_argument("--traceback", type=int, default=1)
+    parser.add_argument("--mode", default="sw")
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     args = parser.parse_args()
+    import importlib
+
     import pandas as pd
+    from numba import cuda
 
     import gpualign_df
     from helpers import read_fasta
@@ -34,16 +66,47 @@ def main() -> int:
         import cudf
 
         queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
-    options = dict(mode="sw", match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda",
-                   progress=False, traceback=bool(args.traceback))
+    options = dict(mode=args.mode, match=1, mismatch=-4, gap_open=7, gap_extend=1,
+                   backend="cuda", progress=False, traceback=bool(args.traceback))
     gpualign_df.align(queries[:5000], targets[:5000], **options)
     gpualign_df.align(queries, targets, **options)
+    whole = []
+    for _ in range(args.repeat):
+        cuda.synchronize()
+        started = time.perf_counter()
+        gpualign_df.align(queries, targets, **options)
+        cuda.synchronize()
+        whole.append(time.perf_counter() - started)
+    print(f"end to end, no instrumentation: median {statistics.median(whole) * 1e3:.1f} ms "
+          f"(min {min(whole) * 1e3:.1f})")
+    totals: dict[str, float] = {}
+    originals = []
+    for module_name, function_name in PHASES:
+        module = importlib.import_module(module_name)
+        original = getattr(module, function_name)
+        originals.append((module, function_name, original))
+        setattr(module, function_name, _timed(original, function_name, totals))
+    phase_runs = []
+    for _ in range(args.repeat):
+        totals.clear()
+        cuda.synchronize()
+        started = time.perf_counter()
+        gpualign_df.align(queries, targets, **options)
+        cuda.synchronize()
+        totals["TOTAL"] = time.perf_counter() - started
+        phase_runs.append(dict(totals))
+    for module, function_name, original in originals:
+        setattr(module, function_name, original)
+    print("phases (synchronized, median ms):")
+    for name in phase_runs[0]:
+        median = statistics.median(run.get(name, 0) for run in phase_runs)
+        print(f"  {name:20s} {median * 1e3:8.2f}")
     profile = cProfile.Profile()
     profile.enable()
     gpualign_df.align(queries, targets, **options)
     profile.disable()
     stats = pstats.Stats(profile)
-    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("tottime").print_stats(30)
     stats.sort_stats("cumulative").print_stats("gpualign_df|cudf/core/(frame|dataframe)", 40)
     return 0
 

@@ -14,7 +14,7 @@ import numpy as np
 from numba import cuda
 
 from . import gpu
-from .api import best_first, pairwise_pairs, rowwise_pairs, search_pairs
+from .api import best_first, pairwise_pairs, search_pairs
 from .encode import plain_label
 from .engine import check_score_range
 from .scoring import INVALID_CODE, Mode, Scoring
@@ -58,17 +58,20 @@ def use_rmm() -> None:
 
 
 @cuda.jit
-def _map_codes(data, lut, codes, first_bad):
+def _map_codes(data, lut, codes, offsets, first_bad):
+    """Residue codes of every byte; the first byte of the column (between its first and last
+    offsets) outside the alphabet goes to ``first_bad``."""
     k = cuda.grid(1)
     if k < data.shape[0]:
         code = lut[data[k]]
         codes[k] = code
-        if code == INVALID_CODE:
+        if code == INVALID_CODE and offsets[0] <= k < offsets[offsets.shape[0] - 1]:
             cuda.atomic.min(first_bad, 0, k)
 
 
 def encode_device(series, scoring: Scoring):
-    """Device codes + offsets of a cuDF string Series; host lengths and validity.
+    """Device codes + offsets of a cuDF string Series, and its lengths and validity as
+    CuPy arrays (nothing per row comes to the host).
 
     Raises ``ValueError`` naming the row label, position and character for a residue outside
     the alphabet.
@@ -80,7 +83,8 @@ def encode_device(series, scoring: Scoring):
     rows = column.size()
     if rows and column.type().id() != plc.TypeId.STRING:
         raise ValueError(f"sequences must be strings, got a cuDF column of {series.dtype}")
-    valid = series.notna().to_cupy().get().astype(bool) if rows else np.zeros(0, bool)
+    valid = (series.notna().to_cupy() if column.null_count() else
+             cupy.ones(rows, dtype=bool))
     if rows == 0 or column.num_children() == 0:
         offsets = cupy.zeros(rows + 1, dtype=cupy.int64)
         chars = cupy.zeros(0, dtype=cupy.uint8)
@@ -93,15 +97,15 @@ def encode_device(series, scoring: Scoring):
         data = column.data()
         chars = cupy.asarray(data).view(cupy.uint8) if data is not None else \
             cupy.zeros(0, cupy.uint8)
-        first, last = int(offsets[0]), int(offsets[-1])
-        chars = chars[first:last]
-        offsets = offsets - first
+        # a sliced column: its characters are chars[offsets[0]:offsets[-1]]; offsets stay
+        # absolute (no host read of the bounds) and the code map covers the whole buffer
     codes = cupy.empty(max(len(chars), 1), dtype=cupy.uint8)
     first_bad = cupy.full(1, len(chars), dtype=cupy.int64)
     if len(chars):
         threads = 256
         _map_codes[(len(chars) + threads - 1) // threads, threads](
-            chars, cupy.asarray(scoring.lut), codes, first_bad)
+            gpu._view(chars), gpu._view(cupy.asarray(scoring.lut)), gpu._view(codes),
+            gpu._view(offsets), gpu._view(first_bad))
     bad = int(first_bad.get()[0])
     if bad < len(chars):
         host_offsets = offsets.get()
@@ -112,51 +116,58 @@ def encode_device(series, scoring: Scoring):
         raise ValueError(f"row {plain_label(series.index[row])!r}, position {position}: "
                          f"character {text[position]!r} is not in the {scoring.name} alphabet "
                          f"{scoring.alphabet!r}")
-    lengths = cupy.diff(offsets).get().astype(np.int64)
+    lengths = offsets[1:] - offsets[:-1]
     return gpu.DeviceSequences(codes, offsets), lengths, valid
 
 
-def _column(values, valid):
+def _labels(index, take):
+    """The labels ``index[take]``: a CuPy array for a RangeIndex (arithmetic), else a cuDF
+    Series on a default index."""
     import cudf
 
-    return cudf.Series(values).where(cudf.Series(valid)) if not valid.all() else cudf.Series(values)
+    if isinstance(index, cudf.RangeIndex):
+        return index.start + index.step * take
+    return cudf.Series(index.take(take)).reset_index(drop=True)
 
 
-def result_frame(results: gpu.DeviceResults, valid: np.ndarray, query_labels, target_labels,
-                 pair_query: np.ndarray, pair_target: np.ndarray, traceback: bool):
-    """The result frame as cuDF columns, built from the device buffers."""
+def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels, pair_query,
+                 pair_target, traceback: bool):
+    """The result frame as cuDF columns, built from the device buffers (``valid`` and the
+    pair arrays are CuPy arrays)."""
     import cudf
     import cupy
     import pylibcudf as plc
 
     rows = len(valid)
-    take_query = cupy.asarray(pair_query)
-    take_target = cupy.asarray(pair_target)
     device = {name: cupy.asarray(array)[:rows] for name, array in results.columns.items()}
-    frame = cudf.DataFrame({
-        "query": cudf.Series(query_labels.take(take_query)).reset_index(drop=True),
-        "target": cudf.Series(target_labels.take(take_target)).reset_index(drop=True)})
-    frame["score"] = _column(device["score"], valid)
+    mask = None if bool(valid.all()) else cudf.Series(valid)
+
+    def column(values):  # arrays as they are where every row is valid
+        return values if mask is None else cudf.Series(values).where(mask)
+
+    data = {"query": _labels(query_labels, pair_query),
+            "target": _labels(target_labels, pair_target),
+            "score": column(device["score"])}
     if not traceback:
-        frame["query_end"] = _column(device["end_i"], valid)
-        frame["target_end"] = _column(device["end_j"], valid)
-        return frame
+        data["query_end"] = column(device["end_i"])
+        data["target_end"] = column(device["end_j"])
+        return cudf.DataFrame(data)
     for name, key in (("query_start", "start_i"), ("query_end", "end_i"),
                       ("target_start", "start_j"), ("target_end", "end_j")):
-        frame[name] = _column(device[key], valid)
-    total = int(results.offsets[-1])
-    offsets = cupy.asarray(results.offsets.astype(np.int32 if total < 2**31 else np.int64))
+        data[name] = column(device[key])
+    total = results.characters
+    offsets = results.offsets.astype(np.int32 if total < 2**31 else np.int64)
     chars = cupy.asarray(results.chars)[:max(total, 1)]
     strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
                          0, 0, [plc.Column.from_cuda_array_interface(offsets)])
-    frame["cigar"] = _column(cudf.Series.from_pylibcudf(strings), valid)
+    data["cigar"] = column(cudf.Series.from_pylibcudf(strings))
     length = device["matches"] + device["mismatches"] + device["gaps"]
     for name in ("matches", "mismatches", "gap_opens", "gaps"):
-        frame[name] = _column(device[name], valid)
-    frame["length"] = _column(length, valid)
-    identity = cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1), 0.0)
-    frame["identity"] = _column(identity, valid)
-    return frame
+        data[name] = column(device[name])
+    data["length"] = column(length)
+    data["identity"] = column(cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1),
+                                         0.0))
+    return cudf.DataFrame(data)
 
 
 def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_k: int | None,
@@ -164,6 +175,7 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
                progress: bool | None):
     """:func:`gpualign_df.align` for cuDF Series: a cuDF frame, computed on the GPU."""
     import cudf
+    import cupy
 
     from .api import align
 
@@ -187,6 +199,7 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
     check_score_range(scoring, query_lengths, target_lengths)
 
     def run(pq, pt, with_traceback):
+        pq, pt = cupy.asarray(pq), cupy.asarray(pt)
         valid = query_valid[pq] & target_valid[pt]
         results = gpu.align_on_device(device_queries, device_targets, pq, pt, query_lengths[pq],
                                       target_lengths[pt], valid, scoring, mode,
@@ -196,9 +209,9 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
                             with_traceback)
 
     if how == "search" and top_k is not None:  # score the cross product, keep, trace back
-        return run(*gpu.search_top_k(device_queries, device_targets, query_lengths, query_valid,
-                                     target_lengths, target_valid, scoring, mode, top_k),
-                   traceback)
+        return run(*gpu.search_top_k(device_queries, device_targets, query_lengths.get(),
+                                     query_valid.get(), target_lengths.get(),
+                                     target_valid.get(), scoring, mode, top_k), traceback)
     if how == "search":
         pair_query, pair_target = search_pairs(len(queries), len(targets))
         frame = run(pair_query, pair_target, traceback)
@@ -206,9 +219,10 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
         keep = best_first(pair_query, pair_target, score.fillna(0).to_numpy(),
                           score.notna().to_numpy(), None)
         return frame.take(keep).reset_index(drop=True)
-    pair_query, pair_target = (pairwise_pairs(len(queries)) if how == "pairwise" else
-                               rowwise_pairs(len(queries)))
-    return run(pair_query, pair_target, traceback)
+    if how == "pairwise":
+        return run(*pairwise_pairs(len(queries)), traceback)
+    rows = cupy.arange(len(queries), dtype=cupy.int64)  # rowwise: row k against row k
+    return run(rows, rows, traceback)
 
 
 def _free_ends(mode: Mode):

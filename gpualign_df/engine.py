@@ -53,9 +53,10 @@ def resolve_backend(backend: str) -> str:
 
 def check_score_range(scoring: Scoring, query_lengths: np.ndarray,
                       target_lengths: np.ndarray) -> None:
-    """Refuse a job whose scores could overflow the engines' int32 cells."""
-    longest_query = int(query_lengths.max(initial=0))
-    longest_target = int(target_lengths.max(initial=0))
+    """Refuse a job whose scores could overflow the engines' int32 cells (lengths as numpy
+    or CuPy arrays)."""
+    longest_query = int(query_lengths.max()) if len(query_lengths) else 0
+    longest_target = int(target_lengths.max()) if len(target_lengths) else 0
     bound = scoring.max_abs_score(longest_query, longest_target)
     if bound >= SCORE_LIMIT:
         raise ValueError(f"scores could reach {bound} for sequences of lengths {longest_query} x "

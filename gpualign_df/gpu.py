@@ -20,7 +20,7 @@ from numba import cuda
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from .kernels import dpx, inter, intra, traceback as tb_kernels
-from .plan import Batch, plan_batches
+from .plan import Batch, plan_batches, to_numpy
 from .scoring import Mode, Scoring
 
 THREADS_PER_BLOCK = 128
@@ -45,8 +45,13 @@ def simulator() -> bool:
 
 
 def gpu_usable() -> bool:
-    """A real CUDA device is present and usable (never true under the simulator)."""
+    """A real CUDA device is present and usable, and CuPy is installed (never true under
+    the simulator)."""
     if simulator():
+        return False
+    try:
+        import cupy  # noqa: F401 - the engine's device arrays are CuPy arrays
+    except ImportError:
         return False
     try:
         return bool(cuda.is_available()) and len(cuda.gpus) > 0
@@ -54,24 +59,45 @@ def gpu_usable() -> bool:
         return False
 
 
+def array_module():
+    """Where the engine's buffers live: CuPy on a GPU, numpy under the CUDA simulator."""
+    if simulator():
+        return np
+    import cupy
+
+    return cupy
+
+
 def _free_bytes() -> int:
     if simulator():
         return 1 << 28
+    import cupy
+
     try:
         free, _total = cuda.current_context().get_memory_info()
     except Exception:  # noqa: BLE001 - RMM's numba memory manager does not report it
-        import cupy
-
         free, _total = cupy.cuda.runtime.memGetInfo()
-    return int(free) + sum(buffer.nbytes for buffer in _SCRATCH.values())
+    return int(free) + cupy.get_default_memory_pool().free_bytes() + sum(
+        buffer.nbytes for buffer in _SCRATCH.values())
 
 
 def _blocks(count: int) -> int:
     return max(1, (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
 
 
+def _view(argument):
+    """A kernel argument as numba takes it without a wait: CuPy (or any CUDA array
+    interface) arrays become numba device arrays with no stream synchronize; all of the
+    engine's work, CuPy's and cuDF's included, is ordered on the default stream."""
+    if simulator() or not hasattr(argument, "__cuda_array_interface__") \
+            or getattr(argument, "__cuda_ndarray__", False):
+        return argument
+    return cuda.as_cuda_array(argument, sync=False)
+
+
 def _launch(name: str, kernel, blocks: int, threads: int, *arguments) -> None:
     """Launch a kernel; with TIME_KERNELS, time it with CUDA events."""
+    arguments = tuple(_view(argument) for argument in arguments)
     if not TIME_KERNELS or simulator():
         kernel[blocks, threads](*arguments)
         return
@@ -95,7 +121,7 @@ def _scratch(name: str, count: int, dtype) -> object:
     buffer = _SCRATCH.get(name)
     if buffer is None or buffer.size < count or buffer.dtype != np.dtype(dtype):
         _SCRATCH.pop(name, None)
-        buffer = cuda.device_array(count, dtype=dtype)
+        buffer = array_module().empty(count, dtype=dtype)
         _SCRATCH[name] = buffer
     return buffer[:count]
 
@@ -105,7 +131,10 @@ def _upload(name: str, host: np.ndarray) -> object:
     host = np.ascontiguousarray(host)
     buffer = _scratch(name, host.size, host.dtype)
     if host.size:
-        buffer.copy_to_device(host.ravel())
+        if isinstance(buffer, np.ndarray):
+            buffer[...] = host.ravel()
+        else:
+            buffer.set(host.ravel())
     return buffer.reshape(host.shape) if host.ndim > 1 else buffer
 
 
@@ -131,12 +160,14 @@ def upload(encoded: EncodedSequences) -> DeviceSequences:
 
 @dataclass
 class DeviceResults:
-    """Result columns in job row order, on the device (``chars``/``offsets`` the CIGARs)."""
+    """Result columns in job row order, on the device (``chars``/``offsets`` the CIGARs,
+    ``characters`` long in all; arrays of :func:`array_module`)."""
 
     columns: dict
     chars: object | None
-    offsets: np.ndarray | None
+    offsets: object | None
     cells: int
+    characters: int = 0
 
 
 @cuda.jit
@@ -154,37 +185,44 @@ def gather_residues(codes, offsets, sequence_of_slot, slot_lengths, slot_start, 
         out[base + width * i] = codes[start + i]
 
 
-def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query: np.ndarray,
-                    pair_target: np.ndarray, query_lengths: np.ndarray,
-                    target_lengths: np.ndarray, valid: np.ndarray, scoring: Scoring, mode: Mode,
-                    *, traceback: bool, cigar_style: str, clip: str | None,
+def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query,
+                    pair_target, query_lengths, target_lengths, valid, scoring: Scoring,
+                    mode: Mode, *, traceback: bool, cigar_style: str, clip: str | None,
                     progress=None) -> DeviceResults:
-    """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``."""
+    """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``.
+
+    The per-row arrays may be numpy or device (CuPy) arrays; they are planned on the
+    device, so a job whose arrays already live there copies nothing per row to the host.
+    """
+    xp = array_module()
     with _DEVICE_LOCK:
-        return _align_on_device(queries, targets, pair_query, pair_target, query_lengths,
-                                target_lengths, valid, scoring, mode, traceback, cigar_style,
-                                clip, progress)
+        return _align_on_device(
+            queries, targets, xp.asarray(pair_query, dtype=np.int64),
+            xp.asarray(pair_target, dtype=np.int64), xp.asarray(query_lengths, dtype=np.int64),
+            xp.asarray(target_lengths, dtype=np.int64), xp.asarray(valid, dtype=bool),
+            scoring, mode, traceback, cigar_style, clip, progress)
 
 
 def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, target_lengths,
                      valid, scoring, mode, traceback, cigar_style, clip, progress):
+    xp = array_module()
     rows = len(pair_query)
     names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
     # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
-    table = cuda.device_array((len(names), max(rows, 1)), np.int32)
+    table = xp.empty((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
     sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
     concrete = _upload("concrete", scoring.concrete)
     flags = (mode.code, *mode.flags(), traceback)
     merge_matches, soft_clip = cigar_style == "M", clip == "soft"
-    batches = plan_batches(np.flatnonzero(valid), query_lengths, target_lengths, traceback,
+    batches = plan_batches(xp.flatnonzero(valid), query_lengths, target_lengths, traceback,
                            int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH)
     # One batch (the usual case): its CIGARs go straight to their rows' places in the column.
     direct = valid if traceback and len(batches) == 1 else None
     pieces = []
     cells = 0
     for batch in batches:
-        piece = _run_batch(batch, queries, targets, pair_query, pair_target, sub, concrete,
+        piece = _run_batch(xp, batch, queries, targets, pair_query, pair_target, sub, concrete,
                            len(scoring.alphabet), scoring.gap_open, scoring.gap_extend, flags,
                            merge_matches, soft_clip, columns, direct)
         if piece is not None:
@@ -195,24 +233,24 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     if not traceback:
         return DeviceResults(columns, None, None, cells)
     if direct is not None:
-        chars, offsets = pieces[0]
-        return DeviceResults(columns, chars, offsets, cells)
-    offsets = _row_offsets(columns["cigar_length"], valid)
-    chars = cuda.device_array(max(int(offsets[-1]), 1), dtype=np.uint8)
-    offsets_device = cuda.to_device(offsets)
+        chars, offsets, total = pieces[0]
+        return DeviceResults(columns, chars, offsets, cells, total)
+    offsets, total = _row_offsets(xp, columns["cigar_length"], valid)
+    chars = xp.empty(max(total, 1), dtype=np.uint8)
     for batch_chars, batch_offsets, slot_row, slot_lengths in pieces:
         _launch("cigar", tb_kernels.scatter_strings, _blocks(slot_row.size), THREADS_PER_BLOCK,
-                batch_chars, batch_offsets, slot_row, slot_lengths, chars, offsets_device)
-    return DeviceResults(columns, chars, offsets, cells)
+                batch_chars, batch_offsets, slot_row, slot_lengths, chars, offsets)
+    return DeviceResults(columns, chars, offsets, cells, total)
 
 
-def _row_offsets(cigar_length, valid: np.ndarray) -> np.ndarray:
-    """CIGAR offsets of the job rows (``rows + 1``, int64) from the device lengths."""
+def _row_offsets(xp, cigar_length, valid):
+    """CIGAR offsets of the job rows (``rows + 1``, int64, on the device) from the device
+    lengths, and their total (the one number that comes to the host)."""
     rows = len(valid)
-    lengths = np.where(valid, cigar_length.copy_to_host()[:rows], 0)
-    offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
+    lengths = xp.where(valid, cigar_length[:rows], 0).astype(np.int64)
+    offsets = xp.zeros(rows + 1, dtype=np.int64)
+    xp.cumsum(lengths, out=offsets[1:])
+    return offsets, int(offsets[-1])
 
 
 @cuda.jit
@@ -231,29 +269,32 @@ def expand_warps(warps, slot_starts):
     slot_starts[3, slot] = warps[4, warp]
 
 
-def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, concrete,
+def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub, concrete,
                alphabet_size, go, ge, flags, merge_matches, soft_clip, columns, direct):
     """Gather, fill, walk and write one batch. Returns its CIGAR piece (batch buffer, slot
     offsets, rows, lengths), or with ``direct`` (the job's validity; one batch only) the
-    finished column (characters, row offsets); None without traceback."""
-    used = batch.slot_row >= 0
-    per_slot = [batch.slot_row, batch.query_lengths, batch.target_lengths, batch.run_base,
-                *(np.where(used, pair_of[np.maximum(batch.slot_row, 0)], -1)
-                  for pair_of in (pair_query, pair_target))]
-    if batch.kind == "long":
-        per_slot += [batch.query_start, batch.target_start, batch.tb_start, batch.columns]
-    slot_table = _upload("slots", np.array(per_slot, dtype=np.int64))  # one transfer
-    (slot_row, query_lengths, target_lengths, run_base, query_sequence,
-     target_sequence) = (slot_table[k] for k in range(6))
+    finished column (characters, row offsets, total length); None without traceback."""
+    def device64(values):
+        return xp.asarray(values, dtype=np.int64)
+
+    slot_row = device64(batch.slot_row)
+    used = slot_row >= 0
+    known_row = xp.maximum(slot_row, 0)
+    query_lengths, target_lengths, run_base = (
+        device64(values) for values in (batch.query_lengths, batch.target_lengths,
+                                        batch.run_base))
+    query_sequence, target_sequence = (xp.where(used, pair_of[known_row], -1)
+                                       for pair_of in (pair_query, pair_target))
     blocks = _blocks(batch.slots)
     if batch.kind == "inter":
-        warps = _upload("warps", np.array([
+        warps = xp.stack([device64(values) for values in (
             batch.warp_query_base, batch.warp_target_base, batch.row_start,
-            batch.warp_tb_base, batch.warp_columns], dtype=np.int64))
+            batch.warp_tb_base, batch.warp_columns)])
         starts = _scratch("slot_starts", 4 * batch.slots, np.int64).reshape((4, batch.slots))
         _launch("gather", expand_warps, blocks, THREADS_PER_BLOCK, warps, starts)
     else:
-        starts = slot_table[6:]
+        starts = xp.stack([device64(values) for values in (
+            batch.query_start, batch.target_start, batch.tb_start, batch.columns)])
     query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
     query = _scratch("query", batch.query_size, np.uint8)
     target = _scratch("target", batch.target_size, np.uint8)
@@ -275,7 +316,7 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
     else:
         kernel = intra.long_fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
-                target_lengths, query_start, target_start, _upload("rows", batch.row_start),
+                target_lengths, query_start, target_start, device64(batch.row_start),
                 tb_start, *common)
     if not traceback:
         return None
@@ -289,31 +330,27 @@ def _run_batch(batch: Batch, queries, targets, pair_query, pair_target, sub, con
             columns["start_i"], columns["start_j"], columns["matches"], columns["mismatches"],
             columns["gap_opens"], columns["gaps"], columns["cigar_length"])
     if direct is not None:
-        row_offsets = _row_offsets(columns["cigar_length"], direct)
-        slot_offsets = np.where(used, row_offsets[np.maximum(batch.slot_row, 0)], 0)
-        chars = cuda.device_array(max(int(row_offsets[-1]), 1), dtype=np.uint8)
+        row_offsets, total = _row_offsets(xp, columns["cigar_length"], direct)
+        slot_offsets = xp.where(used, row_offsets[known_row], 0)
     else:
-        all_lengths = columns["cigar_length"].copy_to_host()
-        slot_lengths = np.where(used, all_lengths[np.maximum(batch.slot_row, 0)], 0)
-        slot_offsets = np.zeros(batch.slots + 1, dtype=np.int64)
-        np.cumsum(slot_lengths, out=slot_offsets[1:])
-        chars = cuda.device_array(max(int(slot_offsets[-1]), 1), dtype=np.uint8)
-    slot_offsets_device = (_upload("slot_offsets", slot_offsets) if direct is not None
-                           else cuda.to_device(slot_offsets))  # a piece outlives the batch
+        slot_lengths = xp.where(used, columns["cigar_length"][known_row], 0).astype(np.int64)
+        slot_offsets = xp.zeros(batch.slots + 1, dtype=np.int64)
+        xp.cumsum(slot_lengths, out=slot_offsets[1:])
+        total = int(slot_offsets[-1])
+    chars = xp.empty(max(total, 1), dtype=np.uint8)
     write = tb_kernels.cigar_kernel(merge_matches, soft_clip)
     _launch("cigar", write, blocks, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
-            columns["start_i"], columns["end_i"], query_lengths, slot_offsets_device, chars)
+            columns["start_i"], columns["end_i"], query_lengths, slot_offsets, chars)
     if direct is not None:
-        return chars, row_offsets
-    # the piece outlives this batch's scratch buffers (the next batch reuses them)
-    return (chars, slot_offsets_device, cuda.to_device(batch.slot_row),
-            cuda.to_device(batch.query_lengths.astype(np.int64)))
+        return chars, row_offsets, total
+    # fresh arrays (not scratch buffers): the piece outlives this batch
+    return chars, slot_offsets, slot_row, query_lengths
 
 
 def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> AlignmentArrays:
     """Copy device results into the engines' host arrays."""
     rows = len(valid)
-    host = {name: np.where(valid, array.copy_to_host()[:rows], 0)
+    host = {name: np.where(valid, to_numpy(array)[:rows], 0)
             for name, array in results.columns.items()}
     out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["end_i"],
                           target_end=host["end_j"], cells=results.cells)
@@ -321,8 +358,8 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
         out.query_start, out.target_start = host["start_i"], host["start_j"]
         out.stats = {name: host[name] for name in ("matches", "mismatches", "gap_opens", "gaps")}
         out.stats["length"] = out.stats["matches"] + out.stats["mismatches"] + out.stats["gaps"]
-        out.cigar_offsets = results.offsets
-        out.cigar_chars = results.chars.copy_to_host()[:int(results.offsets[-1])]
+        out.cigar_offsets = to_numpy(results.offsets)
+        out.cigar_chars = to_numpy(results.chars)[:results.characters]
     return out
 
 

@@ -1,7 +1,10 @@
 """Work planning for the GPU: length sort, warps of 32 pairs, long pairs apart, batches
 sized to the free device memory, and every buffer offset the kernels need.
 
-Host-side numpy only (lengths and offsets, never residues).
+Lengths and offsets only, never residues. The short-pair plan runs on whichever array
+module holds the job's lengths: CuPy on a GPU (a handful of device operations and one small
+copy of totals to the host), numpy under the CUDA simulator. Long pairs are few and are
+planned on the host.
 
 * Short and medium pairs (at most ``INTER_MAX_CELLS`` cells) go to the inter-task kernel:
   sorted by (target, query) length, longest first, in warps of 32 slots; residues of a
@@ -81,71 +84,114 @@ def _split(need: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def plan_batches(pairs: np.ndarray, query_lengths: np.ndarray, target_lengths: np.ndarray,
-                 traceback: bool, budget_bytes: int, sort: bool = True) -> list[Batch]:
-    """Batches for job rows ``pairs`` (lengths indexed by job row): inter-task batches
-    first, then long-pair batches, each within ``budget_bytes`` of device memory."""
-    cells = query_lengths[pairs].astype(np.int64) * target_lengths[pairs]
-    long_pairs = pairs[cells > INTER_MAX_CELLS]
-    short_pairs = pairs[cells <= INTER_MAX_CELLS]
-    batches = _inter_batches(short_pairs, query_lengths, target_lengths, traceback,
-                             budget_bytes, sort)
-    batches += _long_batches(long_pairs, query_lengths, target_lengths, traceback, budget_bytes)
-    return batches
+def array_module(array):
+    """The array module (numpy or cupy) an array belongs to."""
+    if isinstance(array, np.ndarray):
+        return np
+    import cupy
+
+    return cupy.get_array_module(array)
 
 
-def _inter_batches(pairs, query_lengths, target_lengths, traceback, budget, sort):
+def to_numpy(array) -> np.ndarray:
+    """A host copy (or the array itself) of a numpy or CuPy array."""
+    return array if isinstance(array, np.ndarray) else array.get()
+
+
+def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
+                 sort: bool = True) -> list[Batch]:
+    """Batches for job rows ``pairs`` (lengths indexed by job row; numpy or CuPy arrays, all
+    of one kind): inter-task batches first, then long-pair batches, each within
+    ``budget_bytes`` of device memory."""
+    xp = array_module(query_lengths)
     if len(pairs) == 0:
         return []
-    if sort:  # longest target first, then longest query: two stable passes (radix on int16)
-        for all_lengths in (query_lengths, target_lengths):
-            lengths = all_lengths[pairs]
-            key = -lengths.astype(np.int16 if lengths.max(initial=0) < 2**15 else np.int64)
-            pairs = pairs[np.argsort(key, kind="stable")]
-    slot_count = (len(pairs) + WARP - 1) // WARP * WARP
-    slot_row = np.full(slot_count, -1, dtype=np.int64)
-    slot_row[:len(pairs)] = pairs
-    slot_query = np.full(slot_count, -1, dtype=np.int32)
-    slot_target = np.full(slot_count, -1, dtype=np.int32)
-    slot_query[:len(pairs)] = query_lengths[pairs]
-    slot_target[:len(pairs)] = target_lengths[pairs]
+    pair_query_lengths = query_lengths[pairs].astype(np.int64)
+    pair_target_lengths = target_lengths[pairs].astype(np.int64)
+    cells = pair_query_lengths * pair_target_lengths
+    if int(cells.max()) <= INTER_MAX_CELLS:  # the usual case: no boolean selection
+        return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
+                              budget_bytes, sort)
+    is_long = cells > INTER_MAX_CELLS
+    short = ~is_long
+    batches = _inter_batches(xp, pairs[short], pair_query_lengths[short],
+                             pair_target_lengths[short], traceback, budget_bytes, sort)
+    return batches + _long_batches(to_numpy(pairs[is_long]),
+                                   to_numpy(pair_query_lengths[is_long]),
+                                   to_numpy(pair_target_lengths[is_long]), traceback,
+                                   budget_bytes)
+
+
+def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, sort):
+    """Inter-task batches of ``pairs`` with their lengths (``*_lengths[k]`` of
+    ``pairs[k]``). Per-warp quantities are summed once (a cumulative sum per quantity);
+    only their totals cross to the host, unless the job needs several batches."""
+    if len(pairs) == 0:
+        return []
+    if sort:  # longest target first, then longest query; stable
+        key = -(target_lengths * (1 << 32) + query_lengths)
+        order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+        pairs, query_lengths, target_lengths = pairs[order], query_lengths[order], \
+            target_lengths[order]
+    count = len(pairs)
+    slot_count = (count + WARP - 1) // WARP * WARP
+    slot_row = xp.full(slot_count, -1, dtype=np.int64)
+    slot_row[:count] = pairs
+    slot_query = xp.full(slot_count, -1, dtype=np.int32)
+    slot_target = xp.full(slot_count, -1, dtype=np.int32)
+    slot_query[:count] = query_lengths
+    slot_target[:count] = target_lengths
     rows = slot_query.reshape(-1, WARP).max(axis=1).astype(np.int64)
     columns = slot_target.reshape(-1, WARP).max(axis=1).astype(np.int64)
+    used_q = xp.maximum(slot_query, 0).astype(np.int64)
+    used_t = xp.maximum(slot_target, 0).astype(np.int64)
     strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
-    tb_words = WARP * strips * columns if traceback else np.zeros_like(rows)
-    run_words = WARP * (rows + columns) if traceback else np.zeros_like(rows)
+    zeros = xp.zeros_like(rows)
+    tb_words = WARP * strips * columns if traceback else zeros
+    run_words = WARP * (rows + columns) if traceback else zeros
     need = WARP * (rows + columns) + 8 * WARP * (columns + 1) + 4 * tb_words + 4 * run_words \
         + WARP * 96
+    # per warp: need, query words, target words, row words, traceback words, run words, cells
+    quantities = xp.stack([need, WARP * rows, WARP * columns, WARP * (columns + 1), tb_words,
+                           run_words, (used_q * used_t).reshape(-1, WARP).sum(axis=1)])
+    inclusive = xp.cumsum(quantities, axis=1)
+    exclusive = inclusive - quantities
+    slot_runs = used_q + used_t if traceback else xp.zeros_like(used_q)
+    run_exclusive = xp.cumsum(slot_runs) - slot_runs
+    totals = to_numpy(inclusive[:, -1])
+    if int(totals[0]) <= budget:
+        ranges, host_inclusive = [(0, len(rows))], None
+    else:
+        ranges, host_inclusive = _split(to_numpy(need), budget), to_numpy(inclusive)
     batches = []
-    for first, stop in _split(need, budget):
+    for first, stop in ranges:
+        if host_inclusive is None:
+            sums = totals
+        else:
+            sums = host_inclusive[:, stop - 1] - (host_inclusive[:, first - 1] if first else 0)
+        _need, query_size, target_size, row_words, tb_total, run_total, cells = (
+            int(value) for value in sums)
+        warps = slice(first, stop)
         slots = slice(first * WARP, stop * WARP)
-        warp_rows, warp_columns = rows[first:stop], columns[first:stop]
-        query_base = _exclusive_cumsum(WARP * warp_rows)
-        target_base = _exclusive_cumsum(WARP * warp_columns)
-        row_base = _exclusive_cumsum(WARP * (warp_columns + 1))
-        tb_base = _exclusive_cumsum(tb_words[first:stop])
-        lengths_q, lengths_t = slot_query[slots], slot_target[slots]
-        used_q, used_t = np.maximum(lengths_q, 0), np.maximum(lengths_t, 0)
-        run_base = _exclusive_cumsum(used_q.astype(np.int64) + used_t) if traceback else \
-            np.zeros(len(lengths_q), dtype=np.int64)
+
+        def relative(values, part):
+            return values[part] - values[part.start]
+
         batches.append(Batch(
-            kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=lengths_q,
-            target_lengths=lengths_t, run_base=run_base, row_start=row_base,
-            query_size=int(WARP * warp_rows.sum()), target_size=int(WARP * warp_columns.sum()),
-            row_words=int(WARP * (warp_columns + 1).sum()),
-            tb_words=int(tb_words[first:stop].sum()),
-            run_words=int(run_words[first:stop].sum()),
-            cells=int(np.dot(used_q.astype(np.int64), used_t)),
-            warp_query_base=query_base, warp_target_base=target_base, warp_tb_base=tb_base,
-            warp_columns=warp_columns))
+            kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=slot_query[slots],
+            target_lengths=slot_target[slots], run_base=relative(run_exclusive, slots),
+            row_start=relative(exclusive[3], warps), query_size=query_size,
+            target_size=target_size, row_words=row_words, tb_words=tb_total,
+            run_words=run_total, cells=cells, warp_query_base=relative(exclusive[1], warps),
+            warp_target_base=relative(exclusive[2], warps),
+            warp_tb_base=relative(exclusive[4], warps), warp_columns=columns[warps]))
     return batches
 
 
-def _long_batches(pairs, query_lengths, target_lengths, traceback, budget):
+def _long_batches(pairs, m, n, traceback, budget):
+    """Long-pair batches of host arrays: rows ``pairs`` of lengths ``m`` x ``n``."""
     if len(pairs) == 0:
         return []
-    m = query_lengths[pairs].astype(np.int64)
-    n = target_lengths[pairs].astype(np.int64)
     order = np.argsort(-(m * n), kind="stable")
     pairs, m, n = pairs[order], m[order], n[order]
     strips = (m + STRIP_ROWS - 1) // STRIP_ROWS
