@@ -49,6 +49,9 @@ def main() -> int:
     parser.add_argument("--mode", default="sw")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
+    parser.add_argument("--keep-bytes", type=int, default=None,
+                        help="freed memory the engine's private allocator keeps between jobs "
+                             "(gpualign_df.memory.KEEP_BYTES)")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     args = parser.parse_args()
@@ -58,7 +61,11 @@ def main() -> int:
     from numba import cuda
 
     import gpualign_df
+    from gpualign_df import memory
     from helpers import read_fasta
+
+    if args.keep_bytes is not None:
+        memory.KEEP_BYTES = args.keep_bytes
 
     queries = pd.Series(read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz") * args.replicate)
     targets = pd.Series(read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz") * args.replicate)

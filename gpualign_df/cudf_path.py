@@ -17,10 +17,8 @@ from . import gpu
 from .api import best_first, pairwise_pairs, search_pairs
 from .encode import plain_label
 from .engine import check_score_range
+from .memory import engine_allocations
 from .scoring import INVALID_CODE, Mode, Scoring
-
-_RMM_READY = False
-
 
 def is_cudf(values: Any) -> bool:
     """True for a cuDF Series (or Index)."""
@@ -37,24 +35,6 @@ def as_cudf(values: Any):
     if isinstance(values, pd.Series):
         return cudf.from_pandas(values)
     return cudf.Series(list(values), dtype="str")
-
-
-def use_rmm() -> None:
-    """Route numba and CuPy allocations through RMM, so alignment shares cuDF's memory pool
-    and limits. Effective only before numba creates its CUDA context; harmless after."""
-    global _RMM_READY
-    if _RMM_READY:
-        return
-    _RMM_READY = True
-    try:
-        import cupy
-        from rmm.allocators.cupy import rmm_cupy_allocator
-        from rmm.allocators.numba import RMMNumbaManager
-
-        cupy.cuda.set_allocator(rmm_cupy_allocator)
-        cuda.set_memory_manager(RMMNumbaManager)
-    except Exception:  # noqa: BLE001 - RMM absent or numba context already live
-        pass
 
 
 @cuda.jit
@@ -131,16 +111,19 @@ def _labels(index, take):
 
 
 def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels, pair_query,
-                 pair_target, traceback: bool):
+                 pair_target, traceback: bool, all_valid: bool | None = None):
     """The result frame as cuDF columns, built from the device buffers (``valid`` and the
-    pair arrays are CuPy arrays)."""
+    pair arrays are CuPy arrays; ``all_valid``, when known, spares a wait on the device).
+    The CIGAR column comes last: the others are queued while the kernels still run."""
     import cudf
     import cupy
     import pylibcudf as plc
 
     rows = len(valid)
     device = {name: cupy.asarray(array)[:rows] for name, array in results.columns.items()}
-    mask = None if bool(valid.all()) else cudf.Series(valid)
+    if all_valid is None:
+        all_valid = bool(valid.all())
+    mask = None if all_valid else cudf.Series(valid)
 
     def column(values):  # arrays as they are where every row is valid
         return values if mask is None else cudf.Series(values).where(mask)
@@ -155,18 +138,18 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     for name, key in (("query_start", "start_i"), ("query_end", "end_i"),
                       ("target_start", "start_j"), ("target_end", "end_j")):
         data[name] = column(device[key])
-    total = results.characters
-    offsets = results.offsets.astype(np.int32 if total < 2**31 else np.int64)
-    chars = cupy.asarray(results.chars)[:max(total, 1)]
-    strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
-                         0, 0, [plc.Column.from_cuda_array_interface(offsets)])
-    data["cigar"] = column(cudf.Series.from_pylibcudf(strings))
+    data["cigar"] = None  # its place in the column order; filled last
     length = device["matches"] + device["mismatches"] + device["gaps"]
     for name in ("matches", "mismatches", "gap_opens", "gaps"):
         data[name] = column(device[name])
     data["length"] = column(length)
     data["identity"] = column(cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1),
                                          0.0))
+    chars = cupy.asarray(results.cigar_chars())  # waits for the kernels
+    offsets = results.offsets.astype(np.int32 if results.characters < 2**31 else np.int64)
+    strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
+                         0, 0, [plc.Column.from_cuda_array_interface(offsets)])
+    data["cigar"] = column(cudf.Series.from_pylibcudf(strings))
     return cudf.DataFrame(data)
 
 
@@ -174,6 +157,14 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
                traceback: bool, cigar_style: str, clip: str | None, backend: str,
                progress: bool | None):
     """:func:`gpualign_df.align` for cuDF Series: a cuDF frame, computed on the GPU."""
+    with engine_allocations():
+        return _align_cudf(queries, targets, how=how, scoring=scoring, mode=mode, top_k=top_k,
+                           traceback=traceback, cigar_style=cigar_style, clip=clip,
+                           backend=backend, progress=progress)
+
+
+def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar_style, clip,
+                backend, progress):
     import cudf
     import cupy
 
@@ -189,7 +180,6 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
     if len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
         raise ValueError(f"the GPU engine holds alphabets of up to {gpu.inter.MAX_ALPHABET} "
                          f"symbols; this one has {len(scoring.alphabet)}")
-    use_rmm()
     device_queries, query_lengths, query_valid = encode_device(queries, scoring)
     if how == "pairwise":
         device_targets, target_lengths, target_valid = device_queries, query_lengths, query_valid
@@ -201,12 +191,13 @@ def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_
     def run(pq, pt, with_traceback):
         pq, pt = cupy.asarray(pq), cupy.asarray(pt)
         valid = query_valid[pq] & target_valid[pt]
+        all_valid = bool(valid.all())  # read before the kernels are queued
         results = gpu.align_on_device(device_queries, device_targets, pq, pt, query_lengths[pq],
                                       target_lengths[pt], valid, scoring, mode,
                                       traceback=with_traceback, cigar_style=cigar_style,
                                       clip=clip)
         return result_frame(results, valid, queries.index, targets.index, pq, pt,
-                            with_traceback)
+                            with_traceback, all_valid)
 
     if how == "search" and top_k is not None:  # score the cross product, keep, trace back
         return run(*gpu.search_top_k(device_queries, device_targets, query_lengths.get(),

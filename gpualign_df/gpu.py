@@ -19,6 +19,7 @@ from numba import cuda
 
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
+from .memory import engine_allocations
 from .kernels import dpx, inter, intra, traceback as tb_kernels
 from .plan import Batch, plan_batches, to_numpy
 from .scoring import Mode, Scoring
@@ -106,7 +107,8 @@ def _launch(name: str, kernel, blocks: int, threads: int, *arguments) -> None:
     kernel[blocks, threads](*arguments)
     stop.record()
     stop.synchronize()
-    KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + cuda.event_elapsed_time(start, stop) / 1e3
+    seconds = cuda.event_elapsed_time(start, stop) / 1e3
+    KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + seconds
 
 
 _SCRATCH: dict[str, object] = {}
@@ -139,8 +141,13 @@ def _upload(name: str, host: np.ndarray) -> object:
 
 
 def release_scratch() -> None:
-    """Free the cached device buffers (they are reused across calls otherwise)."""
+    """Free the cached device buffers (they are reused across calls otherwise) and the
+    blocks CuPy's pool keeps for the engine's temporaries."""
     _SCRATCH.clear()
+    if not simulator():
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 @dataclass
@@ -160,14 +167,26 @@ def upload(encoded: EncodedSequences) -> DeviceSequences:
 
 @dataclass
 class DeviceResults:
-    """Result columns in job row order, on the device (``chars``/``offsets`` the CIGARs,
-    ``characters`` long in all; arrays of :func:`array_module`)."""
+    """Result columns in job row order, on the device (arrays of :func:`array_module`).
+
+    ``chars``/``offsets`` hold the CIGARs. A one-batch job leaves its characters in a
+    buffer sized by a bound and its total unread (``characters`` None), so that the caller
+    can build its other columns while the kernels run; :meth:`cigar_chars` waits for them.
+    """
 
     columns: dict
     chars: object | None
     offsets: object | None
     cells: int
-    characters: int = 0
+    characters: int | None = 0
+
+    def cigar_chars(self):
+        """The CIGAR characters in a buffer of their own, ``offsets[-1]`` of them (at
+        least one byte); the one read of a total from the device."""
+        if self.characters is None:
+            self.characters = int(self.offsets[-1])
+            self.chars = self.chars[:max(self.characters, 1)].copy()
+        return self.chars
 
 
 @cuda.jit
@@ -195,7 +214,7 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
     device, so a job whose arrays already live there copies nothing per row to the host.
     """
     xp = array_module()
-    with _DEVICE_LOCK:
+    with _DEVICE_LOCK, engine_allocations():
         return _align_on_device(
             queries, targets, xp.asarray(pair_query, dtype=np.int64),
             xp.asarray(pair_target, dtype=np.int64), xp.asarray(query_lengths, dtype=np.int64),
@@ -233,9 +252,10 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     if not traceback:
         return DeviceResults(columns, None, None, cells)
     if direct is not None:
-        chars, offsets, total = pieces[0]
-        return DeviceResults(columns, chars, offsets, cells, total)
-    offsets, total = _row_offsets(xp, columns["cigar_length"], valid)
+        chars, offsets = pieces[0]
+        return DeviceResults(columns, chars, offsets, cells, characters=None)
+    offsets = _row_offsets(xp, columns["cigar_length"], valid)
+    total = int(offsets[-1])
     chars = xp.empty(max(total, 1), dtype=np.uint8)
     for batch_chars, batch_offsets, slot_row, slot_lengths in pieces:
         _launch("cigar", tb_kernels.scatter_strings, _blocks(slot_row.size), THREADS_PER_BLOCK,
@@ -245,12 +265,19 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
 
 def _row_offsets(xp, cigar_length, valid):
     """CIGAR offsets of the job rows (``rows + 1``, int64, on the device) from the device
-    lengths, and their total (the one number that comes to the host)."""
+    lengths."""
     rows = len(valid)
     lengths = xp.where(valid, cigar_length[:rows], 0).astype(np.int64)
     offsets = xp.zeros(rows + 1, dtype=np.int64)
     xp.cumsum(lengths, out=offsets[1:])
-    return offsets, int(offsets[-1])
+    return offsets
+
+
+def cigar_bound(run_words: int) -> int:
+    """Most CIGAR characters a batch can write: a run of L operations takes at most
+    ``digits(L) + 1 <= 2L`` characters, and a pair has at most ``len(query) + len(target)``
+    operations (``run_words`` bounds their sum)."""
+    return 2 * run_words
 
 
 @cuda.jit
@@ -273,7 +300,8 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
                alphabet_size, go, ge, flags, merge_matches, soft_clip, columns, direct):
     """Gather, fill, walk and write one batch. Returns its CIGAR piece (batch buffer, slot
     offsets, rows, lengths), or with ``direct`` (the job's validity; one batch only) the
-    finished column (characters, row offsets, total length); None without traceback."""
+    finished column (characters in a bound-sized buffer, row offsets); None without
+    traceback."""
     def device64(values):
         return xp.asarray(values, dtype=np.int64)
 
@@ -329,9 +357,10 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
             concrete, slot_row, columns["end_i"], columns["end_j"], run_base, runs, run_count,
             columns["start_i"], columns["start_j"], columns["matches"], columns["mismatches"],
             columns["gap_opens"], columns["gaps"], columns["cigar_length"])
-    if direct is not None:
-        row_offsets, total = _row_offsets(xp, columns["cigar_length"], direct)
+    if direct is not None:  # no wait for the total: a bound sizes the buffer
+        row_offsets = _row_offsets(xp, columns["cigar_length"], direct)
         slot_offsets = xp.where(used, row_offsets[known_row], 0)
+        total = cigar_bound(batch.run_words)
     else:
         slot_lengths = xp.where(used, columns["cigar_length"][known_row], 0).astype(np.int64)
         slot_offsets = xp.zeros(batch.slots + 1, dtype=np.int64)
@@ -342,7 +371,7 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     _launch("cigar", write, blocks, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
             columns["start_i"], columns["end_i"], query_lengths, slot_offsets, chars)
     if direct is not None:
-        return chars, row_offsets, total
+        return chars, row_offsets
     # fresh arrays (not scratch buffers): the piece outlives this batch
     return chars, slot_offsets, slot_row, query_lengths
 
@@ -359,7 +388,7 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
         out.stats = {name: host[name] for name in ("matches", "mismatches", "gap_opens", "gaps")}
         out.stats["length"] = out.stats["matches"] + out.stats["mismatches"] + out.stats["gaps"]
         out.cigar_offsets = to_numpy(results.offsets)
-        out.cigar_chars = to_numpy(results.chars)[:results.characters]
+        out.cigar_chars = to_numpy(results.cigar_chars())[:results.characters]
     return out
 
 
@@ -421,7 +450,7 @@ def search_top_k(queries: DeviceSequences, targets: DeviceSequences, query_lengt
     :func:`gpualign_df.api.best_first`: queries in order, best score first, ties by target
     index, pairs with a null sequence last; ``min(top_k, len(targets))`` pairs per query.
     """
-    with _DEVICE_LOCK:
+    with _DEVICE_LOCK, engine_allocations():
         return _search_top_k(queries, targets, np.asarray(query_lengths, np.int64),
                              np.asarray(query_valid, bool), np.asarray(target_lengths, np.int64),
                              np.asarray(target_valid, bool), scoring, mode, top_k, progress)

@@ -149,7 +149,9 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     zeros = xp.zeros_like(rows)
     tb_words = WARP * strips * columns if traceback else zeros
     run_words = WARP * (rows + columns) if traceback else zeros
-    need = WARP * (rows + columns) + 8 * WARP * (columns + 1) + 4 * tb_words + 4 * run_words \
+    # residues, rows above, traceback words, runs (4 bytes each) and CIGAR characters
+    # (``cigar_bound``: 2 bytes per run word) of each warp
+    need = WARP * (rows + columns) + 8 * WARP * (columns + 1) + 4 * tb_words + 6 * run_words \
         + WARP * 96
     # per warp: need, query words, target words, row words, traceback words, run words, cells
     quantities = xp.stack([need, WARP * rows, WARP * columns, WARP * (columns + 1), tb_words,
@@ -197,7 +199,7 @@ def _long_batches(pairs, m, n, traceback, budget):
     strips = (m + STRIP_ROWS - 1) // STRIP_ROWS
     tb_words = strips * n if traceback else np.zeros_like(m)
     run_words = (m + n) if traceback else np.zeros_like(m)
-    need = m + n + 8 * (n + 1) + 4 * tb_words + 4 * run_words + 96
+    need = m + n + 8 * (n + 1) + 4 * tb_words + 6 * run_words + 96
     if need.max() > budget:
         worst = int(np.argmax(need))
         raise MemoryError(f"pair of lengths {m[worst]} x {n[worst]} needs {need[worst] >> 20} MiB "

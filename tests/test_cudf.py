@@ -94,3 +94,53 @@ def test_pandas_accessor_is_untouched_and_cudf_has_no_align_of_its_own():
     aligned, _ = left.align(pd.Series([3], index=[1]))
     assert len(aligned) == 2
     assert "align" in dir(cudf.Series([]))
+
+
+def test_range_index_labels_of_a_stepped_slice_and_bad_characters_outside_a_slice():
+    """Labels of a RangeIndex come by arithmetic (start + step * row), here of a stepped
+    slice; a character outside the alphabet in the parent column but outside the slice is
+    no error, one inside it names its row."""
+    queries, targets = sample(3, count=60)
+    device_queries = cudf.from_pandas(queries.reset_index(drop=True))
+    device_targets = cudf.from_pandas(targets.reset_index(drop=True))
+    result = device_queries.iloc[3:50:2].align.rowwise(device_targets.iloc[3:50:2], **DNA)
+    expected = queries.reset_index(drop=True).iloc[3:50:2].aln.rowwise(
+        targets.reset_index(drop=True).iloc[3:50:2], backend="cpu", **DNA)
+    assert_same(result, expected)
+    assert result["query"].to_pandas().tolist() == list(range(3, 50, 2))
+    series = cudf.Series(["ACGT", "QQQQ", "ACGTTA", "ACGA", "AXA"])
+    frame = series.iloc[2:4].align.pairwise(**DNA)
+    assert frame["query"].to_pandas().tolist() == [2]
+    with pytest.raises(ValueError, match=r"row 4, position 1: character 'X'"):
+        series.iloc[2:].align.pairwise(**DNA)
+
+
+def test_engine_allocates_from_a_private_async_resource_unless_rmm_is_configured():
+    """With RMM's default resource (cudaMalloc/cudaFree per array) the engine's CuPy arrays
+    come from its private stream-ordered resource; a resource the user set is shared."""
+    import cupy
+    import rmm
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    from gpualign_df import memory
+
+    previous = rmm.mr.get_current_device_resource()
+    try:
+        rmm.mr.set_current_device_resource(rmm.mr.CudaMemoryResource())
+        with memory.engine_allocations():
+            assert cupy.cuda.get_allocator() is not rmm_cupy_allocator
+            values = cupy.arange(1000, dtype=cupy.int32)
+        assert isinstance(memory._PRIVATE_RESOURCE, rmm.mr.CudaAsyncMemoryResource)
+        assert int(values.sum()) == 499500
+        queries, targets = sample(5, count=40)
+        assert_same(cudf.from_pandas(queries).align.rowwise(cudf.from_pandas(targets), **DNA),
+                    queries.aln.rowwise(targets, backend="cpu", **DNA))
+        pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=1 << 26)
+        rmm.mr.set_current_device_resource(pool)
+        with memory.engine_allocations():
+            assert cupy.cuda.get_allocator() is rmm_cupy_allocator
+        queries, targets = sample(4, count=40)
+        assert_same(cudf.from_pandas(queries).align.rowwise(cudf.from_pandas(targets), **DNA),
+                    queries.aln.rowwise(targets, backend="cpu", **DNA))
+    finally:
+        rmm.mr.set_current_device_resource(previous)

@@ -204,3 +204,21 @@ def test_packed_16bit_only_where_scores_fit(monkeypatch):
     assert _search_16bit(dna, local, long, short)                # bounded by the shorter side
     monkeypatch.setattr(gpualign_df.gpu, "SEARCH_16BIT", False)
     assert not _search_16bit(dna, local, short, short)
+
+
+@pytest.mark.parametrize("cigar_style,clip", [("=", None), ("M", "soft")])
+def test_cigar_characters_within_the_bound_the_buffer_is_sized_by(cigar_style, clip):
+    """A one-batch job writes its CIGARs into a buffer sized by ``cigar_bound`` (two
+    characters per operation, at most len(query) + len(target) operations) before it
+    reads their total: the most fragmented alignments (alternating =/X, and alternating
+    gaps) stay within it, and equal the CPU engine's."""
+    queries = ["ACACACACACAC", "AAAAAAAAAAAA", "A", "", "ACGT" * 5, "CA" * 9]
+    targets = ["AGAGAGAGAGAG", "ATATATATATATATATATATATAT", "", "T", "TGCA" * 5, "C" * 9]
+    frame = both_engines(queries, targets, mode="nw", match=1, mismatch=-1, gap_open=1,
+                         gap_extend=1, cigar_style=cigar_style, clip=clip)
+    lengths = frame["cigar"].str.len().to_numpy()
+    bound = [gpualign_df.gpu.cigar_bound(len(query) + len(target))
+             for query, target in zip(queries, targets)]
+    assert (lengths <= bound).all()
+    if cigar_style == "=":
+        assert frame["cigar"][0] == "1=1X" * 6  # 24 characters for 12 operations

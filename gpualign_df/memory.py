@@ -1,0 +1,64 @@
+"""Where the GPU engine's CuPy arrays are allocated.
+
+Importing cuDF routes CuPy (and numba) through RMM. With RMM's default resource, plain
+``cudaMalloc``/``cudaFree`` (each free a device-wide wait), the hundred or so temporaries
+of a job cost several milliseconds; there the engine allocates from a private
+stream-ordered resource (``cudaMallocAsync``: a free waits for nothing) that gives freed
+memory back at each synchronization beyond ``KEEP_BYTES`` (none by default: on an H100,
+keeping 1 GiB changed the W1 times by less than their spread). A resource the user
+configured (a pool, the async allocator, a limit; :func:`gpualign_df.cluster` picks the
+async one for its workers) is shared as it is, and without RMM CuPy's own pool serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+#: Freed memory the private resource keeps for the next job (above it, given back).
+KEEP_BYTES = 0
+_PRIVATE_RESOURCE = None
+
+
+def _private_allocator():
+    """A CuPy allocator over the engine's private stream-ordered RMM resource, or None
+    where CuPy's current allocator is to be kept."""
+    global _PRIVATE_RESOURCE
+    import cupy
+
+    try:
+        import rmm
+        from rmm.allocators.cupy import rmm_cupy_allocator
+    except ImportError:  # no RMM: CuPy's own pool
+        return None
+    if cupy.cuda.get_allocator() is not rmm_cupy_allocator \
+            or type(rmm.mr.get_current_device_resource()) is not rmm.mr.CudaMemoryResource:
+        return None  # the user's allocator, or an RMM resource of the user's own
+    if _PRIVATE_RESOURCE is None:
+        _PRIVATE_RESOURCE = rmm.mr.CudaAsyncMemoryResource(release_threshold=KEEP_BYTES)
+    resource = _PRIVATE_RESOURCE
+
+    def allocate(size: int):
+        buffer = rmm.DeviceBuffer(size=size, mr=resource)
+        device = -1 if buffer.ptr else cupy.cuda.device.get_device_id()  # empty: null pointer
+        memory = cupy.cuda.UnownedMemory(buffer.ptr, buffer.size, buffer, device)
+        return cupy.cuda.MemoryPointer(memory, 0)
+    return allocate
+
+
+@contextlib.contextmanager
+def engine_allocations() -> Iterator[None]:
+    """Inside, this thread's CuPy allocations come from the engine's choice of resource
+    (see the module's text); under the CUDA simulator nothing changes."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        yield
+        return
+    import cupy
+
+    allocator = _private_allocator()
+    if allocator is None:
+        yield
+        return
+    with cupy.cuda.using_allocator(allocator):
+        yield
