@@ -24,7 +24,9 @@ from .kernels import dpx, inter, intra, traceback as tb_kernels
 from .plan import Batch, plan_batches, to_numpy
 from .scoring import Mode, Scoring
 
-THREADS_PER_BLOCK = 128
+#: Threads per block; 32 under the CUDA simulator, where every CUDA thread of a block is a
+#: Python thread that its block manager polls (fewer alive at once, less GIL contention).
+THREADS_PER_BLOCK = 32 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 128
 #: Share of the free device memory one batch may use.
 MEMORY_SHARE = 0.6
 #: Benchmark switches: sort pairs by length before forming warps; time each kernel.
