@@ -222,3 +222,29 @@ def test_cigar_characters_within_the_bound_the_buffer_is_sized_by(cigar_style, c
     assert (lengths <= bound).all()
     if cigar_style == "=":
         assert frame["cigar"][0] == "1=1X" * 6  # 24 characters for 12 operations
+
+
+@pytest.mark.skipif(not gpualign_df.gpu.simulator(), reason="device functions are called "
+                    "from Python only under the CUDA simulator")
+def test_plain_traceback_bit_functions_follow_the_tie_rules():
+    """The packed (value, bits) helpers behind the DPX fill: a gap extends only when strictly
+    better than opening; H's source prefers diagonal, then I, then D on ties."""
+    from gpualign_df.kernels import dpx
+
+    gap_tb, source_tb = dpx.functions_tb(False)
+
+    def unpack(packed):
+        return int(packed) >> 32, int(packed) & 0xFFFF_FFFF
+
+    assert unpack(gap_tb(5, -3, 1)) == (2, 0)     # open 2 beats extend 1
+    assert unpack(gap_tb(5, -3, 2)) == (2, 0)     # a tie opens
+    assert unpack(gap_tb(5, -3, 3)) == (3, 1)     # extending is strictly better
+    assert unpack(gap_tb(-9, -3, -20)) == (-12, 0)
+    assert unpack(source_tb(4, 4, 4)) == (4, 1)   # all tied: diagonal
+    assert unpack(source_tb(3, 4, 4)) == (4, 2)   # I before D
+    assert unpack(source_tb(3, 2, 4)) == (4, 3)
+    assert unpack(source_tb(-7, -9, -8)) == (-7, 1)
+    keep_best = dpx.keep_best(False)
+    assert unpack(keep_best(5, 5)) == (5, 0)      # a tie keeps the first column
+    assert unpack(keep_best(5, 6)) == (6, 1)
+    assert unpack(keep_best(-3, -8)) == (-3, 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from numba import cuda, int32
+from numba import cuda, int32, int64
 
 SOURCE = r"""
 extern "C" __device__ int gpualign_add_max(int a, int b, int c) { return __viaddmax_s32(a, b, c); }
@@ -23,6 +23,21 @@ extern "C" __device__ int gpualign_add_max2(int a, int b, int c) {
   return (int)__viaddmax_s16x2((unsigned)a, (unsigned)b, (unsigned)c); }
 extern "C" __device__ int gpualign_max3_zero2(int a, int b, int c) {
   return (int)__vimax3_s16x2_relu((unsigned)a, (unsigned)b, (unsigned)c); }
+/* With traceback: the value in the high word, its traceback bits in the low word (inlined,
+   the packing costs nothing). __vibmax_s32(a, b, &p) is max(a, b) with p = (a >= b). */
+extern "C" __device__ long long gpualign_gap_tb(int a, int b, int c) {
+  bool open_wins;
+  int value = __vibmax_s32(a + b, c, &open_wins);
+  return ((long long)value << 32) | (open_wins ? 0 : 1); }
+extern "C" __device__ long long gpualign_source_tb(int match, int ins, int del) {
+  bool diagonal_wins, first_wins;
+  int first = __vibmax_s32(match, ins, &diagonal_wins);
+  int value = __vibmax_s32(first, del, &first_wins);
+  return ((long long)value << 32) | (first_wins ? (diagonal_wins ? 1 : 2) : 3); }
+extern "C" __device__ long long gpualign_keep_best(int best, int h) {
+  bool kept;
+  int value = __vibmax_s32(best, h, &kept);
+  return ((long long)value << 32) | (kept ? 0 : 1); }
 """
 
 
@@ -105,6 +120,51 @@ def functions(use_dpx: bool):
     return (cuda.declare_device("gpualign_add_max", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_max3", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_max3_zero", signature, link=source, abi="c"))
+
+
+@cuda.jit(device=True, inline=True)
+def gap_tb_plain(a, b, c):
+    return (int64(max(a + b, c)) << 32) | int64(1 if c > a + b else 0)
+
+
+@cuda.jit(device=True, inline=True)
+def source_tb_plain(match, ins, dele):
+    source = 1
+    if ins > match:
+        source = 2
+    if dele > max(match, ins):
+        source = 3
+    return (int64(max(max(match, ins), dele)) << 32) | int64(source)
+
+
+@cuda.jit(device=True, inline=True)
+def keep_best_plain(best, h):
+    return (int64(max(best, h)) << 32) | int64(1 if h > best else 0)
+
+
+@lru_cache(maxsize=None)
+def keep_best(use_dpx: bool):
+    """max(best, h) with a replacement bit (1 where h > best strictly), packed value-high /
+    bits-low in an int64: DPX-linked (``__vibmax_s32``) or plain."""
+    if not use_dpx:
+        return keep_best_plain
+    return cuda.declare_device("gpualign_keep_best", "int64(int32, int32)",
+                               link=cuda.CUSource(SOURCE), abi="c")
+
+
+@lru_cache(maxsize=None)
+def functions_tb(use_dpx: bool):
+    """(gap_tb, source_tb): a gap value with its extension bit (max(a + b, c); 1 where c
+    wins strictly), and H = max of (diagonal, I, D) with its source (1, 2, 3; ties in that
+    order), each packed value-high / bits-low in an int64; DPX-linked (``__vibmax_s32``) or
+    plain. The fill kernels take the linked pair; their plain form (simulator, older GPUs)
+    computes the same bits inline."""
+    if not use_dpx:
+        return gap_tb_plain, source_tb_plain
+    source = cuda.CUSource(SOURCE)
+    signature = "int64(int32, int32, int32)"
+    return (cuda.declare_device("gpualign_gap_tb", signature, link=source, abi="c"),
+            cuda.declare_device("gpualign_source_tb", signature, link=source, abi="c"))
 
 
 @lru_cache(maxsize=None)

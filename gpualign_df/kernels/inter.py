@@ -60,6 +60,8 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     rows = STRIP_ROWS
     neg = NEG_INF
     add_max, max3, max3_zero = dpx.functions(use_dpx)
+    gap_tb, source_tb = dpx.functions_tb(use_dpx)
+    keep_best = dpx.keep_best(use_dpx)
 
     @cuda.jit(device=True, inline=True)
     def empty_end(m, n, go, ge):
@@ -101,7 +103,20 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
             h_before = h_left[r]
             del_ext = del_score[r] - ge
             match = diag[r] + shared_sub[row_offset[r] + code_t]
-            if use_dpx:  # closure constant: one branch is compiled
+            if traceback and use_dpx:  # values and their traceback bits from __vibmax_s32
+                packed = gap_tb(h_up, -go, ins_ext)
+                ins = int32(packed >> 32)
+                nibble = int32(packed & 1) << 2
+                packed = gap_tb(h_before, -go, del_ext)
+                dele = int32(packed >> 32)
+                nibble |= int32(packed & 1) << 3
+                packed = source_tb(match, ins, dele)
+                h = int32(packed >> 32)
+                nibble |= int32(packed & 3)
+                if local and h <= 0:  # local: <= 0 starts the alignment here (source 0;
+                    h = 0             # the gap bits stay)
+                    nibble &= 12
+            elif use_dpx:  # closure constant: one branch is compiled
                 ins = add_max(h_up, -go, ins_ext)
                 dele = add_max(h_before, -go, del_ext)
                 h = max3_zero(match, ins, dele) if local else max3(match, ins, dele)
@@ -111,14 +126,19 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                 h = max(max(match, ins), dele)
                 if local:
                     h = max(h, 0)
-            if track_rows and h > row_best[r]:
+            if track_rows and use_dpx:  # the row's best so far, first column on ties
+                packed = keep_best(row_best[r], h)
+                row_best[r] = int32(packed >> 32)
+                if packed & 1:
+                    row_best_j[r] = j
+            elif track_rows and h > row_best[r]:
                 row_best[r] = h
                 row_best_j[r] = j
             diag[r] = h_up
             h_left[r] = h
             del_score[r] = dele
-            if traceback:  # diagonal before I before D; local: <= 0 starts the alignment
-                nibble = 1
+            if traceback and not use_dpx:  # diagonal before I before D; local: <= 0
+                nibble = 1                     # starts the alignment (source 0)
                 if ins > match:
                     nibble = 2
                 if dele > max(match, ins):
@@ -129,6 +149,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                     nibble |= 4
                 if del_ext > h_before - go:
                     nibble |= 8
+            if traceback:
                 word |= uint32(nibble) << uint32(4 * r)
             h_up = h
             i_up = ins
