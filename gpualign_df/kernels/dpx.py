@@ -111,11 +111,18 @@ def available() -> bool:
 
 
 @lru_cache(maxsize=None)
+def _linked_source():
+    """The one CUDA C source object every DPX function links (each distinct object would be
+    linked again: its symbols defined twice)."""
+    return cuda.CUSource(SOURCE)
+
+
+@lru_cache(maxsize=None)
 def functions(use_dpx: bool):
     """(add_max, max3, max3_zero) device functions: DPX-linked or plain."""
     if not use_dpx:
         return add_max_plain, max3_plain, max3_zero_plain
-    source = cuda.CUSource(SOURCE)
+    source = _linked_source()
     signature = "int32(int32, int32, int32)"
     return (cuda.declare_device("gpualign_add_max", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_max3", signature, link=source, abi="c"),
@@ -149,7 +156,7 @@ def keep_best(use_dpx: bool):
     if not use_dpx:
         return keep_best_plain
     return cuda.declare_device("gpualign_keep_best", "int64(int32, int32)",
-                               link=cuda.CUSource(SOURCE), abi="c")
+                               link=_linked_source(), abi="c")
 
 
 @lru_cache(maxsize=None)
@@ -161,7 +168,7 @@ def functions_tb(use_dpx: bool):
     computes the same bits inline."""
     if not use_dpx:
         return gap_tb_plain, source_tb_plain
-    source = cuda.CUSource(SOURCE)
+    source = _linked_source()
     signature = "int64(int32, int32, int32)"
     return (cuda.declare_device("gpualign_gap_tb", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_source_tb", signature, link=source, abi="c"))
@@ -173,7 +180,7 @@ def functions16(use_dpx: bool):
     ``__vadd2``/``__vmaxs2``/``__viaddmax_s16x2``/``__vimax3_s16x2_relu``, or plain."""
     if not use_dpx:
         return add2_plain, max2_plain, add_max2_plain, max3_zero2_plain
-    source = cuda.CUSource(SOURCE)
+    source = _linked_source()
     two, three = "int32(int32, int32)", "int32(int32, int32, int32)"
     return (cuda.declare_device("gpualign_add2", two, link=source, abi="c"),
             cuda.declare_device("gpualign_max2", two, link=source, abi="c"),

@@ -126,7 +126,8 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                 h = max(max(match, ins), dele)
                 if local:
                     h = max(h, 0)
-            if track_rows and use_dpx:  # the row's best so far, first column on ties
+            if track_rows and traceback and use_dpx:  # the row's best so far, first
+                # column on ties (score-only kernels are faster with the plain form)
                 packed = keep_best(row_best[r], h)
                 row_best[r] = int32(packed >> 32)
                 if packed & 1:
