@@ -2,8 +2,11 @@
 
 On sm_90 and newer, ``__viaddmax_s32`` (max(a + b, c)) and ``__vimax3_s32`` /
 ``__vimax3_s32_relu`` (max of three, and of three and zero) come from linked CUDA C through
-``cuda.declare_device``; they compile to VIADDMNMX / VIMNMX3. Elsewhere, and under the
-CUDA simulator, the same functions are plain device functions. The results are identical.
+``cuda.declare_device``; they compile to VIADDMNMX / VIMNMX3. With traceback the fill
+kernels take values and their traceback bits together from ``__vibmax_s32`` (max of two and
+the predicate ``a >= b``), packed value-high / bits-low in an int64 that the inlined code
+never builds. Elsewhere, and under the CUDA simulator, plain device functions (and the fill
+kernels' inline compares) give identical results.
 """
 
 from __future__ import annotations
