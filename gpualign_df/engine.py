@@ -43,6 +43,10 @@ def resolve_backend(backend: str) -> str:
     """
     if backend == "cuda":
         if not (gpu.gpu_usable() or gpu.simulator()):
+            if not gpu.cupy_installed():
+                raise RuntimeError("backend='cuda' needs CuPy, which is not installed (pip "
+                                   "install 'gpualign_df[gpu]'); or use backend='cpu' or "
+                                   "'auto'")
             raise RuntimeError("backend='cuda' but no usable CUDA GPU was found (numba.cuda "
                                "reports none); use backend='cpu' or 'auto'")
         return "cuda"

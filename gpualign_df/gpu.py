@@ -47,14 +47,19 @@ def simulator() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
+def cupy_installed() -> bool:
+    """CuPy imports (the GPU engine's device arrays are CuPy arrays)."""
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def gpu_usable() -> bool:
     """A real CUDA device is present and usable, and CuPy is installed (never true under
     the simulator)."""
-    if simulator():
-        return False
-    try:
-        import cupy  # noqa: F401 - the engine's device arrays are CuPy arrays
-    except ImportError:
+    if simulator() or not cupy_installed():
         return False
     try:
         return bool(cuda.is_available()) and len(cuda.gpus) > 0

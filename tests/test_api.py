@@ -583,11 +583,20 @@ def test_cuda_backend_without_a_gpu_raises_runtime_error(monkeypatch):
     # no real GPU and no CUDA simulator: backend="cuda" must refuse clearly
     monkeypatch.setattr(gpu, "gpu_usable", lambda: False)
     monkeypatch.setattr(gpu, "simulator", lambda: False)
+    monkeypatch.setattr(gpu, "cupy_installed", lambda: True)
     with pytest.raises(RuntimeError, match="(?i)cuda") as info:
         gpualign_df.align(["ACGT"], ["ACGT"], backend="cuda", **OPTIONS)
     assert "cpu" in str(info.value)
     with pytest.raises(RuntimeError):
         pd.Series(["ACGT", "AC"]).aln.pairwise(backend="cuda", **OPTIONS)
+
+
+def test_cuda_backend_without_cupy_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(gpu, "gpu_usable", lambda: False)
+    monkeypatch.setattr(gpu, "simulator", lambda: False)
+    monkeypatch.setattr(gpu, "cupy_installed", lambda: False)
+    with pytest.raises(RuntimeError, match=r"needs CuPy.*gpualign_df\[gpu\]"):
+        gpualign_df.align(["ACGT"], ["ACGT"], backend="cuda", **OPTIONS)
 
 
 def test_auto_backend_without_a_gpu_runs_on_the_cpu(monkeypatch):
