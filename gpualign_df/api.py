@@ -229,9 +229,8 @@ def _search_survivors(queries: EncodedSequences, targets: EncodedSequences, scor
     block = max(1, SEARCH_BLOCK_PAIRS // len(targets))
     kept_query, kept_target = [], []
     for first in range(0, len(queries), block):
-        rows = np.arange(first, min(first + block, len(queries)), dtype=np.int64)
-        pair_query = np.repeat(rows, len(targets))
-        pair_target = np.tile(np.arange(len(targets), dtype=np.int64), len(rows))
+        pair_query, pair_target = search_pairs(min(block, len(queries) - first), len(targets))
+        pair_query += first
         arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
                            traceback=False, **options)
         keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, top_k)

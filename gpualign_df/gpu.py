@@ -270,14 +270,16 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     return DeviceResults(columns, chars, offsets, cells, total)
 
 
-def _row_offsets(xp, cigar_length, valid):
-    """CIGAR offsets of the job rows (``rows + 1``, int64, on the device) from the device
-    lengths."""
-    rows = len(valid)
-    lengths = xp.where(valid, cigar_length[:rows], 0).astype(np.int64)
-    offsets = xp.zeros(rows + 1, dtype=np.int64)
+def _offsets(xp, lengths):
+    """Offsets (``len(lengths) + 1``, int64, on the device) of strings of ``lengths``."""
+    offsets = xp.zeros(len(lengths) + 1, dtype=np.int64)
     xp.cumsum(lengths, out=offsets[1:])
     return offsets
+
+
+def _row_offsets(xp, cigar_length, valid):
+    """CIGAR offsets of the job rows (``rows + 1``) from the device lengths."""
+    return _offsets(xp, xp.where(valid, cigar_length[:len(valid)], 0).astype(np.int64))
 
 
 def cigar_bound(run_words: int) -> int:
@@ -369,9 +371,8 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
         slot_offsets = xp.where(used, row_offsets[known_row], 0)
         total = cigar_bound(batch.run_words)
     else:
-        slot_lengths = xp.where(used, columns["cigar_length"][known_row], 0).astype(np.int64)
-        slot_offsets = xp.zeros(batch.slots + 1, dtype=np.int64)
-        xp.cumsum(slot_lengths, out=slot_offsets[1:])
+        slot_offsets = _offsets(xp, xp.where(used, columns["cigar_length"][known_row],
+                                             0).astype(np.int64))
         total = int(slot_offsets[-1])
     chars = xp.empty(max(total, 1), dtype=np.uint8)
     write = tb_kernels.cigar_kernel(merge_matches, soft_clip)

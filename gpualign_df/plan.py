@@ -84,7 +84,7 @@ def _split(need: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def array_module(array):
+def module_of(array):
     """The array module (numpy or cupy) an array belongs to."""
     if isinstance(array, np.ndarray):
         return np
@@ -103,7 +103,7 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     """Batches for job rows ``pairs`` (lengths indexed by job row; numpy or CuPy arrays, all
     of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory."""
-    xp = array_module(query_lengths)
+    xp = module_of(query_lengths)
     if len(pairs) == 0:
         return []
     pair_query_lengths = query_lengths[pairs].astype(np.int64)
