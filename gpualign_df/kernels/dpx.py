@@ -44,17 +44,27 @@ extern "C" __device__ long long gpualign_keep_best(int best, int h) {
 """
 
 
-@cuda.jit(device=True, inline=True)
+def _device_function(function):
+    """``function`` as an inlined device function; under the CUDA simulator the Python
+    function itself: the simulator takes a lock per module on every device-function call,
+    and its threads (one per CUDA thread) convoy on that lock, intermittently for minutes,
+    in the packed kernels that call these per cell."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return function
+    return cuda.jit(device=True, inline=True)(function)
+
+
+@_device_function
 def add_max_plain(a, b, c):
     return max(a + b, c)
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def max3_plain(a, b, c):
     return max(max(a, b), c)
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def max3_zero_plain(a, b, c):
     return max(max(max(a, b), c), 0)
 
@@ -63,40 +73,40 @@ def max3_zero_plain(a, b, c):
 # plain forms work half by half (wrapping adds, as __vadd2 does).
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def low_half(x):
     return int32(((x & 0xFFFF) ^ 0x8000) - 0x8000)
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def high_half(x):
     return int32(x >> 16)
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def pack_halves(low, high):
     """Two values (wrapped to 16 bits) into the low and high halves of an int32."""
     high16 = ((high & 0xFFFF) ^ 0x8000) - 0x8000
     return int32((high16 << 16) | (low & 0xFFFF))
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def add2_plain(a, b):
     return pack_halves(low_half(a) + low_half(b), high_half(a) + high_half(b))
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def max2_plain(a, b):
     return pack_halves(max(low_half(a), low_half(b)), max(high_half(a), high_half(b)))
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def add_max2_plain(a, b, c):
     return pack_halves(max(low_half(a) + low_half(b), low_half(c)),
                        max(high_half(a) + high_half(b), high_half(c)))
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def max3_zero2_plain(a, b, c):
     return pack_halves(max(max(max(low_half(a), low_half(b)), low_half(c)), 0),
                        max(max(max(high_half(a), high_half(b)), high_half(c)), 0))
@@ -132,12 +142,12 @@ def functions(use_dpx: bool):
             cuda.declare_device("gpualign_max3_zero", signature, link=source, abi="c"))
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def gap_tb_plain(a, b, c):
     return (int64(max(a + b, c)) << 32) | int64(1 if c > a + b else 0)
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def source_tb_plain(match, ins, dele):
     source = 1
     if ins > match:
@@ -147,7 +157,7 @@ def source_tb_plain(match, ins, dele):
     return (int64(max(max(match, ins), dele)) << 32) | int64(source)
 
 
-@cuda.jit(device=True, inline=True)
+@_device_function
 def keep_best_plain(best, h):
     return (int64(max(best, h)) << 32) | int64(1 if h > best else 0)
 
