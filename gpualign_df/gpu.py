@@ -20,7 +20,7 @@ from numba import cuda
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from .memory import engine_allocations
-from .kernels import dpx, inter, intra, traceback as tb_kernels
+from .kernels import dpx, inter, inter16, intra, traceback as tb_kernels
 from .plan import Batch, plan_batches, to_numpy
 from .scoring import Mode, Scoring
 
@@ -36,6 +36,14 @@ TIME_KERNELS = False
 #: local alignments whose scores provably fit: None = where DPX runs (sm_90), True/False to
 #: force it on or off (True runs the plain half-by-half form elsewhere, as in tests).
 SEARCH_16BIT: bool | None = None
+#: Score-only fills on packed 16-bit cells (two pairs per thread, ``*_s16x2`` DPX) where no
+#: value can leave 16 bits (:func:`fill_fits_16bit`): None = where DPX runs (sm_90),
+#: True/False to force it on or off (True runs the plain half-by-half form elsewhere, as in
+#: tests). Fills with traceback stay on 32-bit cells, as fast there.
+FILL_16BIT: bool | None = None
+#: Keep the fill kernels' per-row running bests as int32 keys where they fit
+#: (:func:`keyed_best_fits`); False forces the compare-and-select form (tests, benchmarks).
+KEYED_BEST = True
 #: Seconds spent in each kernel while TIME_KERNELS is on (reset it yourself).
 KERNEL_SECONDS: dict[str, float] = {}
 RESULT_COLUMNS = ("score", "end_i", "end_j", "start_i", "start_j", "matches", "mismatches",
@@ -239,18 +247,30 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     columns = {name: table[k] for k, name in enumerate(names)}
     sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
     concrete = _upload("concrete", scoring.concrete)
+    sub16 = _upload("substitution16", _table16(scoring))
     flags = (mode.code, *mode.flags(), traceback)
     merge_matches, soft_clip = cigar_style == "M", clip == "soft"
+    use_16bit = (dpx.available() if FILL_16BIT is None else FILL_16BIT) and not traceback
+
+    def fits_16bit(longest_query: int, longest_target: int) -> bool:
+        return fill_fits_16bit(scoring, longest_query, longest_target)
+
     batches = plan_batches(xp.flatnonzero(valid), query_lengths, target_lengths, traceback,
-                           int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH)
+                           int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH,
+                           fits_16bit=fits_16bit if use_16bit else None)
+    tracks_rows = mode.code == inter.MODE_LOCAL or (mode.code == inter.MODE_SEMIGLOBAL
+                                                     and mode.free_target_end)
     # One batch (the usual case): its CIGARs go straight to their rows' places in the column.
     direct = valid if traceback and len(batches) == 1 else None
     pieces = []
     cells = 0
     for batch in batches:
-        piece = _run_batch(xp, batch, queries, targets, pair_query, pair_target, sub, concrete,
-                           len(scoring.alphabet), scoring.gap_open, scoring.gap_extend, flags,
-                           merge_matches, soft_clip, columns, direct)
+        keyed = (KEYED_BEST and tracks_rows and
+                 keyed_best_fits(scoring, batch.longest_query, batch.longest_target))
+        piece = _run_batch(xp, batch, queries, targets, pair_query, pair_target, sub, sub16,
+                           concrete, len(scoring.alphabet), scoring.gap_open,
+                           scoring.gap_extend, flags, keyed, merge_matches, soft_clip, columns,
+                           direct)
         if piece is not None:
             pieces.append(piece)
         cells += batch.cells
@@ -305,8 +325,9 @@ def expand_warps(warps, slot_starts):
     slot_starts[3, slot] = warps[4, warp]
 
 
-def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub, concrete,
-               alphabet_size, go, ge, flags, merge_matches, soft_clip, columns, direct):
+def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub, sub16,
+               concrete, alphabet_size, go, ge, flags, keyed, merge_matches, soft_clip,
+               columns, direct):
     """Gather, fill, walk and write one batch. Returns its CIGAR piece (batch buffer, slot
     offsets, rows, lengths), or with ``direct`` (the job's validity; one batch only) the
     finished column (characters in a bound-sized buffer, row offsets); None without
@@ -346,8 +367,14 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     traceback = flags[-1]
     common = (sub, alphabet_size, go, ge, h_buffer, i_buffer, tb, slot_row, columns["score"],
               columns["end_i"], columns["end_j"])
-    if batch.kind == "inter":
-        kernel = inter.fill_kernel(*flags, dpx.available())
+    if batch.packed:  # two pairs per thread; the table has a padding code (= alphabet_size)
+        kernel = inter16.fill_kernel16(*flags[:-1], dpx.available())
+        _launch("fill", kernel, _blocks(batch.slots // 2), THREADS_PER_BLOCK, query, target,
+                query_lengths, target_lengths, *(warps[k] for k in (0, 1, 2, 4)), sub16,
+                alphabet_size, go, ge, h_buffer, i_buffer, slot_row, columns["score"],
+                columns["end_i"], columns["end_j"])
+    elif batch.kind == "inter":
+        kernel = inter.fill_kernel(*flags, dpx.available(), keyed)
         _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
                 target_lengths, *(warps[k] for k in range(5)), *common)
     else:
@@ -363,7 +390,8 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, merge_matches, soft_clip)
     _launch("walk", walk, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
             target_lengths, query_start, target_start, tb_start, slot_columns, batch.width, tb,
-            concrete, slot_row, columns["end_i"], columns["end_j"], run_base, runs, run_count,
+            concrete, sub, alphabet_size, go, ge, slot_row, columns["score"], columns["end_i"],
+            columns["end_j"], run_base, runs, run_count,
             columns["start_i"], columns["start_j"], columns["matches"], columns["mismatches"],
             columns["gap_opens"], columns["gaps"], columns["cigar_length"])
     if direct is not None:  # no wait for the total: a bound sizes the buffer
@@ -552,6 +580,52 @@ def _search_16bit(scoring: Scoring, mode: Mode, query_lengths: np.ndarray,
     limit = 1 << 13
     return (shortest_side * largest < (1 << 15) - 1 and scoring.gap_open < limit
             and scoring.gap_extend < limit and int(scoring.matrix.min(initial=0)) > -limit)
+
+
+def fill_fits_16bit(scoring: Scoring, longest_query: int, longest_target: int) -> bool:
+    """Whether pairs up to these lengths fill exactly on packed 16-bit cells (every mode).
+
+    Every H, I and D value of a real cell lies in [-(3*go + ge*(m + n + 1)), largest *
+    min(m, n)] (a path of two gaps bounds H from below; a gap value is at most one open and
+    one extension below an H), a diagonal candidate adds one more entry; the kernel's sums
+    are floored at ``NEG16`` = -2**14, which must stay strictly below every real value, and
+    the highest value plus an entry must fit 2**15 - 1. End columns are kept in 16-bit
+    lanes, so both lengths stay below 2**15.
+
+    >>> from gpualign_df.scoring import make_scoring
+    >>> fill_fits_16bit(make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1), 150, 277)
+    True
+    >>> fill_fits_16bit(make_scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2), 9000, 9000)
+    False
+    """
+    if longest_query >= 1 << 15 or longest_target >= 1 << 15:
+        return False
+    largest = max(int(scoring.matrix.max(initial=0)), 0)
+    lowest_entry = max(-int(scoring.matrix.min(initial=0)), 0)
+    high = largest * (min(longest_query, longest_target) + 1)
+    low = (3 * scoring.gap_open + scoring.gap_extend * (longest_query + longest_target + 1)
+           + lowest_entry)
+    return high < (1 << 15) - 1 and low < -dpx.NEG16 - 1
+
+
+def keyed_best_fits(scoring: Scoring, longest_query: int, longest_target: int) -> bool:
+    """Whether the fill kernels may keep each row's running best as one int32 key
+    ``H * 2**16 - j`` (``inter.strip_functions``): every H within (-2**15, 2**15), from the
+    bounds of :func:`fill_fits_16bit` (H alone: a path of two gaps below, ``largest *
+    min(m, n)`` above), and every column below 2**16.
+
+    >>> from gpualign_df.scoring import make_scoring
+    >>> keyed_best_fits(make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1), 150, 277)
+    True
+    >>> keyed_best_fits(make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1), 9, 70_000)
+    False
+    """
+    if longest_target >= 1 << 16:
+        return False
+    largest = max(int(scoring.matrix.max(initial=0)), 0)
+    high = largest * min(longest_query, longest_target)
+    low = 2 * scoring.gap_open + scoring.gap_extend * (longest_query + longest_target)
+    return high < (1 << 15) - 1 and low < (1 << 15) - 1
 
 
 def _table16(scoring: Scoring) -> np.ndarray:

@@ -57,6 +57,9 @@ class Batch:
     warp_target_base: np.ndarray | None = None
     warp_tb_base: np.ndarray | None = None
     warp_columns: np.ndarray | None = None
+    packed: bool = False
+    longest_query: int = 0         # inter: the longest query and target of the job's
+    longest_target: int = 0        # inter-task pairs
 
     @property
     def slots(self) -> int:
@@ -99,42 +102,55 @@ def to_numpy(array) -> np.ndarray:
 
 
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
-                 sort: bool = True) -> list[Batch]:
+                 sort: bool = True, fits_16bit=None) -> list[Batch]:
     """Batches for job rows ``pairs`` (lengths indexed by job row; numpy or CuPy arrays, all
     of one kind): inter-task batches first, then long-pair batches, each within
-    ``budget_bytes`` of device memory."""
+    ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
+    whether the inter-task pairs run on packed 16-bit cells (two pairs per thread, warps
+    paired: :mod:`gpualign_df.kernels.inter16`); None: never."""
     xp = module_of(query_lengths)
     if len(pairs) == 0:
         return []
     pair_query_lengths = query_lengths[pairs].astype(np.int64)
     pair_target_lengths = target_lengths[pairs].astype(np.int64)
     cells = pair_query_lengths * pair_target_lengths
-    if int(cells.max()) <= INTER_MAX_CELLS:  # the usual case: no boolean selection
+    most_cells, longest_query, longest_target = (int(value) for value in to_numpy(xp.stack(
+        [cells.max(), pair_query_lengths.max(), pair_target_lengths.max()])))
+    if most_cells <= INTER_MAX_CELLS:  # the usual case: no boolean selection
         return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
-                              budget_bytes, sort)
+                              budget_bytes, sort, longest_query, longest_target, fits_16bit)
     is_long = cells > INTER_MAX_CELLS
     short = ~is_long
+    if bool(short.any()):
+        longest_query, longest_target = (int(value) for value in to_numpy(xp.stack(
+            [pair_query_lengths[short].max(), pair_target_lengths[short].max()])))
     batches = _inter_batches(xp, pairs[short], pair_query_lengths[short],
-                             pair_target_lengths[short], traceback, budget_bytes, sort)
+                             pair_target_lengths[short], traceback, budget_bytes, sort,
+                             longest_query, longest_target, fits_16bit)
     return batches + _long_batches(to_numpy(pairs[is_long]),
                                    to_numpy(pair_query_lengths[is_long]),
                                    to_numpy(pair_target_lengths[is_long]), traceback,
                                    budget_bytes)
 
 
-def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, sort):
+def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, sort,
+                   longest_query, longest_target, fits_16bit):
     """Inter-task batches of ``pairs`` with their lengths (``*_lengths[k]`` of
-    ``pairs[k]``). Per-warp quantities are summed once (a cumulative sum per quantity);
-    only their totals cross to the host, unless the job needs several batches."""
+    ``pairs[k]``; the longest of each given). Per-warp quantities are summed once (a
+    cumulative sum per quantity); only their totals cross to the host, unless the job
+    needs several batches. Packed (``fits_16bit`` says so): warps 2p and 2p + 1 get the
+    same (larger) rows and columns and stay in one batch."""
     if len(pairs) == 0:
         return []
+    packed = fits_16bit is not None and fits_16bit(longest_query, longest_target)
     if sort:  # longest target first, then longest query; stable
         key = -(target_lengths * (1 << 32) + query_lengths)
         order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
         pairs, query_lengths, target_lengths = pairs[order], query_lengths[order], \
             target_lengths[order]
     count = len(pairs)
-    slot_count = (count + WARP - 1) // WARP * WARP
+    group = 2 * WARP if packed else WARP
+    slot_count = (count + group - 1) // group * group
     slot_row = xp.full(slot_count, -1, dtype=np.int64)
     slot_row[:count] = pairs
     slot_query = xp.full(slot_count, -1, dtype=np.int32)
@@ -143,6 +159,9 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     slot_target[:count] = target_lengths
     rows = slot_query.reshape(-1, WARP).max(axis=1).astype(np.int64)
     columns = slot_target.reshape(-1, WARP).max(axis=1).astype(np.int64)
+    if packed:
+        rows = xp.repeat(rows.reshape(-1, 2).max(axis=1), 2)
+        columns = xp.repeat(columns.reshape(-1, 2).max(axis=1), 2)
     used_q = xp.maximum(slot_query, 0).astype(np.int64)
     used_t = xp.maximum(slot_target, 0).astype(np.int64)
     strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
@@ -164,7 +183,12 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     if int(totals[0]) <= budget:
         ranges, host_inclusive = [(0, len(rows))], None
     else:
-        ranges, host_inclusive = _split(to_numpy(need), budget), to_numpy(inclusive)
+        if packed:  # split between warp pairs
+            ranges = [(2 * first, 2 * stop) for first, stop in
+                      _split(to_numpy(need.reshape(-1, 2).sum(axis=1)), budget)]
+        else:
+            ranges = _split(to_numpy(need), budget)
+        host_inclusive = to_numpy(inclusive)
     batches = []
     for first, stop in ranges:
         if host_inclusive is None:
@@ -186,7 +210,8 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
             target_size=target_size, row_words=row_words, tb_words=tb_total,
             run_words=run_total, cells=cells, warp_query_base=relative(exclusive[1], warps),
             warp_target_base=relative(exclusive[2], warps),
-            warp_tb_base=relative(exclusive[4], warps), warp_columns=columns[warps]))
+            warp_tb_base=relative(exclusive[4], warps), warp_columns=columns[warps],
+            packed=packed, longest_query=longest_query, longest_target=longest_target))
     return batches
 
 

@@ -108,3 +108,36 @@ def test_adept_search_top_k_gpu_equals_cpu(mode):
     assert len(frame) == 10 * len(queries)
     hits = frame[frame["query"] == 7]   # a query finds its own copy among the best
     assert hits.loc[hits["target"] == len(database) - 1, "score"].item() == hits["score"].max()
+
+
+def test_packed_running_best_equals_its_plain_form():
+    """The linked 16-bit running best (explicit compares per lane) gives the plain form's
+    values and positions on random lanes, ties included."""
+    from numba import cuda
+
+    from gpualign_df.kernels import dpx
+
+    if not dpx.available():
+        pytest.skip("DPX needs sm_90")
+    rng = np.random.default_rng(5)
+    count = 1 << 16
+    halves = rng.integers(-40, 40, size=(2, 2, count))   # small range: many ties
+    halves[:, :, : count // 2] = rng.integers(-16000, 16000, size=(2, 2, count // 2))
+    packed = ((halves[:, 1] << 16) | (halves[:, 0] & 0xFFFF)).astype(np.int64)
+    packed = np.where(packed >= 1 << 31, packed - (1 << 32), packed).astype(np.int32)
+    positions = rng.integers(1, 30000, size=(2, 2, count))
+    position_words = ((positions[:, 1] << 16) | positions[:, 0]).astype(np.int32)
+    results = []
+    for use_dpx in (True, False):
+        keep_best2 = dpx.keep_best2(use_dpx)
+
+        @cuda.jit
+        def run(best, h, best_j, j, out):
+            k = cuda.grid(1)
+            if k < best.shape[0]:
+                out[k] = keep_best2(best[k], h[k], best_j[k], j[k])
+
+        out = cuda.device_array(count, np.int64)
+        run[count // 128, 128](packed[0], packed[1], position_words[0], position_words[1], out)
+        results.append(out.copy_to_host())
+    np.testing.assert_array_equal(results[0], results[1])

@@ -152,8 +152,9 @@ def test_search_top_k_pairs_follow_best_first():
 
 
 def test_batches_split_by_memory_equal_cpu(monkeypatch):
-    """Little free memory: one warp per batch, CIGARs gathered from several batch buffers
-    (the path a single batch skips); every row equals the CPU engine's."""
+    """Little free memory: one warp (a warp pair on packed 16-bit cells) per batch, CIGARs
+    gathered from several batch buffers (the path a single batch skips); every row equals
+    the CPU engine's."""
     queries, targets = small_pairs(13, "ACGT", count=70)
     monkeypatch.setattr(gpualign_df.gpu, "_free_bytes", lambda: 50_000)
     from gpualign_df import plan
@@ -168,7 +169,7 @@ def test_batches_split_by_memory_equal_cpu(monkeypatch):
 
     monkeypatch.setattr(gpualign_df.gpu, "plan_batches", counting)
     both_engines(queries, targets, mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2)
-    assert seen and seen[0] >= 3
+    assert seen and seen[0] >= 2
 
 
 @pytest.mark.parametrize("matrix", [None, "BLOSUM62"])
@@ -226,25 +227,94 @@ def test_cigar_characters_within_the_bound_the_buffer_is_sized_by(cigar_style, c
 
 @pytest.mark.skipif(not gpualign_df.gpu.simulator(), reason="device functions are called "
                     "from Python only under the CUDA simulator")
-def test_plain_traceback_bit_functions_follow_the_tie_rules():
-    """The packed (value, bits) helpers behind the DPX fill: a gap extends only when strictly
-    better than opening; H's source prefers diagonal, then I, then D on ties."""
-    from gpualign_df.kernels import dpx
+def test_plain_traceback_helpers_follow_the_tie_rules():
+    """The traceback bits are sign bits of differences (a tie is no bit: opening, the
+    diagonal, then I win ties); the running best keeps the first column on ties."""
+    from gpualign_df.kernels import dpx, inter
 
-    gap_tb, source_tb = dpx.functions_tb(False)
+    word = 0
+    for difference in (-1, 0, 5, -(1 << 30), 1 << 30):
+        word = inter.append_sign(word, difference)
+    assert int(word) == 0b10010
+    assert int(inter.append_sign(0xFFFF_FFFF, 3)) == 0xFFFF_FFFE   # 32 bits, the top one gone
+    keep_best = dpx.keep_best(False)
 
     def unpack(packed):
         return int(packed) >> 32, int(packed) & 0xFFFF_FFFF
 
-    assert unpack(gap_tb(5, -3, 1)) == (2, 0)     # open 2 beats extend 1
-    assert unpack(gap_tb(5, -3, 2)) == (2, 0)     # a tie opens
-    assert unpack(gap_tb(5, -3, 3)) == (3, 1)     # extending is strictly better
-    assert unpack(gap_tb(-9, -3, -20)) == (-12, 0)
-    assert unpack(source_tb(4, 4, 4)) == (4, 1)   # all tied: diagonal
-    assert unpack(source_tb(3, 4, 4)) == (4, 2)   # I before D
-    assert unpack(source_tb(3, 2, 4)) == (4, 3)
-    assert unpack(source_tb(-7, -9, -8)) == (-7, 1)
-    keep_best = dpx.keep_best(False)
     assert unpack(keep_best(5, 5)) == (5, 0)      # a tie keeps the first column
     assert unpack(keep_best(5, 6)) == (6, 1)
     assert unpack(keep_best(-3, -8)) == (-3, 0)
+
+
+def test_keyed_and_selected_row_bests_equal_cpu(monkeypatch):
+    """The fill kernels' two forms of a row's running best (an int32 key H * 2**16 - j, or
+    a compare and a select) give the CPU engine's end cells, ties included."""
+    queries = ["ACACACACAC", "AAAAAAAA", "ACGTACGT", "GGGG", "CA" * 15, "T", ""] * 5
+    targets = ["ACAC", "AAAA" * 5, "ACGT", "CCCCGGGGCCCC", "AC", "T" * 24, "A"] * 5
+    for keyed in (True, False):
+        monkeypatch.setattr(gpualign_df.gpu, "KEYED_BEST", keyed)
+        for mode, free_ends in (("sw", None), ("sg", ("target_end",))):
+            both_engines(queries, targets, mode=mode, free_ends=free_ends, match=1, mismatch=-1,
+                         gap_open=1, gap_extend=1)
+
+
+PACKED_MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
+                ("sg", ("query_start", "query_end")), ("sg", ("query_end",)),
+                ("sg", ("target_end",))]
+
+
+@pytest.mark.parametrize("mode,free_ends", PACKED_MODES)
+@pytest.mark.parametrize("sort", [True, False])
+def test_packed_16bit_fill_equals_cpu(monkeypatch, mode, free_ends, sort):
+    """The packed 16-bit score-only fill (two pairs per thread, here in its plain
+    half-by-half form) equals the CPU engine: 36 pairs fill one warp pair (the odd warp
+    mostly unused slots), with empty and one-residue sequences; unsorted, either half of a
+    thread may be the shorter one, in rows and in columns. With traceback the job stays on
+    32-bit cells."""
+    monkeypatch.setattr(gpualign_df.gpu, "FILL_16BIT", True)
+    monkeypatch.setattr(gpualign_df.gpu, "SORT_BY_LENGTH", sort)
+    queries, targets = small_pairs(21, "ACGT", max_length=24)
+    seen = []
+    original = gpualign_df.gpu.plan_batches
+
+    def recording(*args, **kwargs):
+        batches = original(*args, **kwargs)
+        seen.extend(batch.packed for batch in batches)
+        return batches
+
+    monkeypatch.setattr(gpualign_df.gpu, "plan_batches", recording)
+    options = dict(mode=mode, free_ends=free_ends, match=2, mismatch=-3, gap_open=3,
+                   gap_extend=1)
+    both_engines(queries, targets, **options)
+    both_engines(queries, targets, traceback=False, **options)
+    assert seen == [False, True]
+
+
+def test_packed_16bit_fill_ties_and_zero_gap_costs(monkeypatch):
+    """Repeats with many equal-scoring end cells and free gaps (gap_open 0): the packed fill
+    keeps the CPU engine's row-major first end cell in every mode; one pair is much longer
+    than its partner in the other half."""
+    monkeypatch.setattr(gpualign_df.gpu, "FILL_16BIT", True)
+    queries = ["ACACACACAC", "AAAAAAAA", "ACGTACGT", "GGGG", "CA" * 15, "T"] * 6
+    targets = ["ACAC", "AAAA" * 5, "ACGT", "CCCCGGGGCCCC", "AC", "TTTTTTTTTTTTTTTTTTTTTTTT"] * 6
+    for mode in ("sw", "nw", "sg"):
+        both_engines(queries, targets, mode=mode, match=1, mismatch=-1, gap_open=0,
+                     gap_extend=0, traceback=False)
+        both_engines(queries, targets, mode=mode, match=1, mismatch=-1, gap_open=1,
+                     gap_extend=1, free_ends=("target_end",) if mode == "sg" else None,
+                     traceback=False)
+
+
+def test_packed_16bit_fill_only_where_values_fit():
+    from gpualign_df.gpu import fill_fits_16bit
+    from gpualign_df.scoring import make_scoring
+
+    dna = make_scoring(None, match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    assert fill_fits_16bit(dna, 150, 277)
+    assert fill_fits_16bit(dna, 8000, 8000)           # 3*7 + 16,001 + 4 < 2**14
+    assert not fill_fits_16bit(dna, 8200, 8200)       # the gap path bound passes -2**14
+    assert not fill_fits_16bit(dna, 40_000, 10)       # end columns need 16 bits
+    protein = make_scoring("BLOSUM62", gap_open=11, gap_extend=1)
+    assert fill_fits_16bit(protein, 2000, 2000)
+    assert not fill_fits_16bit(protein, 3000, 3000)   # 11 * 3001 > 2**15 - 1

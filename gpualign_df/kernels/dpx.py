@@ -2,11 +2,10 @@
 
 On sm_90 and newer, ``__viaddmax_s32`` (max(a + b, c)) and ``__vimax3_s32`` /
 ``__vimax3_s32_relu`` (max of three, and of three and zero) come from linked CUDA C through
-``cuda.declare_device``; they compile to VIADDMNMX / VIMNMX3. With traceback the fill
-kernels take values and their traceback bits together from ``__vibmax_s32`` (max of two and
-the predicate ``a >= b``), packed value-high / bits-low in an int64 that the inlined code
-never builds. Elsewhere, and under the CUDA simulator, plain device functions (and the fill
-kernels' inline compares) give identical results.
+``cuda.declare_device``; they compile to VIADDMNMX / VIMNMX3; the ``*_s16x2`` forms serve
+the packed 16-bit kernels. A running best with its replacement bit (``__vibmax_s32``) comes
+packed value-high / bit-low in an int64 that the inlined code never builds. Elsewhere, and
+under the CUDA simulator, plain device functions give identical results.
 """
 
 from __future__ import annotations
@@ -26,21 +25,23 @@ extern "C" __device__ int gpualign_add_max2(int a, int b, int c) {
   return (int)__viaddmax_s16x2((unsigned)a, (unsigned)b, (unsigned)c); }
 extern "C" __device__ int gpualign_max3_zero2(int a, int b, int c) {
   return (int)__vimax3_s16x2_relu((unsigned)a, (unsigned)b, (unsigned)c); }
-/* With traceback: the value in the high word, its traceback bits in the low word (inlined,
-   the packing costs nothing). __vibmax_s32(a, b, &p) is max(a, b) with p = (a >= b). */
-extern "C" __device__ long long gpualign_gap_tb(int a, int b, int c) {
-  bool open_wins;
-  int value = __vibmax_s32(a + b, c, &open_wins);
-  return ((long long)value << 32) | (open_wins ? 0 : 1); }
-extern "C" __device__ long long gpualign_source_tb(int match, int ins, int del) {
-  bool diagonal_wins, first_wins;
-  int first = __vibmax_s32(match, ins, &diagonal_wins);
-  int value = __vibmax_s32(first, del, &first_wins);
-  return ((long long)value << 32) | (first_wins ? (diagonal_wins ? 1 : 2) : 3); }
+/* The value in the high word, a bit in the low word (inlined, the packing costs nothing).
+   __vibmax_s32(a, b, &p) is max(a, b) with p = (a >= b). */
 extern "C" __device__ long long gpualign_keep_best(int best, int h) {
   bool kept;
   int value = __vibmax_s32(best, h, &kept);
   return ((long long)value << 32) | (kept ? 0 : 1); }
+/* Two 16-bit lanes (low, high half): the running best and its position, lane by lane,
+   replaced where h is strictly higher. Explicit compares, not __vibmax_s16x2's predicates:
+   on sm_90 here __vibmax_s16x2(0u, x, ...) came out with the predicates of (x >= 0), i.e.
+   the operands of the max swapped once one was a constant (seen in a test), and a strip's
+   first running best is one. */
+extern "C" __device__ long long gpualign_keep_best2(int best, int h, int best_j, int j) {
+  unsigned taken = ((short)(h & 0xFFFF) > (short)(best & 0xFFFF) ? 0xFFFFu : 0u)
+                 | ((short)(h >> 16) > (short)(best >> 16) ? 0xFFFF0000u : 0u);
+  unsigned value = ((unsigned)best & ~taken) | ((unsigned)h & taken);
+  unsigned position = ((unsigned)best_j & ~taken) | ((unsigned)j & taken);
+  return ((long long)value << 32) | position; }
 """
 
 
@@ -143,21 +144,6 @@ def functions(use_dpx: bool):
 
 
 @_device_function
-def gap_tb_plain(a, b, c):
-    return (int64(max(a + b, c)) << 32) | int64(1 if c > a + b else 0)
-
-
-@_device_function
-def source_tb_plain(match, ins, dele):
-    source = 1
-    if ins > match:
-        source = 2
-    if dele > max(match, ins):
-        source = 3
-    return (int64(max(max(match, ins), dele)) << 32) | int64(source)
-
-
-@_device_function
 def keep_best_plain(best, h):
     return (int64(max(best, h)) << 32) | int64(1 if h > best else 0)
 
@@ -173,21 +159,6 @@ def keep_best(use_dpx: bool):
 
 
 @lru_cache(maxsize=None)
-def functions_tb(use_dpx: bool):
-    """(gap_tb, source_tb): a gap value with its extension bit (max(a + b, c); 1 where c
-    wins strictly), and H = max of (diagonal, I, D) with its source (1, 2, 3; ties in that
-    order), each packed value-high / bits-low in an int64; DPX-linked (``__vibmax_s32``) or
-    plain. The fill kernels take the linked pair; their plain form (simulator, older GPUs)
-    computes the same bits inline."""
-    if not use_dpx:
-        return gap_tb_plain, source_tb_plain
-    source = _linked_source()
-    signature = "int64(int32, int32, int32)"
-    return (cuda.declare_device("gpualign_gap_tb", signature, link=source, abi="c"),
-            cuda.declare_device("gpualign_source_tb", signature, link=source, abi="c"))
-
-
-@lru_cache(maxsize=None)
 def functions16(use_dpx: bool):
     """(add2, max2, add_max2, max3_zero2) on two 16-bit lanes packed in an int32: linked
     ``__vadd2``/``__vmaxs2``/``__viaddmax_s16x2``/``__vimax3_s16x2_relu``, or plain."""
@@ -199,3 +170,32 @@ def functions16(use_dpx: bool):
             cuda.declare_device("gpualign_max2", two, link=source, abi="c"),
             cuda.declare_device("gpualign_add_max2", three, link=source, abi="c"),
             cuda.declare_device("gpualign_max3_zero2", three, link=source, abi="c"))
+
+
+#: "Minus infinity" of a 16-bit lane (sums are floored there), and in both lanes of an int32.
+NEG16 = -(1 << 14)
+NEG16_PAIR = (NEG16 << 16) | (NEG16 & 0xFFFF)  # 0xC000C000 as a signed int32
+
+
+@_device_function
+def keep_best2_plain(best, h, best_j, j):
+    low, high = low_half(best), high_half(best)
+    position = int64(best_j)    # both halves hold positions below 2**15: non-negative
+    if low_half(h) > low:
+        low = low_half(h)
+        position = (position & 0x7FFF0000) | (int64(j) & 0xFFFF)
+    if high_half(h) > high:
+        high = high_half(h)
+        position = (position & 0xFFFF) | (int64(j) & 0x7FFF0000)
+    return (int64(pack_halves(low, high)) << 32) | int64(position)
+
+
+@lru_cache(maxsize=None)
+def keep_best2(use_dpx: bool):
+    """A running best on two 16-bit lanes with its positions: ``max(best, h)`` lane by lane
+    and ``best_j``'s lanes replaced by ``j``'s where h is strictly higher, packed
+    value-high / positions-low in an int64; linked CUDA C or plain."""
+    if not use_dpx:
+        return keep_best2_plain
+    return cuda.declare_device("gpualign_keep_best2", "int64(int32, int32, int32, int32)",
+                               link=_linked_source(), abi="c")

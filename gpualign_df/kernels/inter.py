@@ -8,8 +8,8 @@ there). Memory layout, per warp ``w`` of 32 pairs (lane = pair's slot in the war
 * residues interleaved: query residue ``i`` of lane ``l`` at ``query_base[w] + 32*i + l``
   (same for targets), so a warp's loads coalesce;
 * the row-above buffers at ``row_base[w] + 32*j + l``;
-* traceback: one ``uint32`` per (strip, column) holding the 8 nibbles of the strip's rows
-  (row ``r`` of the strip in bits ``4r..4r+3``), at
+* traceback: one ``uint32`` per (strip, column) holding the 4 bits of each of the strip's
+  rows (row ``r`` in bits ``4(7-r)..4(7-r)+3``, :func:`append_sign`), at
   ``tb_base[w] + 32*(strip * warp_columns[w] + j - 1) + l``: written coalesced.
 
 Kernels are specialised per mode, free ends and traceback (closure constants), so the
@@ -18,9 +18,10 @@ cell loop carries no run-time mode tests.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
-from numba import cuda, int32, uint32
+from numba import cuda, int32, uint32, uint64
 
 from . import common, dpx
 from .dpx import high_half, low_half, pack_halves
@@ -36,6 +37,26 @@ SHARED_TABLE = 1024  # MAX_ALPHABET ** 2, a literal for cuda.shared.array
 semiglobal_empty = cuda.jit(device=True, inline=True)(common.empty_semiglobal)
 
 
+def _append_sign(word, difference):
+    """``word`` shifted left by one with the sign bit of ``difference`` (a funnel shift: one
+    instruction per traceback bit, no compare and select). The fill kernels append four
+    bits per cell, so a cell's bits say, from the high one: D extends D (``D[i,j-1] - ge``
+    beats ``H[i,j-1] - go`` strictly), I extends I, D is H's source (D beats max(diagonal,
+    I) strictly), I beats the diagonal strictly; ties go to opening, the diagonal, then I,
+    as in :mod:`gpualign_df.kernels.cpu`. Local mode needs no start bit: the walk stops
+    where H is 0, tracking H back from the score. ``difference`` is an int32."""
+    return (word << uint32(1)) | (uint32(difference) >> uint32(31))
+
+
+def _append_sign_simulated(word, difference):
+    """:func:`_append_sign` on the simulator's numpy scalars (no wrapping casts there)."""
+    return uint32(((int(word) << 1) | ((int(difference) >> 31) & 1)) & 0xFFFFFFFF)
+
+
+append_sign = (_append_sign_simulated if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+               else cuda.jit(device=True, inline=True)(_append_sign))
+
+
 @cuda.jit(device=True, inline=True)
 def border_score(index, go, ge, free):
     """H on row 0 / column 0 at distance ``index`` from the corner (``free``: 0 there)."""
@@ -44,12 +65,22 @@ def border_score(index, go, ge, free):
     return -(go + (index - 1) * ge)
 
 
+#: Keyed running best of a row: ``H * KEY_SCALE - j`` (highest H, then first column).
+KEY_SCALE = 1 << 16
+KEY_NEG = -(1 << 31) + 1
+
+
 @lru_cache(maxsize=None)
 def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                    use_dpx: bool = False):
+                    use_dpx: bool = False, keyed: bool = False):
     """Device functions of one strip of ``STRIP_ROWS`` query rows, shared by the inter-task
     and intra-task kernels: start a strip, compute one column of it, collect its end-cell
-    candidates, and the end cell of a pair with an empty sequence."""
+    candidates, and the end cell of a pair with an empty sequence.
+
+    ``keyed``: each row's running best is one int32 ``H * KEY_SCALE - j``, whose maximum is
+    the highest H at its first column (one multiply-add and one max per cell, instead of a
+    compare and two selects); exact where every H lies in (-2**15, 2**15) and columns stay
+    below 2**16 (the caller checks: ``gpualign_df.gpu.keyed_best_fits``)."""
     local = mode == MODE_LOCAL
     corner = mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte))
     free_row0 = local or (mode == MODE_SEMIGLOBAL and fts)
@@ -60,7 +91,6 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     rows = STRIP_ROWS
     neg = NEG_INF
     add_max, max3, max3_zero = dpx.functions(use_dpx)
-    gap_tb, source_tb = dpx.functions_tb(use_dpx)
     keep_best = dpx.keep_best(use_dpx)
 
     @cuda.jit(device=True, inline=True)
@@ -85,7 +115,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
             h_left[r] = border_score(i, go, ge, free_col0)
             del_score[r] = neg
             diag[r] = border_score(i - 1, go, ge, free_col0)
-            row_best[r] = neg
+            row_best[r] = KEY_NEG if keyed else neg
             row_best_j[r] = 0
 
     @cuda.jit(device=True, inline=True)
@@ -96,37 +126,35 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     @cuda.jit(device=True, inline=True)
     def column(h_up, i_up, code_t, j, shared_sub, go, ge, row_offset, h_left, del_score, diag,
                row_best, row_best_j):
-        """Cells (first..first+7, j); returns the bottom row's H and I and the nibbles."""
+        """Cells (first..first+7, j); returns the bottom row's H and I and the traceback word
+        (:func:`append_sign`: row ``r``'s four bits at ``4 * (7 - r)``)."""
         word = uint32(0)
+        go32 = int32(go)   # int32 arithmetic throughout (numba widens to int64 otherwise)
+        ge32 = int32(ge)
         for r in range(rows):
-            ins_ext = i_up - ge
-            h_before = h_left[r]
-            del_ext = del_score[r] - ge
-            match = diag[r] + shared_sub[row_offset[r] + code_t]
-            if traceback and use_dpx:  # values and their traceback bits from __vibmax_s32
-                packed = gap_tb(h_up, -go, ins_ext)
-                ins = int32(packed >> 32)
-                nibble = int32(packed & 1) << 2
-                packed = gap_tb(h_before, -go, del_ext)
-                dele = int32(packed >> 32)
-                nibble |= int32(packed & 1) << 3
-                packed = source_tb(match, ins, dele)
-                h = int32(packed >> 32)
-                nibble |= int32(packed & 3)
-                if local and h <= 0:  # local: <= 0 starts the alignment here (source 0;
-                    h = 0             # the gap bits stay)
-                    nibble &= 12
-            elif use_dpx:  # closure constant: one branch is compiled
-                ins = add_max(h_up, -go, ins_ext)
-                dele = add_max(h_before, -go, del_ext)
+            ins_ext = int32(i_up - ge32)
+            open_ins = int32(h_up - go32)
+            del_ext = int32(del_score[r] - ge32)
+            open_del = int32(h_left[r] - go32)
+            match = int32(diag[r] + shared_sub[uint32(row_offset[r] + code_t)])
+            if use_dpx:  # closure constant: one branch is compiled
+                ins = add_max(h_up, -go32, ins_ext)
+                dele = add_max(h_left[r], -go32, del_ext)
                 h = max3_zero(match, ins, dele) if local else max3(match, ins, dele)
             else:  # plain max (also what the CUDA simulator runs, without call overhead)
-                ins = max(h_up - go, ins_ext)
-                dele = max(h_before - go, del_ext)
+                ins = max(open_ins, ins_ext)
+                dele = max(open_del, del_ext)
                 h = max(max(match, ins), dele)
                 if local:
                     h = max(h, 0)
-            if track_rows and traceback and use_dpx:  # the row's best so far, first
+            if traceback:  # D extends, I extends, D is H's source, I beats the diagonal
+                word = append_sign(word, int32(open_del - del_ext))
+                word = append_sign(word, int32(open_ins - ins_ext))
+                word = append_sign(word, int32(max(match, ins) - dele))
+                word = append_sign(word, int32(match - ins))
+            if track_rows and keyed:
+                row_best[r] = max(row_best[r], int32(h * KEY_SCALE - j))
+            elif track_rows and traceback and use_dpx:  # the row's best so far, first
                 # column on ties (score-only kernels are faster with the plain form)
                 packed = keep_best(row_best[r], h)
                 row_best[r] = int32(packed >> 32)
@@ -138,20 +166,6 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
             diag[r] = h_up
             h_left[r] = h
             del_score[r] = dele
-            if traceback and not use_dpx:  # diagonal before I before D; local: <= 0
-                nibble = 1                     # starts the alignment (source 0)
-                if ins > match:
-                    nibble = 2
-                if dele > max(match, ins):
-                    nibble = 3
-                if local and h == 0:
-                    nibble = 0
-                if ins_ext > h_up - go:
-                    nibble |= 4
-                if del_ext > h_before - go:
-                    nibble |= 8
-            if traceback:
-                word |= uint32(nibble) << uint32(4 * r)
             h_up = h
             i_up = ins
         return h_up, i_up, word
@@ -163,10 +177,15 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
             i = first + r
             if i <= m:
                 if local or (end_row and i == m):
-                    if row_best[r] > best:
-                        best = row_best[r]
+                    row_value = row_best[r]
+                    row_j = row_best_j[r]
+                    if keyed:  # key = H * KEY_SCALE - j, 1 <= j < KEY_SCALE
+                        row_j = (-row_value) & (KEY_SCALE - 1)
+                        row_value = (row_value + row_j) >> 16
+                    if row_value > best:
+                        best = row_value
                         best_i = i
-                        best_j = row_best_j[r]
+                        best_j = row_j
                 elif end_column and h_left[r] > best:
                     best = h_left[r]
                     best_i = i
@@ -183,7 +202,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
 
 @lru_cache(maxsize=None)
 def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                   use_dpx: bool = False):
+                   use_dpx: bool = False, keyed: bool = False):
     """Device function aligning one pair of one thread, strip by strip, and returning its
     ``(score, end_i, end_j)``; shared by the inter-task fill kernel and the search kernel.
 
@@ -193,7 +212,7 @@ def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceb
     ``tb[b0 + WARP * (strip * columns + j - 1)]``. The six register arrays come from the
     kernel (``cuda.local.array`` lives in a kernel body)."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
-        mode, fqs, fqe, fts, fte, traceback, use_dpx)
+        mode, fqs, fqe, fts, fte, traceback, use_dpx, keyed)
     rows = STRIP_ROWS
     neg = NEG_INF
 
@@ -212,19 +231,20 @@ def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceb
             start_strip(first, m, query, q0, query_width, alphabet_size, go, ge, row_offset,
                         h_left, del_score, diag, row_best, row_best_j)
             for j in range(1, n + 1):
-                code_t = int32(target[t0 + WARP * (j - 1)])
+                code_t = int32(target[uint64(t0 + WARP * (j - 1))])
+                above = uint64(r0 + WARP * j)  # unsigned: no negative-index wraparound code
                 if strip == 0:
                     h_up = top_border(j, go, ge)
                     i_up = neg
                 else:
-                    h_up = h_buffer[r0 + WARP * j]
-                    i_up = i_buffer[r0 + WARP * j]
+                    h_up = h_buffer[above]
+                    i_up = i_buffer[above]
                 h_up, i_up, word = column(h_up, i_up, code_t, j, shared_sub, go, ge, row_offset,
                                           h_left, del_score, diag, row_best, row_best_j)
-                h_buffer[r0 + WARP * j] = h_up
-                i_buffer[r0 + WARP * j] = i_up
+                h_buffer[above] = h_up
+                i_buffer[above] = i_up
                 if traceback:
-                    tb[b0 + WARP * (strip * columns + j - 1)] = word
+                    tb[uint64(b0 + WARP * (strip * columns + j - 1))] = word
             best, best_i, best_j = end_candidates(first, m, n, best, best_i, best_j, h_left,
                                                   row_best, row_best_j)
         return best, best_i, best_j
@@ -242,9 +262,10 @@ def load_table(sub, alphabet_size, shared_sub):
 
 @lru_cache(maxsize=None)
 def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                use_dpx: bool = False):
-    """The inter-task fill kernel for one mode / free-ends / traceback combination."""
-    sweep = sweep_function(mode, fqs, fqe, fts, fte, traceback, use_dpx)
+                use_dpx: bool = False, keyed: bool = False):
+    """The inter-task fill kernel for one mode / free-ends / traceback combination (keyed
+    row bests: see :func:`strip_functions`)."""
+    sweep = sweep_function(mode, fqs, fqe, fts, fte, traceback, use_dpx, keyed)
 
     @cuda.jit
     def fill(query, target, query_lengths, target_lengths, query_base, target_base, row_base,
@@ -485,17 +506,17 @@ def search_kernel16(use_dpx: bool = False):
                     del_score[r] = neg2
                     diag[r] = 0
                 for j in range(1, n_a + 1):
-                    code_a = int32(target[t0_a + WARP * (j - 1)])
-                    code_b = int32(target[t0_b + WARP * (j - 1)]) if j <= n_b else pad
+                    code_a = int32(target[uint64(t0_a + WARP * (j - 1))])
+                    code_b = int32(target[uint64(t0_b + WARP * (j - 1))]) if j <= n_b else pad
                     if strip == 0:
                         h_up = int32(0)
                         i_up = neg2
                     else:
-                        h_up = h_buffer[r0 + WARP * j]
-                        i_up = i_buffer[r0 + WARP * j]
+                        h_up = h_buffer[uint64(r0 + WARP * j)]
+                        i_up = i_buffer[uint64(r0 + WARP * j)]
                     for r in range(rows):
-                        score2 = int32((shared_sub[row_offset[r] + code_a] & 0xFFFF)
-                                       | (shared_sub[row_offset[r] + code_b] << 16))
+                        score2 = int32((shared_sub[uint32(row_offset[r] + code_a)] & 0xFFFF)
+                                       | (shared_sub[uint32(row_offset[r] + code_b)] << 16))
                         match = add2(diag[r], score2)
                         ins = add_max2(h_up, go2, add2(i_up, ge2))
                         dele = add_max2(h_left[r], go2, add2(del_score[r], ge2))
@@ -506,8 +527,8 @@ def search_kernel16(use_dpx: bool = False):
                         del_score[r] = dele
                         h_up = h
                         i_up = ins
-                    h_buffer[r0 + WARP * j] = h_up
-                    i_buffer[r0 + WARP * j] = i_up
+                    h_buffer[uint64(r0 + WARP * j)] = h_up
+                    i_buffer[uint64(r0 + WARP * j)] = i_up
         valid = query_valid[query] != 0
         scores[row_a, query] = low_half(best) if valid and n_a >= 0 else NULL_SCORE
         if row_b >= 0:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32
+from numba import cuda, int32, uint64
 
 from .cpu import NEG_INF
 from .inter import SHARED_TABLE, STRIP_ROWS, strip_functions
@@ -85,22 +85,22 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
                             h_up = top_border(j, go, ge)
                             i_up = neg
                         else:
-                            h_up = h_buffer[r0 + j]
-                            i_up = i_buffer[r0 + j]
+                            h_up = h_buffer[uint64(r0 + j)]
+                            i_up = i_buffer[uint64(r0 + j)]
                     else:
                         h_up = handoff_h[(step - 1) & 1, thread - 1]
                         i_up = handoff_i[(step - 1) & 1, thread - 1]
-                    code_t = int32(target[t0 + j - 1])
+                    code_t = int32(target[uint64(t0 + j - 1)])
                     h_up, i_up, word = column(h_up, i_up, code_t, j, shared_sub, go, ge,
                                               row_offset, h_left, del_score, diag, row_best,
                                               row_best_j)
                     handoff_h[step & 1, thread] = h_up
                     handoff_i[step & 1, thread] = i_up
                     if last:
-                        h_buffer[r0 + j] = h_up
-                        i_buffer[r0 + j] = i_up
+                        h_buffer[uint64(r0 + j)] = h_up
+                        i_buffer[uint64(r0 + j)] = i_up
                     if traceback:
-                        tb[b0 + strip * n + j - 1] = word
+                        tb[uint64(b0 + strip * n + j - 1)] = word
                 cuda.syncthreads()
             if thread < active:
                 best, best_i, best_j = end_candidates(first, m, n, initial_best, 0, 0, h_left,

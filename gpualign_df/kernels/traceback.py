@@ -1,5 +1,5 @@
-"""CUDA traceback: packed nibbles -> CIGAR runs and statistics (one thread per pair), then
-runs -> CIGAR characters at offsets from a prefix sum (second kernel).
+"""CUDA traceback: the fill kernels' traceback bits -> CIGAR runs and statistics (one thread
+per pair), then runs -> CIGAR characters at offsets from a prefix sum (second kernel).
 
 The walk is :func:`gpualign_df.kernels.cpu.trace_back` over the inter-task kernel's layout
 (see :mod:`gpualign_df.kernels.inter`). Runs are stored end to start as
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, uint32
+from numba import cuda, int32, uint32, uint64
 
 from . import common
 from .cpu import MODE_GLOBAL, MODE_LOCAL
@@ -37,20 +37,26 @@ def flush_run(runs, position, length, op, count, size, opens):
 
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool):
-    """Traceback walk for one mode / free-starts / CIGAR-style combination."""
+    """Traceback walk for one mode / free-starts / CIGAR-style combination, over the fill
+    kernels' words (:func:`gpualign_df.kernels.inter.append_sign`: row ``r`` of a strip at
+    bits ``4 * (7 - r)``). H's source comes from two bits and there is no start bit: a
+    local walk tracks H back from the score and stops where it is 0 (the CPU engine's
+    source 0: a cell whose best is <= 0)."""
     local = mode == MODE_LOCAL
     glob = mode == MODE_GLOBAL
 
     @cuda.jit(device=True, inline=True)
     def nibble_at(tb, b0, width, columns, i, j):
         strip = (i - 1) // STRIP_ROWS
-        word = tb[b0 + width * (strip * columns + j - 1)]
-        return (word >> uint32(4 * ((i - 1) % STRIP_ROWS))) & uint32(15)
+        row = (i - 1) % STRIP_ROWS
+        word = tb[uint64(b0 + width * (strip * columns + j - 1))]
+        return (word >> uint32(4 * (STRIP_ROWS - 1 - row))) & uint32(15)
 
     @cuda.jit
     def walk(query, target, query_lengths, target_lengths, query_start, target_start, tb_start,
-             slot_columns, width, tb, concrete, slot_row, end_i, end_j, run_base, runs,
-             run_count, start_i, start_j, matches, mismatches, gap_opens, gaps, cigar_length):
+             slot_columns, width, tb, concrete, sub, alphabet_size, go, ge, slot_row, score,
+             end_i, end_j, run_base, runs, run_count, start_i, start_j, matches, mismatches,
+             gap_opens, gaps, cigar_length):
         slot = cuda.grid(1)
         if slot >= query_lengths.shape[0]:
             return
@@ -67,6 +73,7 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
         i = end_i[pair]
         j = end_j[pair]
         state = 1  # 1: in H, 2: in I, 3: in D
+        value = score[pair]  # local: H, I or D of the current cell and state
         count = 0
         current = -1
         length = 0
@@ -93,32 +100,36 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
                     else:
                         break
                 else:
-                    nibble = nibble_at(tb, b0, width, columns, i, j)
-                    src = nibble & 3
-                    if src == 0:
+                    if local and value == 0:  # where H is 0 the alignment starts
                         break
+                    # bit 1: D beats max(diagonal, I); bit 0: I beats the diagonal
+                    src = min(nibble_at(tb, b0, width, columns, i, j) & 3, 2) + 1
                     if src == 1:
-                        code = query[q0 + width * (i - 1)]
-                        if code == target[t0 + width * (j - 1)] and concrete[code]:
+                        code = query[uint64(q0 + width * (i - 1))]
+                        code_t = target[uint64(t0 + width * (j - 1))]
+                        if code == code_t and concrete[code]:
                             op = OP_MATCH
                         else:
                             op = OP_MISMATCH
+                        if local:
+                            value -= sub[int32(code) * alphabet_size + int32(code_t)]
                         i -= 1
                         j -= 1
                     else:
                         state = src
             else:
                 nibble = nibble_at(tb, b0, width, columns, i, j)
+                extends = (nibble & (4 if state == 2 else 8)) != 0
                 if state == 2:
                     op = OP_INS
                     i -= 1
-                    if (nibble & 4) == 0:
-                        state = 1
                 else:
                     op = OP_DEL
                     j -= 1
-                    if (nibble & 8) == 0:
-                        state = 1
+                if local:  # the gap value one step back: extended or opened
+                    value += ge if extends else go
+                if not extends:
+                    state = 1
             if op < 0:
                 continue
             if op == OP_MATCH:
