@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
                 return device_queries.align.rowwise(device_targets, mode=mode,
                                                     traceback=traceback, **OPTIONS)
             run()  # compile
-            measure(name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"), name, "yes", run)
+            frame = measure(name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"), name, "yes",
+                            run)
+            if name == "local + traceback" and local_scores is None:
+                local_scores = frame["score"].to_numpy().astype(np.int64)
     os.environ.pop("GPUALIGN_DPX", None)
     parasail_row = None
     if pool is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kernels import planning
 from .kernels.inter import STRIP_ROWS, WARP
 
 #: Pairs with more cells than this run on the intra-task (one block per pair) kernel.
@@ -149,45 +150,30 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
         pairs, query_lengths, target_lengths = pairs[order], query_lengths[order], \
             target_lengths[order]
     count = len(pairs)
-    group = 2 * WARP if packed else WARP
-    slot_count = (count + group - 1) // group * group
-    slot_row = xp.full(slot_count, -1, dtype=np.int64)
-    slot_row[:count] = pairs
-    slot_query = xp.full(slot_count, -1, dtype=np.int32)
-    slot_target = xp.full(slot_count, -1, dtype=np.int32)
-    slot_query[:count] = query_lengths
-    slot_target[:count] = target_lengths
-    rows = slot_query.reshape(-1, WARP).max(axis=1).astype(np.int64)
-    columns = slot_target.reshape(-1, WARP).max(axis=1).astype(np.int64)
-    if packed:
-        rows = xp.repeat(rows.reshape(-1, 2).max(axis=1), 2)
-        columns = xp.repeat(columns.reshape(-1, 2).max(axis=1), 2)
-    used_q = xp.maximum(slot_query, 0).astype(np.int64)
-    used_t = xp.maximum(slot_target, 0).astype(np.int64)
-    strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
-    zeros = xp.zeros_like(rows)
-    tb_words = WARP * strips * columns if traceback else zeros
-    run_words = WARP * (rows + columns) if traceback else zeros
-    # residues, rows above, traceback words, runs (4 bytes each) and CIGAR characters
-    # (``cigar_bound``: 2 bytes per run word) of each warp
-    need = WARP * (rows + columns) + 8 * WARP * (columns + 1) + 4 * tb_words + 6 * run_words \
-        + WARP * 96
-    # per warp: need, query words, target words, row words, traceback words, run words, cells
-    quantities = xp.stack([need, WARP * rows, WARP * columns, WARP * (columns + 1), tb_words,
-                           run_words, (used_q * used_t).reshape(-1, WARP).sum(axis=1)])
+    group_warps = 2 if packed else 1
+    slot_count = (count + group_warps * WARP - 1) // (group_warps * WARP) * group_warps * WARP
+    warp_count = slot_count // WARP
+    slot_row = xp.empty(slot_count, dtype=np.int64)
+    slot_query = xp.empty(slot_count, dtype=np.int64)
+    slot_target = xp.empty(slot_count, dtype=np.int64)
+    slot_runs = xp.empty(slot_count, dtype=np.int64)
+    columns = xp.empty(warp_count, dtype=np.int64)
+    quantities = xp.empty((planning.QUANTITIES, warp_count), dtype=np.int64)
+    _launch_plan(warp_count // group_warps, pairs, query_lengths, target_lengths, traceback,
+                 group_warps, slot_row, slot_query, slot_target, slot_runs, columns, quantities)
     inclusive = xp.cumsum(quantities, axis=1)
     exclusive = inclusive - quantities
-    slot_runs = used_q + used_t if traceback else xp.zeros_like(used_q)
     run_exclusive = xp.cumsum(slot_runs) - slot_runs
     totals = to_numpy(inclusive[:, -1])
     if int(totals[0]) <= budget:
-        ranges, host_inclusive = [(0, len(rows))], None
+        ranges, host_inclusive = [(0, warp_count)], None
     else:
+        need = to_numpy(quantities[0])
         if packed:  # split between warp pairs
             ranges = [(2 * first, 2 * stop) for first, stop in
-                      _split(to_numpy(need.reshape(-1, 2).sum(axis=1)), budget)]
+                      _split(need.reshape(-1, 2).sum(axis=1), budget)]
         else:
-            ranges = _split(to_numpy(need), budget)
+            ranges = _split(need, budget)
         host_inclusive = to_numpy(inclusive)
     batches = []
     for first, stop in ranges:
@@ -201,6 +187,8 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
         slots = slice(first * WARP, stop * WARP)
 
         def relative(values, part):
+            if part.start == 0:  # offsets start at 0: no subtraction (one batch: no copy)
+                return values[part]
             return values[part] - values[part.start]
 
         batches.append(Batch(
@@ -243,3 +231,13 @@ def _long_batches(pairs, m, n, traceback, budget):
             tb_words=int(tb_words[part].sum()), run_words=int(run_words[part].sum()),
             cells=int((m[part] * n[part]).sum())))
     return batches
+
+
+def _launch_plan(groups, *arguments):
+    """The planning kernel over ``groups`` warp groups (CuPy arrays viewed without a stream
+    wait, as the engine's kernels take them)."""
+    from .gpu import THREADS_PER_BLOCK, _view
+
+    threads = THREADS_PER_BLOCK
+    planning.warp_plan[max(1, (groups + threads - 1) // threads), threads](
+        *(_view(argument) for argument in arguments))

@@ -82,56 +82,48 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
         n_mismatch = 0
         n_open = 0
         n_gap = 0
-        while True:
-            op = -1
+        while True:  # one operation per pass (a gap run at a border is one pass)
             repeat = 1
-            if state == 1:
-                if i == 0 or j == 0:
-                    if local:
-                        break
-                    if i == 0 and j > 0 and (glob or not fts):
-                        op = OP_DEL
-                        repeat = j
-                        j = 0
-                    elif j == 0 and i > 0 and (glob or not fqs):
-                        op = OP_INS
-                        repeat = i
-                        i = 0
-                    else:
-                        break
-                else:
-                    if local and value == 0:  # where H is 0 the alignment starts
-                        break
-                    # bit 1: D beats max(diagonal, I); bit 0: I beats the diagonal
-                    src = min(nibble_at(tb, b0, width, columns, i, j) & 3, 2) + 1
-                    if src == 1:
-                        code = query[uint64(q0 + width * (i - 1))]
-                        code_t = target[uint64(t0 + width * (j - 1))]
-                        if code == code_t and concrete[code]:
-                            op = OP_MATCH
-                        else:
-                            op = OP_MISMATCH
-                        if local:
-                            value -= sub[int32(code) * alphabet_size + int32(code_t)]
-                        i -= 1
-                        j -= 1
-                    else:
-                        state = src
-            else:
-                nibble = nibble_at(tb, b0, width, columns, i, j)
-                extends = (nibble & (4 if state == 2 else 8)) != 0
-                if state == 2:
-                    op = OP_INS
-                    i -= 1
-                else:
+            if state == 1 and (i == 0 or j == 0):
+                if local:
+                    break
+                if i == 0 and j > 0 and (glob or not fts):
                     op = OP_DEL
+                    repeat = j
+                    j = 0
+                elif j == 0 and i > 0 and (glob or not fqs):
+                    op = OP_INS
+                    repeat = i
+                    i = 0
+                else:
+                    break
+            else:
+                if local and state == 1 and value == 0:  # where H is 0 the alignment starts
+                    break
+                nibble = nibble_at(tb, b0, width, columns, i, j)
+                # in H, its source: bit 1, D beats max(diagonal, I); bit 0, I beats the
+                # diagonal; a gap step from H uses this same cell's extension bit
+                src = min(nibble & 3, 2) + 1 if state == 1 else state
+                if src == 1:
+                    code = query[uint64(q0 + width * (i - 1))]
+                    code_t = target[uint64(t0 + width * (j - 1))]
+                    op = OP_MATCH if code == code_t and concrete[code] else OP_MISMATCH
+                    if local:
+                        value -= sub[int32(code) * alphabet_size + int32(code_t)]
+                    i -= 1
                     j -= 1
-                if local:  # the gap value one step back: extended or opened
-                    value += ge if extends else go
-                if not extends:
                     state = 1
-            if op < 0:
-                continue
+                else:
+                    extends = (nibble & (4 if src == 2 else 8)) != 0
+                    if src == 2:
+                        op = OP_INS
+                        i -= 1
+                    else:
+                        op = OP_DEL
+                        j -= 1
+                    if local:  # the gap value one step back: extended or opened
+                        value += ge if extends else go
+                    state = src if extends else 1
             if op == OP_MATCH:
                 n_match += repeat
             elif op == OP_MISMATCH:
