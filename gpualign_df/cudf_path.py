@@ -16,9 +16,13 @@ from numba import cuda
 from . import gpu
 from .api import best_first, pairwise_pairs, search_pairs
 from .encode import plain_label
-from .engine import check_score_range
+from .engine import check_score_bound
 from .memory import engine_allocations
 from .scoring import INVALID_CODE, Mode, Scoring
+
+#: :func:`encode_device`'s first bad byte where every byte is in the alphabet.
+NO_BAD_BYTE = 1 << 62
+
 
 def is_cudf(values: Any) -> bool:
     """True for a cuDF Series (or Index)."""
@@ -50,12 +54,10 @@ def _map_codes(data, lut, codes, offsets, first_bad):
 
 
 def encode_device(series, scoring: Scoring):
-    """Device codes + offsets of a cuDF string Series, and its lengths and validity as
-    CuPy arrays (nothing per row comes to the host).
-
-    Raises ``ValueError`` naming the row label, position and character for a residue outside
-    the alphabet.
-    """
+    """Device codes + offsets of a cuDF string Series, its lengths and validity as CuPy
+    arrays, and a one-element CuPy array: the first byte outside the alphabet, or
+    ``NO_BAD_BYTE`` where there is none (nothing is read back here: the caller reads it
+    with its other checks and passes it to :func:`check_residues`)."""
     import cupy
     import pylibcudf as plc
 
@@ -80,15 +82,21 @@ def encode_device(series, scoring: Scoring):
         # a sliced column: its characters are chars[offsets[0]:offsets[-1]]; offsets stay
         # absolute (no host read of the bounds) and the code map covers the whole buffer
     codes = cupy.empty(max(len(chars), 1), dtype=cupy.uint8)
-    first_bad = cupy.full(1, len(chars), dtype=cupy.int64)
+    first_bad = cupy.full(1, NO_BAD_BYTE, dtype=cupy.int64)
     if len(chars):
         threads = 256
         _map_codes[(len(chars) + threads - 1) // threads, threads](
             gpu._view(chars), gpu._view(cupy.asarray(scoring.lut)), gpu._view(codes),
             gpu._view(offsets), gpu._view(first_bad))
-    bad = int(first_bad.get()[0])
-    if bad < len(chars):
-        host_offsets = offsets.get()
+    lengths = offsets[1:] - offsets[:-1]
+    return gpu.DeviceSequences(codes, offsets), lengths, valid, first_bad
+
+
+def check_residues(series, sequences: gpu.DeviceSequences, bad: int, scoring: Scoring) -> None:
+    """Raise ``ValueError`` naming the row label, position and character of byte ``bad``
+    of the column (from :func:`encode_device`), if it is one."""
+    if bad != NO_BAD_BYTE:
+        host_offsets = sequences.offsets.get()
         row = int(np.searchsorted(host_offsets, bad, side="right") - 1)
         text = series.iloc[row]
         byte_position = bad - int(host_offsets[row])
@@ -96,8 +104,6 @@ def encode_device(series, scoring: Scoring):
         raise ValueError(f"row {plain_label(series.index[row])!r}, position {position}: "
                          f"character {text[position]!r} is not in the {scoring.name} alphabet "
                          f"{scoring.alphabet!r}")
-    lengths = offsets[1:] - offsets[:-1]
-    return gpu.DeviceSequences(codes, offsets), lengths, valid
 
 
 def _labels(index, take):
@@ -180,22 +186,35 @@ def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar
     if len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
         raise ValueError(f"the GPU engine holds alphabets of up to {gpu.inter.MAX_ALPHABET} "
                          f"symbols; this one has {len(scoring.alphabet)}")
-    device_queries, query_lengths, query_valid = encode_device(queries, scoring)
+    device_queries, query_lengths, query_valid, query_bad = encode_device(queries, scoring)
     if how == "pairwise":
-        device_targets, target_lengths, target_valid = device_queries, query_lengths, query_valid
+        device_targets, target_lengths, target_valid, target_bad = (
+            device_queries, query_lengths, query_valid, query_bad)
         targets = queries
     else:
-        device_targets, target_lengths, target_valid = encode_device(targets, scoring)
-    check_score_range(scoring, query_lengths, target_lengths)
+        device_targets, target_lengths, target_valid, target_bad = encode_device(targets,
+                                                                                 scoring)
+    # one read for the residue checks and the longest sequences
+    empty = cupy.zeros(1, dtype=cupy.int64)
+    summary = cupy.concatenate([
+        query_bad, target_bad, query_lengths.max(keepdims=True) if len(queries) else empty,
+        target_lengths.max(keepdims=True) if len(targets) else empty]).get()
+    bad_query, bad_target, longest_query, longest_target = (int(value) for value in summary)
+    check_residues(queries, device_queries, bad_query, scoring)
+    check_residues(targets, device_targets, bad_target, scoring)
+    check_score_bound(scoring, longest_query, longest_target)
+    # no null in either column: every pair is valid, known without a read
+    nulls = queries.null_count > 0 or targets.null_count > 0
 
     def run(pq, pt, with_traceback):
         pq, pt = cupy.asarray(pq), cupy.asarray(pt)
         valid = query_valid[pq] & target_valid[pt]
-        all_valid = bool(valid.all())  # read before the kernels are queued
+        all_valid = bool(valid.all()) if nulls else True  # read before the kernels run
         results = gpu.align_on_device(device_queries, device_targets, pq, pt, query_lengths[pq],
                                       target_lengths[pt], valid, scoring, mode,
                                       traceback=with_traceback, cigar_style=cigar_style,
-                                      clip=clip)
+                                      clip=clip, longest=(longest_query, longest_target),
+                                      all_valid=all_valid)
         return result_frame(results, valid, queries.index, targets.index, pq, pt,
                             with_traceback, all_valid)
 

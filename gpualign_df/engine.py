@@ -59,8 +59,12 @@ def check_score_range(scoring: Scoring, query_lengths: np.ndarray,
                       target_lengths: np.ndarray) -> None:
     """Refuse a job whose scores could overflow the engines' int32 cells (lengths as numpy
     or CuPy arrays)."""
-    longest_query = int(query_lengths.max()) if len(query_lengths) else 0
-    longest_target = int(target_lengths.max()) if len(target_lengths) else 0
+    check_score_bound(scoring, int(query_lengths.max()) if len(query_lengths) else 0,
+                      int(target_lengths.max()) if len(target_lengths) else 0)
+
+
+def check_score_bound(scoring: Scoring, longest_query: int, longest_target: int) -> None:
+    """:func:`check_score_range` from the longest query and target."""
     bound = scoring.max_abs_score(longest_query, longest_target)
     if bound >= SCORE_LIMIT:
         raise ValueError(f"scores could reach {bound} for sequences of lengths {longest_query} x "

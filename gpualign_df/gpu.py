@@ -222,11 +222,15 @@ def gather_residues(codes, offsets, sequence_of_slot, slot_lengths, slot_start, 
 def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query,
                     pair_target, query_lengths, target_lengths, valid, scoring: Scoring,
                     mode: Mode, *, traceback: bool, cigar_style: str, clip: str | None,
-                    progress=None) -> DeviceResults:
+                    progress=None, longest: tuple[int, int] | None = None,
+                    all_valid: bool = False) -> DeviceResults:
     """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``.
 
     The per-row arrays may be numpy or device (CuPy) arrays; they are planned on the
     device, so a job whose arrays already live there copies nothing per row to the host.
+    ``longest``: bounds on the longest query and target of the job, where the caller knows
+    them (the plan then reads no maxima back; see :func:`gpualign_df.plan.plan_batches`);
+    ``all_valid``: every ``valid[k]`` is known true (no read of how many are).
     """
     xp = array_module()
     with _DEVICE_LOCK, engine_allocations():
@@ -234,11 +238,12 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
             queries, targets, xp.asarray(pair_query, dtype=np.int64),
             xp.asarray(pair_target, dtype=np.int64), xp.asarray(query_lengths, dtype=np.int64),
             xp.asarray(target_lengths, dtype=np.int64), xp.asarray(valid, dtype=bool),
-            scoring, mode, traceback, cigar_style, clip, progress)
+            scoring, mode, traceback, cigar_style, clip, progress, longest, all_valid)
 
 
 def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, target_lengths,
-                     valid, scoring, mode, traceback, cigar_style, clip, progress):
+                     valid, scoring, mode, traceback, cigar_style, clip, progress, longest,
+                     all_valid):
     xp = array_module()
     rows = len(pair_query)
     names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
@@ -255,9 +260,10 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)
 
-    batches = plan_batches(xp.flatnonzero(valid), query_lengths, target_lengths, traceback,
+    pairs = xp.arange(rows, dtype=np.int64) if all_valid else xp.flatnonzero(valid)
+    batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH,
-                           fits_16bit=fits_16bit if use_16bit else None)
+                           fits_16bit=fits_16bit if use_16bit else None, longest=longest)
     tracks_rows = mode.code == inter.MODE_LOCAL or (mode.code == inter.MODE_SEMIGLOBAL
                                                      and mode.free_target_end)
     # One batch (the usual case): its CIGARs go straight to their rows' places in the column.
@@ -440,10 +446,12 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     device_queries = upload(queries)
     device_targets = device_queries if targets is queries else upload(targets)
+    longest = (int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
     results = align_on_device(device_queries, device_targets, pair_query, pair_target,
                               queries.lengths[pair_query], targets.lengths[pair_target], valid,
                               scoring, mode, traceback=traceback, cigar_style=cigar_style,
-                              clip=clip, progress=progress)
+                              clip=clip, progress=progress, longest=longest,
+                              all_valid=bool(valid.all()))
     return to_host(results, valid, traceback)
 
 

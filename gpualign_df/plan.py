@@ -103,17 +103,23 @@ def to_numpy(array) -> np.ndarray:
 
 
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
-                 sort: bool = True, fits_16bit=None) -> list[Batch]:
+                 sort: bool = True, fits_16bit=None,
+                 longest: tuple[int, int] | None = None) -> list[Batch]:
     """Batches for job rows ``pairs`` (lengths indexed by job row; numpy or CuPy arrays, all
     of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
     whether the inter-task pairs run on packed 16-bit cells (two pairs per thread, warps
-    paired: :mod:`gpualign_df.kernels.inter16`); None: never."""
+    paired: :mod:`gpualign_df.kernels.inter16`); None: never. ``longest``: bounds on the
+    longest query and target (every pair short when their product is): no maxima are read
+    back, and the 16-bit and keyed-best checks take the bounds."""
     xp = module_of(query_lengths)
     if len(pairs) == 0:
         return []
     pair_query_lengths = query_lengths[pairs].astype(np.int64)
     pair_target_lengths = target_lengths[pairs].astype(np.int64)
+    if longest is not None and longest[0] * longest[1] <= INTER_MAX_CELLS:
+        return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
+                              budget_bytes, sort, *longest, fits_16bit)
     cells = pair_query_lengths * pair_target_lengths
     most_cells, longest_query, longest_target = (int(value) for value in to_numpy(xp.stack(
         [cells.max(), pair_query_lengths.max(), pair_target_lengths.max()])))
