@@ -252,10 +252,10 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     columns = {name: table[k] for k, name in enumerate(names)}
     sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
     concrete = _upload("concrete", scoring.concrete)
-    sub16 = _upload("substitution16", _table16(scoring))
     flags = (mode.code, *mode.flags(), traceback)
     merge_matches, soft_clip = cigar_style == "M", clip == "soft"
     use_16bit = (dpx.available() if FILL_16BIT is None else FILL_16BIT) and not traceback
+    sub16 = _upload("substitution16", _table16(scoring)) if use_16bit else None
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)

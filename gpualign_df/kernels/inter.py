@@ -69,12 +69,24 @@ def border_score(index, go, ge, free):
 #: blocks of 128 threads per SM) the semi-global fill took 10.8 ms on W1 instead of 12.9
 #: at the compiler's 88 registers (local + traceback: 10.9 either way; 64 made it 11.6).
 FILL_MAX_REGISTERS: int | None = 72
+
+
 def _register_cap() -> dict:
     """``cuda.jit`` options capping the fill kernels' registers (the CUDA simulator takes
     none)."""
     if not FILL_MAX_REGISTERS or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return {}
     return {"max_registers": FILL_MAX_REGISTERS}
+
+
+def mode_shape(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool):
+    """What a mode and its free ends mean to a fill kernel: (local, corner: the end cell is
+    (m, n), free_row0 / free_col0: row 0 / column 0 score 0, end_row / end_column: the end
+    cell is the best of the last row / column)."""
+    local = mode == MODE_LOCAL
+    return (local, mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte)),
+            local or (mode == MODE_SEMIGLOBAL and fts), local or (mode == MODE_SEMIGLOBAL and fqs),
+            mode == MODE_SEMIGLOBAL and fte, mode == MODE_SEMIGLOBAL and fqe)
 
 
 #: Keyed running best of a row: ``H * KEY_SCALE - j`` (highest H, then first column).
@@ -93,12 +105,8 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     the highest H at its first column (one multiply-add and one max per cell, instead of a
     compare and two selects); exact where every H lies in (-2**15, 2**15) and columns stay
     below 2**16 (the caller checks: ``gpualign_df.gpu.keyed_best_fits``)."""
-    local = mode == MODE_LOCAL
-    corner = mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte))
-    free_row0 = local or (mode == MODE_SEMIGLOBAL and fts)
-    free_col0 = local or (mode == MODE_SEMIGLOBAL and fqs)
-    end_row = mode == MODE_SEMIGLOBAL and fte
-    end_column = mode == MODE_SEMIGLOBAL and fqe
+    local, corner, free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
+                                                                          fte)
     track_rows = local or end_row
     rows = STRIP_ROWS
     neg = NEG_INF

@@ -26,9 +26,8 @@ from functools import lru_cache
 from numba import cuda, int32, uint32, uint64
 
 from . import dpx
-from .cpu import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL
 from .dpx import NEG16, NEG16_PAIR, high_half, low_half, pack_halves
-from .inter import STRIP_ROWS, WARP, border_score, load_table, strip_functions
+from .inter import STRIP_ROWS, WARP, border_score, load_table, mode_shape, strip_functions
 
 #: Shared table for alphabets of up to MAX_ALPHABET symbols plus the padding code.
 SHARED_TABLE16 = 33 * 33
@@ -67,12 +66,8 @@ def fill_kernel16(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool,
                   use_dpx: bool = False):
     """The packed 16-bit score-only inter-task fill kernel for one mode / free-ends
     combination (launch one thread per pair of slots)."""
-    local = mode == MODE_LOCAL
-    corner = mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte))
-    free_row0 = local or (mode == MODE_SEMIGLOBAL and fts)
-    free_col0 = local or (mode == MODE_SEMIGLOBAL and fqs)
-    end_row = mode == MODE_SEMIGLOBAL and fte
-    end_column = mode == MODE_SEMIGLOBAL and fqe
+    local, corner, free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
+                                                                          fte)
     track_rows = local or end_row
     keep_last = corner or end_column
     rows = STRIP_ROWS
@@ -81,6 +76,16 @@ def fill_kernel16(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool,
     empty_end = strip_functions(mode, fqs, fqe, fts, fte, False, False)[0]
     _add2, max2, add_max2, max3_zero2 = dpx.functions16(use_dpx)
     keep_best2 = dpx.keep_best2(use_dpx)
+
+    @cuda.jit(device=True, inline=True)
+    def write_end(row, m, n, best, best_i, best_j, go, ge, score, end_i, end_j):
+        """One half's score and end cell to its job row (-1: an unused slot)."""
+        if row >= 0:
+            if m == 0 or n == 0:
+                best, best_i, best_j = empty_end(m, n, go, ge)
+            score[row] = best
+            end_i[row] = best_i
+            end_j[row] = best_j
 
     @cuda.jit
     def fill16(query, target, query_lengths, target_lengths, query_base, target_base,
@@ -193,19 +198,9 @@ def fill_kernel16(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool,
                     i, m_b, n_b, best_b, best_i_b, best_j_b, local, end_row, end_column, corner,
                     high_half(row_best[r]), (row_best_j[r] >> 16) & 0xFFFF,
                     high_half(last_column[r]))
-        row = slot_row[slot_a]
-        if row >= 0:
-            if m_a == 0 or n_a == 0:
-                best_a, best_i_a, best_j_a = empty_end(m_a, n_a, go, ge)
-            score[row] = best_a
-            end_i[row] = best_i_a
-            end_j[row] = best_j_a
-        row = slot_row[slot_b]
-        if row >= 0:
-            if m_b == 0 or n_b == 0:
-                best_b, best_i_b, best_j_b = empty_end(m_b, n_b, go, ge)
-            score[row] = best_b
-            end_i[row] = best_i_b
-            end_j[row] = best_j_b
+        write_end(slot_row[slot_a], m_a, n_a, best_a, best_i_a, best_j_a, go, ge, score, end_i,
+                  end_j)
+        write_end(slot_row[slot_b], m_b, n_b, best_b, best_i_b, best_j_b, go, ge, score, end_i,
+                  end_j)
 
     return fill16
