@@ -120,7 +120,8 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
                  pair_target, traceback: bool, all_valid: bool | None = None):
     """The result frame as cuDF columns, built from the device buffers (``valid`` and the
     pair arrays are CuPy arrays; ``all_valid``, when known, spares a wait on the device).
-    The CIGAR column comes last: the others are queued while the kernels still run."""
+    The frame of the other columns is built while the kernels still run; the CIGAR column,
+    which waits for them, is inserted last."""
     import cudf
     import cupy
     import pylibcudf as plc
@@ -144,19 +145,20 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     for name, key in (("query_start", "start_i"), ("query_end", "end_i"),
                       ("target_start", "start_j"), ("target_end", "end_j")):
         data[name] = column(device[key])
-    data["cigar"] = None  # its place in the column order; filled last
+    cigar_position = len(data)  # after the coordinates
     length = device["matches"] + device["mismatches"] + device["gaps"]
     for name in ("matches", "mismatches", "gap_opens", "gaps"):
         data[name] = column(device[name])
     data["length"] = column(length)
     data["identity"] = column(cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1),
                                          0.0))
+    frame = cudf.DataFrame(data)
     chars = cupy.asarray(results.cigar_chars())  # waits for the kernels
     offsets = results.offsets.astype(np.int32 if results.characters < 2**31 else np.int64)
     strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
                          0, 0, [plc.Column.from_cuda_array_interface(offsets)])
-    data["cigar"] = column(cudf.Series.from_pylibcudf(strings))
-    return cudf.DataFrame(data)
+    frame.insert(cigar_position, "cigar", column(cudf.Series.from_pylibcudf(strings)))
+    return frame
 
 
 def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_k: int | None,
