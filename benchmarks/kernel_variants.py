@@ -14,7 +14,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from run_gpu import CONFIGS, OPTIONS  # noqa: E402
+from run_gpu import CONFIGS, OPTIONS, add_data_dir  # noqa: E402
 
 VARIANTS = [("32-bit, selected best", dict(KEYED_BEST=False, FILL_16BIT=False)),
             ("32-bit, keyed best", dict(KEYED_BEST=True, FILL_16BIT=False)),
@@ -31,9 +30,7 @@ VARIANTS = [("32-bit, selected best", dict(KEYED_BEST=False, FILL_16BIT=False)),
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path,
-                        default=Path(os.environ.get("GPUALIGN_SHARED_DATA", Path(__file__)
-                                                    .resolve().parents[2] / "shared" / "data")))
+    add_data_dir(parser)
     parser.add_argument("--replicate", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)

@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
-import os
 import pstats
 import statistics
 import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from run_gpu import add_data_dir  # noqa: E402
 
 #: (module, function) pairs timed as phases; a phase nested in another counts in both.
 PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
@@ -52,8 +54,7 @@ def main() -> int:
     parser.add_argument("--keep-bytes", type=int, default=None,
                         help="freed memory the engine's private allocator keeps between jobs "
                              "(gpualign_df.memory.KEEP_BYTES)")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
-        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    add_data_dir(parser)
     args = parser.parse_args()
     import importlib
 

@@ -33,11 +33,17 @@ CONFIGS = [("local + traceback", "sw", True), ("global + traceback", "nw", True)
 OPTIONS = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    """The W1 benchmarks' ``--data-dir``: ``$GPUALIGN_SHARED_DATA``, else ``../shared/data``
+    beside the checkout."""
     parser.add_argument("--data-dir", type=Path,
                         default=Path(os.environ.get("GPUALIGN_SHARED_DATA", Path(__file__)
                                                     .resolve().parents[2] / "shared" / "data")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_dir(parser)
     parser.add_argument("--replicate", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--parasail-processes", type=int, default=os.cpu_count())

@@ -10,7 +10,6 @@ columns without a host copy of residues or CIGARs.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 
@@ -20,13 +19,13 @@ from numba import cuda
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from .memory import engine_allocations
-from .kernels import dpx, inter, inter16, intra, traceback as tb_kernels
+from .kernels import dpx, inter, inter16, intra, simulator, traceback as tb_kernels
 from .plan import Batch, plan_batches, to_numpy
 from .scoring import Mode, Scoring
 
 #: Threads per block; 32 under the CUDA simulator, where every CUDA thread of a block is a
 #: Python thread that its block manager polls (fewer alive at once, less GIL contention).
-THREADS_PER_BLOCK = 32 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 128
+THREADS_PER_BLOCK = 32 if simulator() else 128
 #: Share of the free device memory one batch may use.
 MEMORY_SHARE = 0.6
 #: Benchmark switches: sort pairs by length before forming warps; time each kernel.
@@ -48,11 +47,6 @@ KEYED_BEST = True
 KERNEL_SECONDS: dict[str, float] = {}
 RESULT_COLUMNS = ("score", "end_i", "end_j", "start_i", "start_j", "matches", "mismatches",
                   "gap_opens", "gaps", "cigar_length")
-
-
-def simulator() -> bool:
-    """True when numba runs CUDA kernels in its CPU simulator."""
-    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
 def cupy_installed() -> bool:

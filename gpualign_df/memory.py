@@ -13,8 +13,9 @@ async one for its workers) is shared as it is, and without RMM CuPy's own pool s
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Iterator
+
+from .kernels import simulator
 
 #: Freed memory the private resource keeps for the next job (above it, given back).
 KEEP_BYTES = 0
@@ -51,7 +52,7 @@ def _private_allocator():
 def engine_allocations() -> Iterator[None]:
     """Inside, this thread's CuPy allocations come from the engine's choice of resource
     (see the module's text); under the CUDA simulator nothing changes."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    if simulator():
         yield
         return
     import cupy

@@ -15,6 +15,8 @@ from functools import lru_cache
 
 from numba import cuda, int32, int64
 
+from . import simulator
+
 SOURCE = r"""
 extern "C" __device__ int gpualign_add_max(int a, int b, int c) { return __viaddmax_s32(a, b, c); }
 extern "C" __device__ int gpualign_max3(int a, int b, int c) { return __vimax3_s32(a, b, c); }
@@ -50,7 +52,7 @@ def _device_function(function):
     function itself: the simulator takes a lock per module on every device-function call,
     and its threads (one per CUDA thread) convoy on that lock, intermittently for minutes,
     in the packed kernels that call these per cell."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    if simulator():
         return function
     return cuda.jit(device=True, inline=True)(function)
 
@@ -116,7 +118,7 @@ def max3_zero2_plain(a, b, c):
 def available() -> bool:
     """DPX is used on a real GPU of compute capability 9.0 or newer, unless
     ``GPUALIGN_DPX=0``."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("GPUALIGN_DPX") == "0":
+    if simulator() or os.environ.get("GPUALIGN_DPX") == "0":
         return False
     try:
         return tuple(cuda.get_current_device().compute_capability) >= (9, 0)

@@ -18,12 +18,11 @@ cell loop carries no run-time mode tests.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 
 from numba import cuda, int32, uint32, uint64
 
-from . import common, dpx
+from . import common, dpx, simulator
 from .dpx import high_half, low_half, pack_halves
 from .cpu import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
 
@@ -53,7 +52,7 @@ def _append_sign_simulated(word, difference):
     return uint32(((int(word) << 1) | ((int(difference) >> 31) & 1)) & 0xFFFFFFFF)
 
 
-append_sign = (_append_sign_simulated if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+append_sign = (_append_sign_simulated if simulator()
                else cuda.jit(device=True, inline=True)(_append_sign))
 
 
@@ -74,7 +73,7 @@ FILL_MAX_REGISTERS: int | None = 72
 def _register_cap() -> dict:
     """``cuda.jit`` options capping the fill kernels' registers (the CUDA simulator takes
     none)."""
-    if not FILL_MAX_REGISTERS or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    if not FILL_MAX_REGISTERS or simulator():
         return {}
     return {"max_registers": FILL_MAX_REGISTERS}
 
