@@ -17,6 +17,7 @@ from . import gpu
 from .api import best_first, pairwise_pairs, search_pairs
 from .encode import plain_label
 from .engine import check_score_bound
+from .launch import launch
 from .memory import engine_allocations
 from .scoring import INVALID_CODE, Mode, Scoring
 
@@ -85,9 +86,8 @@ def encode_device(series, scoring: Scoring):
     first_bad = cupy.full(1, NO_BAD_BYTE, dtype=cupy.int64)
     if len(chars):
         threads = 256
-        _map_codes[(len(chars) + threads - 1) // threads, threads](
-            gpu._view(chars), gpu._view(cupy.asarray(scoring.lut)), gpu._view(codes),
-            gpu._view(offsets), gpu._view(first_bad))
+        launch(_map_codes, (len(chars) + threads - 1) // threads, threads,
+               (chars, cupy.asarray(scoring.lut), codes, offsets, first_bad), gpu._view)
     lengths = offsets[1:] - offsets[:-1]
     return gpu.DeviceSequences(codes, offsets), lengths, valid, first_bad
 
@@ -153,10 +153,17 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     data["identity"] = column(cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1),
                                          0.0))
     frame = cudf.DataFrame(data)
+
+    def offsets_column(wide: bool):
+        return plc.Column.from_cuda_array_interface(
+            results.offsets.astype(np.int64 if wide else np.int32))
+    # the characters' buffer bounds their count: int32 offsets decided before the wait
+    offsets = offsets_column(False) if len(results.chars) < 2**31 else None
     chars = cupy.asarray(results.cigar_chars())  # waits for the kernels
-    offsets = results.offsets.astype(np.int32 if results.characters < 2**31 else np.int64)
+    if offsets is None:
+        offsets = offsets_column(results.characters >= 2**31)
     strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
-                         0, 0, [plc.Column.from_cuda_array_interface(offsets)])
+                         0, 0, [offsets])
     frame.insert(cigar_position, "cigar", column(cudf.Series.from_pylibcudf(strings)))
     return frame
 
@@ -208,12 +215,17 @@ def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar
     # no null in either column: every pair is valid, known without a read
     nulls = queries.null_count > 0 or targets.null_count > 0
 
-    def run(pq, pt, with_traceback):
+    def run(pq, pt, with_traceback, rowwise=False):
         pq, pt = cupy.asarray(pq), cupy.asarray(pt)
-        valid = query_valid[pq] & target_valid[pt]
+        if rowwise:  # row k against row k: no gathers
+            valid = query_valid & target_valid if nulls else query_valid
+            pair_query_lengths, pair_target_lengths = query_lengths, target_lengths
+        else:
+            valid = query_valid[pq] & target_valid[pt]
+            pair_query_lengths, pair_target_lengths = query_lengths[pq], target_lengths[pt]
         all_valid = bool(valid.all()) if nulls else True  # read before the kernels run
-        results = gpu.align_on_device(device_queries, device_targets, pq, pt, query_lengths[pq],
-                                      target_lengths[pt], valid, scoring, mode,
+        results = gpu.align_on_device(device_queries, device_targets, pq, pt, pair_query_lengths,
+                                      pair_target_lengths, valid, scoring, mode,
                                       traceback=with_traceback, cigar_style=cigar_style,
                                       clip=clip, longest=(longest_query, longest_target),
                                       all_valid=all_valid)
@@ -234,7 +246,7 @@ def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar
     if how == "pairwise":
         return run(*pairwise_pairs(len(queries)), traceback)
     rows = cupy.arange(len(queries), dtype=cupy.int64)  # rowwise: row k against row k
-    return run(rows, rows, traceback)
+    return run(rows, rows, traceback, rowwise=True)
 
 
 def _free_ends(mode: Mode):

@@ -20,6 +20,7 @@ from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from .memory import engine_allocations
 from .kernels import dpx, inter, inter16, intra, simulator, traceback as tb_kernels
+from .launch import launch as launch_kernel
 from .plan import Batch, plan_batches, to_numpy
 from .scoring import Mode, Scoring
 
@@ -106,14 +107,14 @@ def _view(argument):
 
 
 def _launch(name: str, kernel, blocks: int, threads: int, *arguments) -> None:
-    """Launch a kernel; with TIME_KERNELS, time it with CUDA events."""
-    arguments = tuple(_view(argument) for argument in arguments)
+    """Launch a kernel (:func:`gpualign_df.launch.launch`); with TIME_KERNELS, time it
+    with CUDA events."""
     if not TIME_KERNELS or simulator():
-        kernel[blocks, threads](*arguments)
+        launch_kernel(kernel, blocks, threads, arguments, _view)
         return
     start, stop = cuda.event(), cuda.event()
     start.record()
-    kernel[blocks, threads](*arguments)
+    launch_kernel(kernel, blocks, threads, arguments, _view)
     stop.record()
     stop.synchronize()
     seconds = cuda.event_elapsed_time(start, stop) / 1e3
@@ -168,10 +169,11 @@ class DeviceSequences:
 
 
 def upload(encoded: EncodedSequences) -> DeviceSequences:
-    """Copy host-encoded sequences to the device."""
-    return DeviceSequences(cuda.to_device(encoded.codes if len(encoded.codes) else
-                                          np.zeros(1, np.uint8)),
-                           cuda.to_device(encoded.offsets))
+    """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
+    simulator)."""
+    copy = cuda.to_device if simulator() else array_module().asarray
+    return DeviceSequences(copy(encoded.codes if len(encoded.codes) else
+                                np.zeros(1, np.uint8)), copy(encoded.offsets))
 
 
 @dataclass
@@ -254,7 +256,7 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)
 
-    pairs = xp.arange(rows, dtype=np.int64) if all_valid else xp.flatnonzero(valid)
+    pairs = None if all_valid else xp.flatnonzero(valid)  # None: every row
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH,
                            fits_16bit=fits_16bit if use_16bit else None, longest=longest)

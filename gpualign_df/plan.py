@@ -105,18 +105,23 @@ def to_numpy(array) -> np.ndarray:
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
                  sort: bool = True, fits_16bit=None,
                  longest: tuple[int, int] | None = None) -> list[Batch]:
-    """Batches for job rows ``pairs`` (lengths indexed by job row; numpy or CuPy arrays, all
-    of one kind): inter-task batches first, then long-pair batches, each within
+    """Batches for job rows ``pairs`` (None: every row; lengths indexed by job row; numpy or
+    CuPy arrays, all of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
     whether the inter-task pairs run on packed 16-bit cells (two pairs per thread, warps
     paired: :mod:`gpualign_df.kernels.inter16`); None: never. ``longest``: bounds on the
     longest query and target (every pair short when their product is): no maxima are read
     back, and the 16-bit and keyed-best checks take the bounds."""
     xp = module_of(query_lengths)
-    if len(pairs) == 0:
+    if pairs is None:  # every job row: no gathers
+        pair_query_lengths = query_lengths.astype(np.int64, copy=False)
+        pair_target_lengths = target_lengths.astype(np.int64, copy=False)
+        pairs = xp.arange(len(query_lengths), dtype=np.int64) if not sort else None
+    else:
+        pair_query_lengths = query_lengths[pairs].astype(np.int64, copy=False)
+        pair_target_lengths = target_lengths[pairs].astype(np.int64, copy=False)
+    if len(pair_query_lengths) == 0:
         return []
-    pair_query_lengths = query_lengths[pairs].astype(np.int64)
-    pair_target_lengths = target_lengths[pairs].astype(np.int64)
     if longest is not None and longest[0] * longest[1] <= INTER_MAX_CELLS:
         return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
                               budget_bytes, sort, *longest, fits_16bit)
@@ -126,6 +131,8 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     if most_cells <= INTER_MAX_CELLS:  # the usual case: no boolean selection
         return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
                               budget_bytes, sort, longest_query, longest_target, fits_16bit)
+    if pairs is None:
+        pairs = xp.arange(len(pair_query_lengths), dtype=np.int64)
     is_long = cells > INTER_MAX_CELLS
     short = ~is_long
     if bool(short.any()):
@@ -146,15 +153,16 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     ``pairs[k]``; the longest of each given). Per-warp quantities are summed once (a
     cumulative sum per quantity); only their totals cross to the host, unless the job
     needs several batches. Packed (``fits_16bit`` says so): warps 2p and 2p + 1 get the
-    same (larger) rows and columns and stay in one batch."""
-    if len(pairs) == 0:
+    same (larger) rows and columns and stay in one batch. ``pairs`` None: the rows in
+    order (sorted: the sort's permutation)."""
+    if len(query_lengths) == 0:
         return []
     packed = fits_16bit is not None and fits_16bit(longest_query, longest_target)
     if sort:  # longest target first, then longest query; stable
         key = -(target_lengths * (1 << 32) + query_lengths)
         order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
-        pairs, query_lengths, target_lengths = pairs[order], query_lengths[order], \
-            target_lengths[order]
+        pairs = order if pairs is None else pairs[order]
+        query_lengths, target_lengths = query_lengths[order], target_lengths[order]
     count = len(pairs)
     group_warps = 2 if packed else 1
     slot_count = (count + group_warps * WARP - 1) // (group_warps * WARP) * group_warps * WARP
@@ -243,7 +251,8 @@ def _launch_plan(groups, *arguments):
     """The planning kernel over ``groups`` warp groups (CuPy arrays viewed without a stream
     wait, as the engine's kernels take them)."""
     from .gpu import THREADS_PER_BLOCK, _view
+    from .launch import launch
 
     threads = THREADS_PER_BLOCK
-    planning.warp_plan[max(1, (groups + threads - 1) // threads), threads](
-        *(_view(argument) for argument in arguments))
+    launch(planning.warp_plan, max(1, (groups + threads - 1) // threads), threads, arguments,
+           _view)

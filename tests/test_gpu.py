@@ -141,3 +141,24 @@ def test_packed_running_best_equals_its_plain_form():
         run[count // 128, 128](packed[0], packed[1], position_words[0], position_words[1], out)
         results.append(out.copy_to_host())
     np.testing.assert_array_equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("traceback", [True, False])
+def test_fast_launches_equal_numba_launches(monkeypatch, traceback):
+    """Kernels launched with the arguments laid out here (``gpualign_df.launch``) give the
+    frames numba's own launch path gives, in every mode, and the fast path is taken."""
+    from gpualign_df import launch
+
+    queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=3000)
+    targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=3000)
+    options = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda",
+                   traceback=traceback)
+    for mode in ("sw", "nw", "sg"):
+        monkeypatch.setattr(launch, "FAST_LAUNCH", False)
+        slow = gpualign_df.align(queries, targets, mode=mode, **options)
+        monkeypatch.setattr(launch, "FAST_LAUNCH", True)
+        gpualign_df.align(queries, targets, mode=mode, **options)  # first launches: numba's
+        fast_before = launch.LAUNCHES["fast"]
+        fast = gpualign_df.align(queries, targets, mode=mode, **options)
+        assert launch.LAUNCHES["fast"] > fast_before
+        pd.testing.assert_frame_equal(slow, fast)

@@ -1,0 +1,117 @@
+"""Host and device timeline of one W1 job: where the GPU waits for the host.
+
+Each engine phase and kernel launch is marked twice, without any synchronization: the host
+clock when the host reaches it, and a CUDA event recorded on the stream there (the device
+clock when the device reaches it, that is when all the work queued before it is done).
+Where the device reaches a mark at about the time the host does, the device sat idle
+waiting for the host; where it reaches it later, the host ran ahead.
+
+``python benchmarks/timeline_gpu.py [--cudf] [--mode sw] [--traceback 1]`` on a GPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from run_gpu import OPTIONS, add_data_dir  # noqa: E402
+
+#: (module, attribute) marked at entry and exit.
+MARKED = [("gpualign_df.cudf_path", "encode_device"),
+          ("gpualign_df.cudf_path", "check_residues"), ("gpualign_df.gpu", "align_on_device"),
+          ("gpualign_df.gpu", "plan_batches"), ("gpualign_df.plan", "_launch_plan"),
+          ("gpualign_df.gpu", "_run_batch"), ("gpualign_df.gpu", "_launch"),
+          ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu", "_free_bytes")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", default="sw")
+    parser.add_argument("--traceback", type=int, default=1)
+    parser.add_argument("--cudf", action="store_true")
+    parser.add_argument("--replicate", type=int, default=10)
+    parser.add_argument("--pairs", type=int, default=None, help="only the first N pairs")
+    parser.add_argument("--numba-launch", action="store_true",
+                        help="every kernel through numba's own launch path")
+    add_data_dir(parser)
+    args = parser.parse_args()
+
+    import pandas as pd
+    from numba import cuda
+
+    import gpualign_df
+    from helpers import read_fasta
+
+    queries = pd.Series(read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz")
+                        * args.replicate)
+    targets = pd.Series(read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz")
+                        * args.replicate)
+    queries, targets = queries[:args.pairs], targets[:args.pairs]
+    if args.cudf:
+        import cudf
+
+        queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
+    if args.numba_launch:
+        from gpualign_df import launch
+
+        launch.FAST_LAUNCH = False
+    options = dict(mode=args.mode, traceback=bool(args.traceback), backend="cuda",
+                   progress=False, **OPTIONS)
+    for _ in range(3):  # compile and warm up
+        gpualign_df.align(queries, targets, **options)
+
+    marks: list[tuple[str, float, object]] = []
+
+    def mark(label):
+        event = cuda.event()
+        event.record()
+        marks.append((label, time.perf_counter(), event))
+
+    def wrap(function, name):
+        @functools.wraps(function)
+        def wrapper(*arguments, **keywords):
+            label = f"{name}:{arguments[0]}" if name == "_launch" else name
+            mark(f"> {label}")
+            try:
+                return function(*arguments, **keywords)
+            finally:
+                mark(f"< {label}")
+        return wrapper
+
+    for module_name, attribute in MARKED:
+        module = importlib.import_module(module_name)
+        setattr(module, attribute, wrap(getattr(module, attribute), attribute))
+    from gpualign_df.gpu import DeviceResults
+
+    owners = [(DeviceResults, "cigar_chars")]
+    if args.cudf:
+        owners += [(cudf.DataFrame, "__init__"), (cudf.DataFrame, "insert")]
+    for owner, attribute in owners:
+        setattr(owner, attribute, wrap(getattr(owner, attribute), attribute))
+    for run in range(2):
+        marks.clear()
+        cuda.synchronize()
+        mark("start")
+        frame = gpualign_df.align(queries, targets, **options)
+        mark("returned")
+        cuda.synchronize()
+        finished = time.perf_counter()
+        _, host0, event0 = marks[0]
+        print(f"run {run}: {len(frame)} rows, {(finished - host0) * 1e3:.2f} ms wall")
+        print(f"{'mark':40s} {'host ms':>8s} {'device ms':>9s} {'device-host':>11s}")
+        for label, host, event in marks:
+            device = cuda.event_elapsed_time(event0, event)
+            print(f"{label[:40]:40s} {(host - host0) * 1e3:8.2f} {device:9.2f} "
+                  f"{device - (host - host0) * 1e3:11.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Kernel launches with little host work.
+
+numba's launch path turns every CuPy argument into a numba device array (a CUDA context
+check, a memory-pointer object, a type lookup) before it marshals it: 20-40 us per array
+argument, about 1 ms for the traceback walk's 27 arguments, all of it host time during
+which the GPU waits at the start of a job. Here the first launch of a kernel for a given
+kind of arguments goes through numba (which compiles it); later ones reuse the compiled
+kernel and lay out the arguments the way numba's ``_Kernel._prepare_args`` does, straight
+from the CuPy arrays' pointers, shapes and strides, and launch it with ``cuda.core``.
+
+Wherever that is not possible (the CUDA simulator, a numba-cuda without ``cuda.core``
+launches, an argument of another kind) the launch goes through numba as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .kernels import simulator
+
+#: Set False to launch every kernel through numba's own path (benchmarks, tests).
+FAST_LAUNCH = True
+
+_COMPILED: dict[tuple, tuple] = {}
+_LOCK = threading.Lock()
+_CORE: tuple | None = None
+
+
+def _core():
+    """``(launch, LaunchConfig, default stream)`` of numba-cuda's ``cuda.core`` launcher,
+    or None where this numba-cuda launches otherwise."""
+    global _CORE
+    if _CORE is None:
+        try:
+            from numba.cuda import dispatcher
+            from numba.cuda.cudadrv.driver import _to_core_stream
+
+            _CORE = (dispatcher.launch, dispatcher.LaunchConfig, _to_core_stream(0))
+        except (ImportError, AttributeError):
+            _CORE = ()
+    return _CORE or None
+
+
+def _array_kind(argument):
+    """What the compiled kernel depends on for a CuPy array: dtype, dimensions, layout
+    (numba types a C-contiguous array 'C', else F-contiguous 'F', else 'A')."""
+    flags = argument.flags
+    layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+    return argument.dtype.str, argument.ndim, layout
+
+
+def _kind(argument):
+    """A hashable description of an argument's type, None where the fast path does not
+    take it (anything but CuPy arrays and Python or numpy scalars)."""
+    kind = type(argument)
+    if kind in (bool, int, float) or isinstance(argument, (np.integer, np.floating, np.bool_)):
+        return kind
+    if kind.__module__.startswith("cupy") and hasattr(argument, "data") \
+            and hasattr(argument, "flags"):
+        return _array_kind(argument)
+    return None
+
+
+#: How :func:`launch` lays out an argument (see :func:`_layout`).
+_ARRAY, _AS_IS, _CTYPE = 0, 1, 2
+
+
+def _layout(argument_type):
+    """How numba's ``_Kernel._prepare_args`` passes an argument of this numba type:
+    ``(_ARRAY, None)`` (meminfo, parent, size, itemsize, pointer, shape, strides),
+    ``(_AS_IS, None)`` (booleans) or ``(_CTYPE, ctypes type)`` (integers, float64); None
+    for a type the fast path does not take."""
+    from numba.cuda import types
+
+    if isinstance(argument_type, types.Array):
+        return _ARRAY, None
+    if isinstance(argument_type, types.Boolean):
+        return _AS_IS, None
+    if isinstance(argument_type, types.Integer):
+        return _CTYPE, getattr(ctypes, f"c_{argument_type}")
+    if argument_type == types.float64:
+        return _CTYPE, ctypes.c_double
+    return None
+
+
+#: Launches so far by path (``fast``: marshalled here; ``numba``: through numba's own).
+LAUNCHES = {"fast": 0, "numba": 0}
+
+
+def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
+    """Launch ``kernel[blocks, threads](*arguments)`` on the default stream; ``view``
+    turns an argument into what numba's own path takes (first launches, fallbacks)."""
+    core = None if simulator() or not FAST_LAUNCH else _core()
+    key = None
+    if core is not None:
+        kinds = tuple(_kind(argument) for argument in arguments)
+        if None not in kinds:
+            key = (id(kernel), kinds)
+    compiled = _COMPILED.get(key) if key is not None else None
+    if compiled is None or compiled[0] is not kernel:
+        views = tuple(view(argument) for argument in arguments)
+        kernel[blocks, threads](*views)
+        LAUNCHES["numba"] += 1
+        if key is not None:
+            _remember(kernel, key, views)
+        return
+    _kernel, layouts, cufunc_kernel = compiled
+    parameters: list = []
+    for (how, ctype), value in zip(layouts, arguments):
+        if how == _ARRAY:
+            parameters += (0, 0, value.size, value.itemsize, value.data.ptr)
+            parameters += value.shape
+            parameters += value.strides
+        elif how == _AS_IS:
+            parameters.append(value)
+        else:
+            parameters.append(ctype(value))
+    core_launch, launch_config, stream = core
+    core_launch(stream, launch_config(grid=blocks, block=threads, shmem_size=0), cufunc_kernel,
+                *parameters)
+    LAUNCHES["fast"] += 1
+
+
+def _remember(kernel, key, views) -> None:
+    """Keep the overload numba compiled (and launched) for these arguments, with how
+    each argument is laid out, where :func:`_layout` takes every one of their types."""
+    argument_types = tuple(kernel.typeof_pyval(view) for view in views)
+    overload = kernel.overloads.get(argument_types)
+    layouts = tuple(_layout(argument_type) for argument_type in argument_types)
+    if overload is None or getattr(overload, "debug", False) or kernel.extensions \
+            or getattr(overload, "cooperative", False) or None in layouts:
+        return
+    with _LOCK:
+        _COMPILED[key] = (kernel, layouts, overload._codelibrary.get_cufunc().kernel)
