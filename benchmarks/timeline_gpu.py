@@ -38,6 +38,8 @@ def main() -> int:
     parser.add_argument("--cudf", action="store_true")
     parser.add_argument("--replicate", type=int, default=10)
     parser.add_argument("--pairs", type=int, default=None, help="only the first N pairs")
+    parser.add_argument("--profile", action="store_true",
+                        help="then a cProfile of one more run, with the phases' callees")
     parser.add_argument("--numba-launch", action="store_true",
                         help="every kernel through numba's own launch path")
     add_data_dir(parser)
@@ -110,6 +112,18 @@ def main() -> int:
             device = cuda.event_elapsed_time(event0, event)
             print(f"{label[:40]:40s} {(host - host0) * 1e3:8.2f} {device:9.2f} "
                   f"{device - (host - host0) * 1e3:11.2f}")
+    if args.profile:  # host time by function, inside the engine's phases
+        import cProfile
+        import pstats
+
+        profile = cProfile.Profile()
+        profile.enable()
+        gpualign_df.align(queries, targets, **options)
+        profile.disable()
+        stats = pstats.Stats(profile)
+        stats.sort_stats("tottime").print_stats(25)
+        stats.print_callees("encode_device|_inter_batches|_run_batch|_align_cudf|"
+                            "_align_on_device|result_frame")
     return 0
 
 

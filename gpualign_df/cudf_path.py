@@ -133,7 +133,7 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     mask = None if all_valid else cudf.Series(valid)
 
     def column(values):  # arrays as they are where every row is valid
-        return values if mask is None else cudf.Series(values).where(mask)
+        return values if mask is None else cudf.Series(values, nan_as_null=False).where(mask)
 
     data = {"query": _labels(query_labels, pair_query),
             "target": _labels(target_labels, pair_target),
@@ -152,7 +152,8 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     data["length"] = column(length)
     data["identity"] = column(cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1),
                                          0.0))
-    frame = cudf.DataFrame(data)
+    # nan_as_null=False: no NaN count (a device read, which would wait for the kernels)
+    frame = cudf.DataFrame(data, nan_as_null=False)
 
     def offsets_column(wide: bool):
         return plc.Column.from_cuda_array_interface(
@@ -164,7 +165,10 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
         offsets = offsets_column(results.characters >= 2**31)
     strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
                          0, 0, [offsets])
-    frame.insert(cigar_position, "cigar", column(cudf.Series.from_pylibcudf(strings)))
+    # an Index, not a Series: inserted as it is (a Series would be copied and aligned)
+    cigar = cudf.Index.from_pylibcudf(strings) if mask is None else \
+        cudf.Index(cudf.Series.from_pylibcudf(strings).where(mask))
+    frame.insert(cigar_position, "cigar", cigar)
     return frame
 
 

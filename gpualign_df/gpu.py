@@ -215,6 +215,23 @@ def gather_residues(codes, offsets, sequence_of_slot, slot_lengths, slot_start, 
         out[base + width * i] = codes[start + i]
 
 
+@cuda.jit
+def gather_pair_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths, slot_start,
+                         width, out):
+    """Residues of the sequence ``sequence_of_row[slot_row[slot]]`` of each used slot
+    (``slot_row`` >= 0) to ``out[slot_start + width * i]``."""
+    slot = cuda.grid(1)
+    if slot >= slot_row.shape[0]:
+        return
+    row = slot_row[slot]
+    if row < 0:
+        return
+    start = offsets[sequence_of_row[row]]
+    base = slot_start[slot]
+    for i in range(slot_lengths[slot]):
+        out[base + width * i] = codes[start + i]
+
+
 def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query,
                     pair_target, query_lengths, target_lengths, valid, scoring: Scoring,
                     mode: Mode, *, traceback: bool, cigar_style: str, clip: str | None,
@@ -338,13 +355,9 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
         return xp.asarray(values, dtype=np.int64)
 
     slot_row = device64(batch.slot_row)
-    used = slot_row >= 0
-    known_row = xp.maximum(slot_row, 0)
     query_lengths, target_lengths, run_base = (
         device64(values) for values in (batch.query_lengths, batch.target_lengths,
                                         batch.run_base))
-    query_sequence, target_sequence = (xp.where(used, pair_of[known_row], -1)
-                                       for pair_of in (pair_query, pair_target))
     blocks = _blocks(batch.slots)
     if batch.kind == "inter":
         warps = xp.stack([device64(values) for values in (
@@ -358,11 +371,11 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
     query = _scratch("query", batch.query_size, np.uint8)
     target = _scratch("target", batch.target_size, np.uint8)
-    for sequences, sequence_of_slot, start, lengths, out in (
-            (queries, query_sequence, query_start, query_lengths, query),
-            (targets, target_sequence, target_start, target_lengths, target)):
-        _launch("gather", gather_residues, blocks, THREADS_PER_BLOCK, sequences.codes,
-                sequences.offsets, sequence_of_slot, lengths, start, batch.width, out)
+    for sequences, sequence_of_row, start, lengths, out in (
+            (queries, pair_query, query_start, query_lengths, query),
+            (targets, pair_target, target_start, target_lengths, target)):
+        _launch("gather", gather_pair_residues, blocks, THREADS_PER_BLOCK, sequences.codes,
+                sequences.offsets, slot_row, sequence_of_row, lengths, start, batch.width, out)
     h_buffer = _scratch("h_row", batch.row_words, np.int32)
     i_buffer = _scratch("i_row", batch.row_words, np.int32)
     tb = _scratch("traceback", batch.tb_words, np.uint32)
@@ -386,6 +399,8 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
                 tb_start, *common)
     if not traceback:
         return None
+    used = slot_row >= 0
+    known_row = xp.maximum(slot_row, 0)
     mode_code, fqs, _fqe, fts, _fte, _ = flags
     runs = _scratch("runs", batch.run_words, np.uint32)
     run_count = _scratch("run_count", batch.slots, np.int32)
