@@ -2,14 +2,12 @@
 
 Importing cuDF routes CuPy (and numba) through RMM. With RMM's default resource, plain
 ``cudaMalloc``/``cudaFree`` (each free a device-wide wait), the hundred or so temporaries
-of a job cost several milliseconds; there the engine allocates from CuPy's stream-ordered
-pool (``cudaMallocAsync`` on the device's memory pool: a free waits for nothing, and an
-allocation is a call from compiled code, where one through RMM's Python allocator for CuPy
-took 10-20 us). The pool gives freed memory back to the device at each synchronization
-beyond ``KEEP_BYTES`` (none by default: on an H100, keeping 1 GiB changed the W1 times by
-less than their spread). A resource the user configured (a pool, the async allocator, a
-limit; :func:`gpualign_df.cluster` picks the async one for its workers) is shared as it is,
-and without RMM CuPy's own pool serves.
+of a job cost several milliseconds; there the engine allocates from a private
+stream-ordered resource (``cudaMallocAsync``: a free waits for nothing) that gives freed
+memory back at each synchronization beyond ``KEEP_BYTES`` (none by default: on an H100,
+keeping 1 GiB changed the W1 times by less than their spread). A resource the user
+configured (a pool, the async allocator, a limit; :func:`gpualign_df.cluster` picks the
+async one for its workers) is shared as it is, and without RMM CuPy's own pool serves.
 """
 
 from __future__ import annotations
@@ -19,16 +17,15 @@ from typing import Iterator
 
 from .kernels import simulator
 
-#: Freed memory the private pool keeps for the next job (above it, given back).
+#: Freed memory the private resource keeps for the next job (above it, given back).
 KEEP_BYTES = 0
-_PRIVATE_POOL = None
+_PRIVATE_RESOURCE = None
 
 
 def _private_allocator():
-    """The allocator of the engine's private stream-ordered pool (a CuPy
-    ``MemoryAsyncPool`` on the device's memory pool), or None where CuPy's current
-    allocator is to be kept."""
-    global _PRIVATE_POOL
+    """A CuPy allocator over the engine's private stream-ordered RMM resource, or None
+    where CuPy's current allocator is to be kept."""
+    global _PRIVATE_RESOURCE
     import cupy
 
     try:
@@ -39,13 +36,16 @@ def _private_allocator():
     if cupy.cuda.get_allocator() is not rmm_cupy_allocator \
             or type(rmm.mr.get_current_device_resource()) is not rmm.mr.CudaMemoryResource:
         return None  # the user's allocator, or an RMM resource of the user's own
-    if _PRIVATE_POOL is None:
-        _PRIVATE_POOL = cupy.cuda.MemoryAsyncPool()
-        runtime = cupy.cuda.runtime
-        device_pool = runtime.deviceGetMemPool(cupy.cuda.Device().id)
-        runtime.memPoolSetAttribute(device_pool, runtime.cudaMemPoolAttrReleaseThreshold,
-                                    KEEP_BYTES)
-    return _PRIVATE_POOL.malloc
+    if _PRIVATE_RESOURCE is None:
+        _PRIVATE_RESOURCE = rmm.mr.CudaAsyncMemoryResource(release_threshold=KEEP_BYTES)
+    resource = _PRIVATE_RESOURCE
+
+    def allocate(size: int):
+        buffer = rmm.DeviceBuffer(size=size, mr=resource)
+        device = -1 if buffer.ptr else cupy.cuda.device.get_device_id()  # empty: null pointer
+        memory = cupy.cuda.UnownedMemory(buffer.ptr, buffer.size, buffer, device)
+        return cupy.cuda.MemoryPointer(memory, 0)
+    return allocate
 
 
 @contextlib.contextmanager

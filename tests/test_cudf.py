@@ -115,9 +115,9 @@ def test_range_index_labels_of_a_stepped_slice_and_bad_characters_outside_a_slic
         series.iloc[2:].align.pairwise(**DNA)
 
 
-def test_engine_allocates_from_a_private_async_pool_unless_rmm_is_configured():
+def test_engine_allocates_from_a_private_async_resource_unless_rmm_is_configured():
     """With RMM's default resource (cudaMalloc/cudaFree per array) the engine's CuPy arrays
-    come from its private stream-ordered pool; a resource the user set is shared."""
+    come from its private stream-ordered resource; a resource the user set is shared."""
     import cupy
     import rmm
     from rmm.allocators.cupy import rmm_cupy_allocator
@@ -130,7 +130,7 @@ def test_engine_allocates_from_a_private_async_pool_unless_rmm_is_configured():
         with memory.engine_allocations():
             assert cupy.cuda.get_allocator() is not rmm_cupy_allocator
             values = cupy.arange(1000, dtype=cupy.int32)
-        assert isinstance(memory._PRIVATE_POOL, cupy.cuda.MemoryAsyncPool)
+        assert isinstance(memory._PRIVATE_RESOURCE, rmm.mr.CudaAsyncMemoryResource)
         assert int(values.sum()) == 499500
         queries, targets = sample(5, count=40)
         assert_same(cudf.from_pandas(queries).align.rowwise(cudf.from_pandas(targets), **DNA),
