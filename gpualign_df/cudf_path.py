@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import cuda
+from numba import cuda, int64
 
 from . import gpu
 from .api import best_first, pairwise_pairs, search_pairs
@@ -43,22 +43,51 @@ def as_cudf(values: Any):
 
 
 @cuda.jit
-def _map_codes(data, lut, codes, offsets, first_bad):
-    """Residue codes of every byte; the first byte of the column (between its first and last
-    offsets) outside the alphabet goes to ``first_bad``."""
+def _encode_column(data, lut, column_offsets, codes, offsets, lengths, valid, fill_valid,
+                   summary, slot):
+    """One pass over a string column: thread ``k`` maps byte ``k`` to its residue code (the
+    first byte of the column's range, ``column_offsets[0]`` to ``column_offsets[-1]``,
+    outside the alphabet goes to ``summary[slot]``) and writes row ``k``'s int64 offset,
+    length and (``fill_valid``) validity; the longest length goes to ``summary[2 +
+    slot]`` (a block's maximum first, then one atomic per block)."""
+    longest = cuda.shared.array(1, int64)
+    if cuda.threadIdx.x == 0:
+        longest[0] = 0
+    cuda.syncthreads()
     k = cuda.grid(1)
+    rows = lengths.shape[0]
     if k < data.shape[0]:
         code = lut[data[k]]
         codes[k] = code
-        if code == INVALID_CODE and offsets[0] <= k < offsets[offsets.shape[0] - 1]:
-            cuda.atomic.min(first_bad, 0, k)
+        if code == INVALID_CODE and column_offsets[0] <= k < column_offsets[rows]:
+            cuda.atomic.min(summary, slot, k)
+    if k <= rows:
+        offsets[k] = column_offsets[k]
+    if k < rows:
+        length = int64(column_offsets[k + 1] - column_offsets[k])
+        lengths[k] = length
+        if fill_valid:
+            valid[k] = True
+        cuda.atomic.max(longest, 0, length)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0 and longest[0] > 0:
+        cuda.atomic.max(summary, 2 + slot, longest[0])
 
 
-def encode_device(series, scoring: Scoring):
-    """Device codes + offsets of a cuDF string Series, its lengths and validity as CuPy
-    arrays, and a one-element CuPy array: the first byte outside the alphabet, or
-    ``NO_BAD_BYTE`` where there is none (nothing is read back here: the caller reads it
-    with its other checks and passes it to :func:`check_residues`)."""
+def new_summary():
+    """The device array :func:`encode_device` reports into: the first bad byte of the
+    queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths."""
+    import cupy
+
+    return cupy.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], dtype=cupy.int64)
+
+
+def encode_device(series, lut, summary, slot: int):
+    """Device codes + int64 offsets of a cuDF string Series, its lengths and validity, as
+    CuPy arrays, from one kernel; its first byte outside the alphabet (``lut``: the
+    device copy of ``Scoring.lut``) and its longest length go to ``summary[slot]`` and
+    ``summary[2 + slot]`` (see :func:`new_summary`; nothing is read back here: the caller
+    reads the summary once and passes the bad byte to :func:`check_residues`)."""
     import cupy
     import pylibcudf as plc
 
@@ -66,30 +95,29 @@ def encode_device(series, scoring: Scoring):
     rows = column.size()
     if rows and column.type().id() != plc.TypeId.STRING:
         raise ValueError(f"sequences must be strings, got a cuDF column of {series.dtype}")
-    valid = (series.notna().to_cupy() if column.null_count() else
-             cupy.ones(rows, dtype=bool))
+    has_nulls = column.null_count() > 0
+    valid = series.notna().to_cupy() if has_nulls else cupy.empty(rows, dtype=bool)
     if rows == 0 or column.num_children() == 0:
-        offsets = cupy.zeros(rows + 1, dtype=cupy.int64)
+        column_offsets = cupy.zeros(rows + 1, dtype=cupy.int64)
         chars = cupy.zeros(0, dtype=cupy.uint8)
     else:
         child = column.child(0)
         width = cupy.int32 if child.type().id() == plc.TypeId.INT32 else cupy.int64
-        offsets = cupy.asarray(child.data()).view(width)[column.offset():
-                                                         column.offset() + rows + 1]
-        offsets = offsets.astype(cupy.int64)
+        column_offsets = cupy.asarray(child.data()).view(width)[column.offset():
+                                                                column.offset() + rows + 1]
         data = column.data()
         chars = cupy.asarray(data).view(cupy.uint8) if data is not None else \
             cupy.zeros(0, cupy.uint8)
         # a sliced column: its characters are chars[offsets[0]:offsets[-1]]; offsets stay
         # absolute (no host read of the bounds) and the code map covers the whole buffer
     codes = cupy.empty(max(len(chars), 1), dtype=cupy.uint8)
-    first_bad = cupy.full(1, NO_BAD_BYTE, dtype=cupy.int64)
-    if len(chars):
-        threads = 256
-        launch(_map_codes, (len(chars) + threads - 1) // threads, threads,
-               (chars, cupy.asarray(scoring.lut), codes, offsets, first_bad), gpu._view)
-    lengths = offsets[1:] - offsets[:-1]
-    return gpu.DeviceSequences(codes, offsets), lengths, valid, first_bad
+    offsets = cupy.empty(rows + 1, dtype=cupy.int64)
+    lengths = cupy.empty(rows, dtype=cupy.int64)
+    threads = 256
+    launch(_encode_column, (max(len(chars), rows + 1) + threads - 1) // threads, threads,
+           (chars, lut, column_offsets, codes, offsets, lengths, valid, not has_nulls, summary,
+            slot), gpu._view)
+    return gpu.DeviceSequences(codes, offsets), lengths, valid
 
 
 def check_residues(series, sequences: gpu.DeviceSequences, bad: int, scoring: Scoring) -> None:
@@ -199,20 +227,19 @@ def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar
     if len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
         raise ValueError(f"the GPU engine holds alphabets of up to {gpu.inter.MAX_ALPHABET} "
                          f"symbols; this one has {len(scoring.alphabet)}")
-    device_queries, query_lengths, query_valid, query_bad = encode_device(queries, scoring)
+    lut, summary = cupy.asarray(scoring.lut), new_summary()
+    device_queries, query_lengths, query_valid = encode_device(queries, lut, summary, 0)
     if how == "pairwise":
-        device_targets, target_lengths, target_valid, target_bad = (
-            device_queries, query_lengths, query_valid, query_bad)
+        device_targets, target_lengths, target_valid = (device_queries, query_lengths,
+                                                        query_valid)
         targets = queries
     else:
-        device_targets, target_lengths, target_valid, target_bad = encode_device(targets,
-                                                                                 scoring)
+        device_targets, target_lengths, target_valid = encode_device(targets, lut, summary, 1)
     # one read for the residue checks and the longest sequences
-    empty = cupy.zeros(1, dtype=cupy.int64)
-    summary = cupy.concatenate([
-        query_bad, target_bad, query_lengths.max(keepdims=True) if len(queries) else empty,
-        target_lengths.max(keepdims=True) if len(targets) else empty]).get()
-    bad_query, bad_target, longest_query, longest_target = (int(value) for value in summary)
+    bad_query, bad_target, longest_query, longest_target = (int(value)
+                                                            for value in summary.get())
+    if how == "pairwise":
+        bad_target, longest_target = bad_query, longest_query
     check_residues(queries, device_queries, bad_query, scoring)
     check_residues(targets, device_targets, bad_target, scoring)
     check_score_bound(scoring, longest_query, longest_target)

@@ -116,7 +116,6 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     if pairs is None:  # every job row: no gathers
         pair_query_lengths = query_lengths.astype(np.int64, copy=False)
         pair_target_lengths = target_lengths.astype(np.int64, copy=False)
-        pairs = xp.arange(len(query_lengths), dtype=np.int64) if not sort else None
     else:
         pair_query_lengths = query_lengths[pairs].astype(np.int64, copy=False)
         pair_target_lengths = target_lengths[pairs].astype(np.int64, copy=False)
@@ -153,28 +152,30 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     ``pairs[k]``; the longest of each given). Per-warp quantities are summed once (a
     cumulative sum per quantity); only their totals cross to the host, unless the job
     needs several batches. Packed (``fits_16bit`` says so): warps 2p and 2p + 1 get the
-    same (larger) rows and columns and stay in one batch. ``pairs`` None: the rows in
-    order (sorted: the sort's permutation)."""
+    same (larger) rows and columns and stay in one batch. ``pairs`` None: the job rows
+    themselves (``*_lengths[k]`` of row k)."""
     if len(query_lengths) == 0:
         return []
     packed = fits_16bit is not None and fits_16bit(longest_query, longest_target)
+    count = len(query_lengths)
     if sort:  # longest target first, then longest query; stable
         key = -(target_lengths * (1 << 32) + query_lengths)
         order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
-        pairs = order if pairs is None else pairs[order]
-        query_lengths, target_lengths = query_lengths[order], target_lengths[order]
-    count = len(pairs)
+    else:
+        order = xp.arange(count, dtype=np.int64)
     group_warps = 2 if packed else 1
     slot_count = (count + group_warps * WARP - 1) // (group_warps * WARP) * group_warps * WARP
     warp_count = slot_count // WARP
-    slot_row = xp.empty(slot_count, dtype=np.int64)
-    slot_query = xp.empty(slot_count, dtype=np.int64)
-    slot_target = xp.empty(slot_count, dtype=np.int64)
-    slot_runs = xp.empty(slot_count, dtype=np.int64)
-    columns = xp.empty(warp_count, dtype=np.int64)
-    quantities = xp.empty((planning.QUANTITIES, warp_count), dtype=np.int64)
-    _launch_plan(warp_count // group_warps, pairs, query_lengths, target_lengths, traceback,
-                 group_warps, slot_row, slot_query, slot_target, slot_runs, columns, quantities)
+    # one allocation for the plan's outputs: four per-slot rows, then per-warp columns and
+    # quantities
+    block = xp.empty(4 * slot_count + (1 + planning.QUANTITIES) * warp_count, dtype=np.int64)
+    slot_row, slot_query, slot_target, slot_runs = (
+        block[k * slot_count:(k + 1) * slot_count] for k in range(4))
+    columns = block[4 * slot_count:4 * slot_count + warp_count]
+    quantities = block[4 * slot_count + warp_count:].reshape((planning.QUANTITIES, warp_count))
+    _launch_plan(warp_count // group_warps, order, order if pairs is None else pairs,
+                 pairs is not None, query_lengths, target_lengths, traceback, group_warps,
+                 slot_row, slot_query, slot_target, slot_runs, columns, quantities)
     inclusive = xp.cumsum(quantities, axis=1)
     exclusive = inclusive - quantities
     run_exclusive = xp.cumsum(slot_runs) - slot_runs

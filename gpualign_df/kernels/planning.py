@@ -1,8 +1,8 @@
 """CUDA kernel of the inter-task plan: one thread per warp group lays out its slots and
 sums its warps' sizes, in place of some fifty small array operations.
 
-No frame or batch logic here: :func:`gpualign_df.plan._inter_batches` launches it on the
-length-sorted pairs and takes cumulative sums of what it writes.
+No frame or batch logic here: :func:`gpualign_df.plan._inter_batches` launches it with the
+length sort's permutation and takes cumulative sums of what it writes.
 """
 
 from __future__ import annotations
@@ -17,23 +17,25 @@ QUANTITIES = 7
 
 
 @cuda.jit
-def warp_plan(pairs, query_lengths, target_lengths, traceback, group_warps, slot_row,
-              slot_query, slot_target, slot_runs, warp_columns, quantities):
-    """Thread ``g`` takes warps ``group_warps * g ...``: the slots of their pairs (job
-    row, lengths, -1 past the last pair; run words per slot), and per warp the quantities
-    of :data:`QUANTITIES`, with rows and columns the largest of the whole group (a packed
-    warp pair shares them)."""
+def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback, group_warps,
+              slot_row, slot_query, slot_target, slot_runs, warp_columns, quantities):
+    """Thread ``g`` takes warps ``group_warps * g ...``: the slots of their pairs (slot
+    ``s`` holds pair ``order[s]``: job row ``pairs[order[s]]``, or ``order[s]`` itself
+    without ``has_pairs``; its lengths, -1 past the last pair; run words per slot), and per
+    warp the quantities of :data:`QUANTITIES`, with rows and columns the largest of the
+    whole group (a packed warp pair shares them)."""
     group = cuda.grid(1)
     first_warp = group * group_warps
     if first_warp >= warp_columns.shape[0]:
         return
-    count = pairs.shape[0]
+    count = order.shape[0]
     rows = 0
     columns = 0
     for slot in range(first_warp * WARP, (first_warp + group_warps) * WARP):
         if slot < count:
-            rows = max(rows, query_lengths[slot])
-            columns = max(columns, target_lengths[slot])
+            pair = order[slot]
+            rows = max(rows, query_lengths[pair])
+            columns = max(columns, target_lengths[pair])
     strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
     tb_words = WARP * strips * columns if traceback else 0
     run_words = WARP * (rows + columns) if traceback else 0
@@ -41,8 +43,9 @@ def warp_plan(pairs, query_lengths, target_lengths, traceback, group_warps, slot
         cells = 0
         for slot in range(warp * WARP, (warp + 1) * WARP):
             if slot < count:
-                query, target = query_lengths[slot], target_lengths[slot]
-                slot_row[slot] = pairs[slot]
+                pair = order[slot]
+                query, target = query_lengths[pair], target_lengths[pair]
+                slot_row[slot] = pairs[pair] if has_pairs else pair
                 slot_query[slot] = query
                 slot_target[slot] = target
                 slot_runs[slot] = query + target if traceback else 0
