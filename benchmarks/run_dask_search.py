@@ -96,6 +96,9 @@ def main() -> int:
                         help="the workers' allocator: gpualign_df.cluster's default "
                              "(rmm_async) or plain cudaMalloc/cudaFree")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--replicate-database", action="store_true",
+                        help="also time each plan with the database's partitions copied to "
+                             "every worker beforehand (Client.replicate, outside the timing)")
     parser.add_argument("--in-memory", action="store_true", help="also time the in-memory path")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
@@ -133,7 +136,13 @@ def main() -> int:
                 warm = dask_cudf.from_cudf(queries[:64 * gpus], npartitions=4 * gpus,
                                            sort=False)
                 warm.aln.search(dask_database, **options, broadcast=True).compute()
-                for per_partition in args.tasks_per_partition:
+                for per_partition, replicated in [(p, r) for r in ((False, True) if
+                                                   args.replicate_database else (False,))
+                                                   for p in args.tasks_per_partition]:
+                    if replicated:
+                        from distributed import futures_of
+
+                        client.replicate(futures_of(dask_database))
                     sizing = {} if per_partition == 0 else {
                         "cells_per_task": widest * sum(lengths) / per_partition * 1.0001,
                         "pairs_per_task": 1e12}
@@ -141,20 +150,22 @@ def main() -> int:
                                                                 **sizing))
                     seconds, frame = time_search(client, dask_queries, dask_database,
                                                  {**options, **sizing}, args.repeat)
-                    results[(gpus, database_partitions, per_partition)] = (seconds, frame,
-                                                                          plan["tasks"])
-                    print(f"{gpus} GPU(s), database in {database_partitions} partitions, "
-                          f"{plan['tasks']} tasks (spread {plan['spread']:.3f}): median "
-                          f"{seconds:.2f} s, {len(frame):,} rows", flush=True)
+                    results[(gpus, database_partitions, per_partition, replicated)] = (
+                        seconds, frame, plan["tasks"])
+                    print(f"{gpus} GPU(s), database in {database_partitions} partitions"
+                          f"{' (replicated)' if replicated else ''}, {plan['tasks']} tasks "
+                          f"(spread {plan['spread']:.3f}): median {seconds:.2f} s, "
+                          f"{len(frame):,} rows", flush=True)
     base = next(iter(results.values()))[1]
-    print("| GPUs | database partitions | tasks per query partition | tasks | seconds | "
-          "speed-up over 1 GPU | identical |")
-    for (gpus, database_partitions, per_partition), (seconds, frame, tasks) in results.items():
-        single = results.get((1, database_partitions, per_partition))
+    print("| GPUs | database partitions | replicated beforehand | tasks per query partition | "
+          "tasks | seconds | speed-up over 1 GPU | identical |")
+    for (gpus, database_partitions, per_partition, replicated), (seconds, frame, tasks) in \
+            results.items():
+        single = results.get((1, database_partitions, per_partition, replicated))
         speedup = f"{single[0] / seconds:.2f}x" if single else "-"
         same = frame.reset_index(drop=True).equals(base.reset_index(drop=True))
-        print(f"| {gpus} | {database_partitions} | {per_partition or 'default'} | "
-              f"{tasks} | {seconds:.2f} | {speedup} | {same} |")
+        print(f"| {gpus} | {database_partitions} | {'yes' if replicated else 'no'} | "
+              f"{per_partition or 'default'} | {tasks} | {seconds:.2f} | {speedup} | {same} |")
     if args.in_memory:
         import cudf
 
