@@ -97,8 +97,8 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
     key = None
     if core is not None:
         kinds = tuple(_kind(argument) for argument in arguments)
-        if None not in kinds:
-            key = (id(kernel), kinds)
+        if None not in kinds:  # a kernel is loaded per device (context)
+            key = (id(kernel), _current_device(), kinds)
     compiled = _COMPILED.get(key) if key is not None else None
     if compiled is None or compiled[0] is not kernel:
         views = tuple(view(argument) for argument in arguments)
@@ -124,14 +124,25 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
     LAUNCHES["fast"] += 1
 
 
+def _current_device() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDevice()
+
+
 def _remember(kernel, key, views) -> None:
     """Keep the overload numba compiled (and launched) for these arguments, with how
-    each argument is laid out, where :func:`_layout` takes every one of their types."""
-    argument_types = tuple(kernel.typeof_pyval(view) for view in views)
-    overload = kernel.overloads.get(argument_types)
-    layouts = tuple(_layout(argument_type) for argument_type in argument_types)
-    if overload is None or getattr(overload, "debug", False) or kernel.extensions \
-            or getattr(overload, "cooperative", False) or None in layouts:
+    each argument is laid out, where :func:`_layout` takes every one of their types (and
+    this numba-cuda exposes what the fast path needs; else numba keeps launching)."""
+    try:
+        argument_types = tuple(kernel.typeof_pyval(view) for view in views)
+        overload = kernel.overloads.get(argument_types)
+        layouts = tuple(_layout(argument_type) for argument_type in argument_types)
+        if overload is None or getattr(overload, "debug", False) or kernel.extensions \
+                or getattr(overload, "cooperative", False) or None in layouts:
+            return
+        loaded = overload._codelibrary.get_cufunc().kernel
+    except (AttributeError, TypeError):
         return
     with _LOCK:
-        _COMPILED[key] = (kernel, layouts, overload._codelibrary.get_cufunc().kernel)
+        _COMPILED[key] = (kernel, layouts, loaded)
