@@ -200,19 +200,21 @@ class DeviceResults:
         return self.chars
 
 
+@cuda.jit(device=True)
+def _copy_residues(codes, offsets, sequence, length, base, width, out):
+    """Residues of ``sequence`` to ``out[base + width * i]``, i < ``length``."""
+    start = offsets[sequence]
+    for i in range(length):
+        out[base + width * i] = codes[start + i]
+
+
 @cuda.jit
 def gather_residues(codes, offsets, sequence_of_slot, slot_lengths, slot_start, width, out):
-    """Residues of each slot's sequence to ``out[slot_start + width * i]``."""
+    """Residues of each slot's sequence (-1: none) to ``out[slot_start + width * i]``."""
     slot = cuda.grid(1)
-    if slot >= sequence_of_slot.shape[0]:
-        return
-    sequence = sequence_of_slot[slot]
-    if sequence < 0:
-        return
-    start = offsets[sequence]
-    base = slot_start[slot]
-    for i in range(slot_lengths[slot]):
-        out[base + width * i] = codes[start + i]
+    if slot < sequence_of_slot.shape[0] and sequence_of_slot[slot] >= 0:
+        _copy_residues(codes, offsets, sequence_of_slot[slot], slot_lengths[slot],
+                       slot_start[slot], width, out)
 
 
 @cuda.jit
@@ -221,15 +223,9 @@ def gather_pair_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths
     """Residues of the sequence ``sequence_of_row[slot_row[slot]]`` of each used slot
     (``slot_row`` >= 0) to ``out[slot_start + width * i]``."""
     slot = cuda.grid(1)
-    if slot >= slot_row.shape[0]:
-        return
-    row = slot_row[slot]
-    if row < 0:
-        return
-    start = offsets[sequence_of_row[row]]
-    base = slot_start[slot]
-    for i in range(slot_lengths[slot]):
-        out[base + width * i] = codes[start + i]
+    if slot < slot_row.shape[0] and slot_row[slot] >= 0:
+        _copy_residues(codes, offsets, sequence_of_row[slot_row[slot]], slot_lengths[slot],
+                       slot_start[slot], width, out)
 
 
 def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query,
