@@ -51,7 +51,7 @@ def main() -> int:
                 gpualign_df.align(["ACGTACGTAC"] * 40, ["ACGTTACGTAC"] * 40, mode=mode,
                                   traceback=tb, match=1, mismatch=-4, gap_open=7, gap_extend=1,
                                   free_ends="all" if mode == "sg" else None, backend="cuda")
-    gpualign_df.gpu.KEYED_BEST, gpualign_df.gpu.FILL_16BIT = True, None
+    gpualign_df.gpu.KEYED_BEST, gpualign_df.gpu.FILL_16BIT = True, False
     for packed in (True, False):   # the search kernels: 16-bit packed and 32-bit (local)
         gpualign_df.gpu.SEARCH_16BIT = packed
         gpualign_df.align(["ACGTACGTAC"] * 3, ["ACGTTACGTAC"] * 70, how="search", top_k=2,
@@ -62,7 +62,7 @@ def main() -> int:
 
     use_dpx = dpx.available()
     kernels = [(f"fill {mode} traceback={tb} dpx={use_dpx} keyed={keyed}",
-                inter.fill_kernel(code, *flags, tb, use_dpx, keyed))
+                inter.fill_kernel(code, *flags, tb, use_dpx, keyed, *inter.fill_shape()))
                for mode, code, flags in (("sw", 0, (False,) * 4), ("nw", 1, (False,) * 4),
                                          ("sg", 2, all_free))
                for tb in (True, False) for keyed in (True, False)]

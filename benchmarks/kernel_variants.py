@@ -1,9 +1,9 @@
 """Fill-kernel variants side by side on workload W1 (kernel times with CUDA events).
 
-For local, global and semi-global with traceback and local score-only: the 32-bit fill with
-each row's running best as compare-and-select (``gpu.KEYED_BEST = False``) and as an int32
-key (the default where it fits), and for score-only also the packed 16-bit fill
-(``gpu.FILL_16BIT``); whether every variant's frame is identical to the first (it must be).
+For local, global and semi-global with traceback and local score-only: the 32-bit fill
+with strips of 8 and of 16 query rows (``inter.FILL_STRIP_ROWS``) under several register
+caps, and for score-only also the packed 16-bit fill (``gpu.FILL_16BIT``); whether every
+variant's frame is identical to the first (it must be).
 Pandas in and out: no cuDF needed.
 
 Usage::
@@ -23,9 +23,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from run_gpu import CONFIGS, OPTIONS, add_data_dir  # noqa: E402
 
-VARIANTS = [("32-bit, selected best", dict(KEYED_BEST=False, FILL_16BIT=False)),
-            ("32-bit, keyed best", dict(KEYED_BEST=True, FILL_16BIT=False)),
-            ("16-bit packed", dict(KEYED_BEST=True, FILL_16BIT=True))]
+#: (label, settings): ``gpu.KEYED_BEST``, ``gpu.FILL_16BIT``, ``inter.FILL_STRIP_ROWS`` and
+#: the register cap of that strip height (``inter.FILL_MAX_REGISTERS[rows]``).
+VARIANTS = [("8 rows, keyed best, 72 registers", dict(keyed=True, packed=False, rows=8, cap=72)),
+            ("16 rows, keyed best, compiler's registers",
+             dict(keyed=True, packed=False, rows=16, cap=None)),
+            ("16 rows, keyed best, 96 registers", dict(keyed=True, packed=False, rows=16, cap=96)),
+            ("16 rows, keyed best, 128 registers",
+             dict(keyed=True, packed=False, rows=16, cap=128)),
+            ("16-bit packed (8 rows)", dict(keyed=True, packed=True, rows=8, cap=72))]
+
+
+def apply(settings: dict) -> None:
+    """Set the engine switches of one variant."""
+    from gpualign_df import gpu
+    from gpualign_df.kernels import inter
+
+    gpu.KEYED_BEST, gpu.FILL_16BIT = settings["keyed"], settings["packed"]
+    inter.FILL_STRIP_ROWS = settings["rows"]
+    inter.FILL_MAX_REGISTERS = {**inter.FILL_MAX_REGISTERS, settings["rows"]: settings["cap"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,14 +66,16 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.repeat}")
     print("| workload | variant | fill ms | all kernels ms | fill GCUPS | frame equal |")
     print("|---|---|---:|---:|---:|---|")
-    defaults = {name: getattr(gpu, name) for name in ("KEYED_BEST", "FILL_16BIT")}
+    from gpualign_df.kernels import inter
+
+    defaults = (gpu.KEYED_BEST, gpu.FILL_16BIT, inter.FILL_STRIP_ROWS,
+                dict(inter.FILL_MAX_REGISTERS))
     for name, mode, traceback in CONFIGS:
         first = None
         for label, settings in VARIANTS:
-            if settings["FILL_16BIT"] and traceback:
+            if settings["packed"] and traceback:
                 continue  # traceback runs on 32-bit cells
-            for setting, value in settings.items():
-                setattr(gpu, setting, value)
+            apply(settings)
 
             def run():
                 return gpualign_df.align(queries, targets, mode=mode, traceback=traceback,
@@ -75,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             fill = statistics.median(fills)
             print(f"| {name} | {label} | {fill:.1f} | {statistics.median(totals):.1f} | "
                   f"{cells / fill / 1e6:.0f} | {frame.equals(first)} |", flush=True)
-    for setting, value in defaults.items():
-        setattr(gpu, setting, value)
+    gpu.KEYED_BEST, gpu.FILL_16BIT, inter.FILL_STRIP_ROWS, inter.FILL_MAX_REGISTERS = defaults
     return 0
 
 

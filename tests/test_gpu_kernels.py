@@ -318,3 +318,20 @@ def test_packed_16bit_fill_only_where_values_fit():
     protein = make_scoring("BLOSUM62", gap_open=11, gap_extend=1)
     assert fill_fits_16bit(protein, 2000, 2000)
     assert not fill_fits_16bit(protein, 3000, 3000)   # 11 * 3001 > 2**15 - 1
+
+
+@pytest.mark.parametrize("rows", [8, 16])
+def test_fill_strips_of_8_and_16_rows_equal_cpu(monkeypatch, rows):
+    """The inter-task fill with strips of 8 and of 16 query rows (two traceback words per
+    column, the second written only where the query reaches it) equals the CPU engine,
+    queries of every length around the strip and word boundaries included."""
+    from gpualign_df.kernels import inter
+
+    monkeypatch.setattr(inter, "FILL_STRIP_ROWS", rows)
+    rng = np.random.default_rng(11)
+    lengths = [1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40]
+    queries = ["".join(rng.choice(list("ACGT"), size=length)) for length in lengths]
+    targets = [mutate(rng, query, "ACGT", 0.15) for query in queries]
+    for mode in ("sw", "nw", "sg"):
+        both_engines(queries, targets, mode=mode, match=2, mismatch=-3, gap_open=5,
+                     gap_extend=2)

@@ -1,6 +1,6 @@
-"""Inter-task CUDA kernel: one thread per pair, a strip of ``STRIP_ROWS`` query rows in
-registers sweeping the target, the H/I values of the row above the strip in a global
-``[column, lane]`` buffer.
+"""Inter-task CUDA kernel: one thread per pair, a strip of ``FILL_STRIP_ROWS`` query rows
+(16; ``STRIP_ROWS`` = 8 in the search and intra-task kernels) in registers sweeping the
+target, the H/I values of the row above the strip in a global ``[column, lane]`` buffer.
 
 Same recurrences and tie-breaks as :mod:`gpualign_df.kernels.cpu` (the contract is written
 there). Memory layout, per warp ``w`` of 32 pairs (lane = pair's slot in the warp):
@@ -8,9 +8,10 @@ there). Memory layout, per warp ``w`` of 32 pairs (lane = pair's slot in the war
 * residues interleaved: query residue ``i`` of lane ``l`` at ``query_base[w] + 32*i + l``
   (same for targets), so a warp's loads coalesce;
 * the row-above buffers at ``row_base[w] + 32*j + l``;
-* traceback: one ``uint32`` per (strip, column) holding the 4 bits of each of the strip's
-  rows (row ``r`` in bits ``4(7-r)..4(7-r)+3``, :func:`append_sign`), at
-  ``tb_base[w] + 32*(strip * warp_columns[w] + j - 1) + l``: written coalesced.
+* traceback: one ``uint32`` per (strip of ``STRIP_ROWS`` = 8 rows, column) holding the 4
+  bits of each of the strip's rows (row ``r`` in bits ``4(7-r)..4(7-r)+3``,
+  :func:`append_sign`), at ``tb_base[w] + 32*(strip * warp_columns[w] + j - 1) + l``:
+  written coalesced (a fill strip of 16 rows writes the words of two such strips).
 
 Kernels are specialised per mode, free ends and traceback (closure constants), so the
 cell loop carries no run-time mode tests.
@@ -64,18 +65,22 @@ def border_score(index, go, ge, free):
     return -(go + (index - 1) * ge)
 
 
-#: Register cap of the inter-task fill kernels (None: the compiler's choice). At 72 (7
-#: blocks of 128 threads per SM) the semi-global fill took 10.8 ms on W1 instead of 12.9
-#: at the compiler's 88 registers (local + traceback: 10.9 either way; 64 made it 11.6).
-FILL_MAX_REGISTERS: int | None = 72
+#: Query rows a thread of the inter-task fill keeps in registers: ``STRIP_ROWS`` or twice
+#: as many (half the row-above traffic and per-column work per cell, more registers). On
+#: W1 (H100), fill ms with 8 / 16 rows: local + traceback 10.6 / 9.9, global 10.6 / 9.4,
+#: semi-global 10.5 / 9.9, local score-only 8.4 / 6.0.
+FILL_STRIP_ROWS = 2 * STRIP_ROWS
+#: Register cap of the inter-task fill kernels by strip height (None: the compiler's
+#: choice). With 8 rows, 72 (7 blocks of 128 threads per SM) took the semi-global fill on
+#: W1 from 12.9 ms (88 registers) to 10.8 (local + traceback: 10.9 either way; 64: 11.6).
+#: With 16 rows the compiler's choice and a cap of 128 tie; 96 is slower (semi-global 10.9,
+#: score-only 7.3).
+FILL_MAX_REGISTERS: dict[int, int | None] = {STRIP_ROWS: 72, 2 * STRIP_ROWS: None}
 
 
-def _register_cap() -> dict:
-    """``cuda.jit`` options capping the fill kernels' registers (the CUDA simulator takes
-    none)."""
-    if not FILL_MAX_REGISTERS or simulator():
-        return {}
-    return {"max_registers": FILL_MAX_REGISTERS}
+def fill_shape() -> tuple[int, int | None]:
+    """``(rows, max_registers)`` of the inter-task fill kernels, from the settings above."""
+    return FILL_STRIP_ROWS, FILL_MAX_REGISTERS.get(FILL_STRIP_ROWS)
 
 
 def mode_shape(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool):
@@ -95,10 +100,11 @@ KEY_NEG = -(1 << 31) + 1
 
 @lru_cache(maxsize=None)
 def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                    use_dpx: bool = False, keyed: bool = False):
-    """Device functions of one strip of ``STRIP_ROWS`` query rows, shared by the inter-task
-    and intra-task kernels: start a strip, compute one column of it, collect its end-cell
-    candidates, and the end cell of a pair with an empty sequence.
+                    use_dpx: bool = False, keyed: bool = False, rows: int = STRIP_ROWS):
+    """Device functions of one strip of ``rows`` query rows (``STRIP_ROWS`` or twice as
+    many), shared by the inter-task and intra-task kernels: start a strip, compute one
+    column of it, collect its end-cell candidates, and the end cell of a pair with an
+    empty sequence. A column's traceback bits fill one word per ``STRIP_ROWS`` rows.
 
     ``keyed``: each row's running best is one int32 ``H * KEY_SCALE - j``, whose maximum is
     the highest H at its first column (one multiply-add and one max per cell, instead of a
@@ -107,7 +113,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     local, corner, free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
                                                                           fte)
     track_rows = local or end_row
-    rows = STRIP_ROWS
+    assert rows in (STRIP_ROWS, 2 * STRIP_ROWS)
     neg = NEG_INF
     add_max, max3, max3_zero = dpx.functions(use_dpx)
     keep_best = dpx.keep_best(use_dpx)
@@ -145,9 +151,11 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     @cuda.jit(device=True, inline=True)
     def column(h_up, i_up, code_t, j, shared_sub, go, ge, row_offset, h_left, del_score, diag,
                row_best, row_best_j):
-        """Cells (first..first+7, j); returns the bottom row's H and I and the traceback word
-        (:func:`append_sign`: row ``r``'s four bits at ``4 * (7 - r)``)."""
+        """Cells (first..first+rows-1, j); returns the bottom row's H and I and the
+        traceback words of rows 0-7 and 8-15 (:func:`append_sign`: row ``r``'s four bits at
+        ``4 * (7 - r % 8)``; the second word is 0 for a strip of 8 rows)."""
         word = uint32(0)
+        word2 = uint32(0)
         go32 = int32(go)   # int32 arithmetic throughout (numba widens to int64 otherwise)
         ge32 = int32(ge)
         for r in range(rows):
@@ -166,11 +174,17 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                 h = max(max(match, ins), dele)
                 if local:
                     h = max(h, 0)
-            if traceback:  # D extends, I extends, D is H's source, I beats the diagonal
+            if traceback and r < STRIP_ROWS:  # D extends, I extends, D is H's source,
+                # I beats the diagonal (r is a constant of the unrolled loop)
                 word = append_sign(word, int32(open_del - del_ext))
                 word = append_sign(word, int32(open_ins - ins_ext))
                 word = append_sign(word, int32(max(match, ins) - dele))
                 word = append_sign(word, int32(match - ins))
+            elif traceback:
+                word2 = append_sign(word2, int32(open_del - del_ext))
+                word2 = append_sign(word2, int32(open_ins - ins_ext))
+                word2 = append_sign(word2, int32(max(match, ins) - dele))
+                word2 = append_sign(word2, int32(match - ins))
             if track_rows and keyed:
                 row_best[r] = max(row_best[r], int32(h * KEY_SCALE - j))
             elif track_rows and traceback and use_dpx:  # the row's best so far, first
@@ -187,7 +201,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
             del_score[r] = dele
             h_up = h
             i_up = ins
-        return h_up, i_up, word
+        return h_up, i_up, word, word2
 
     @cuda.jit(device=True, inline=True)
     def end_candidates(first, m, n, best, best_i, best_j, h_left, row_best, row_best_j):
@@ -221,18 +235,20 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
 
 @lru_cache(maxsize=None)
 def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                   use_dpx: bool = False, keyed: bool = False):
+                   use_dpx: bool = False, keyed: bool = False, rows: int = STRIP_ROWS):
     """Device function aligning one pair of one thread, strip by strip, and returning its
     ``(score, end_i, end_j)``; shared by the inter-task fill kernel and the search kernel.
 
     Query residue ``i`` (1-based) sits at ``query[q0 + query_width * (i - 1)]``, target
     residue ``j`` at ``target[t0 + WARP * (j - 1)]``, the row above the strip at
     ``h_buffer/i_buffer[r0 + WARP * j]``, traceback word (strip, j) at
-    ``tb[b0 + WARP * (strip * columns + j - 1)]``. The six register arrays come from the
-    kernel (``cuda.local.array`` lives in a kernel body)."""
+    ``tb[b0 + WARP * (strip * columns + j - 1)]`` (``strip`` counts ``STRIP_ROWS`` rows:
+    a sweep of 16-row strips writes two words per column, the second only where the
+    query reaches its rows). The six register arrays (``rows`` long) come from the kernel
+    (``cuda.local.array`` lives in a kernel body)."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
-        mode, fqs, fqe, fts, fte, traceback, use_dpx, keyed)
-    rows = STRIP_ROWS
+        mode, fqs, fqe, fts, fte, traceback, use_dpx, keyed, rows)
+    words = rows // STRIP_ROWS   # traceback words per column of a strip
     neg = NEG_INF
 
     @cuda.jit(device=True, inline=True)
@@ -245,8 +261,10 @@ def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceb
         best_i = 0
         best_j = 0
         strips = (m + rows - 1) // rows
+        word_strips = (m + STRIP_ROWS - 1) // STRIP_ROWS
         for strip in range(strips):
             first = strip * rows + 1
+            second_word = words == 2 and words * strip + 1 < word_strips
             start_strip(first, m, query, q0, query_width, alphabet_size, go, ge, row_offset,
                         h_left, del_score, diag, row_best, row_best_j)
             for j in range(1, n + 1):
@@ -258,12 +276,16 @@ def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceb
                 else:
                     h_up = h_buffer[above]
                     i_up = i_buffer[above]
-                h_up, i_up, word = column(h_up, i_up, code_t, j, shared_sub, go, ge, row_offset,
-                                          h_left, del_score, diag, row_best, row_best_j)
+                h_up, i_up, word, word2 = column(h_up, i_up, code_t, j, shared_sub, go, ge,
+                                                 row_offset, h_left, del_score, diag, row_best,
+                                                 row_best_j)
                 h_buffer[above] = h_up
                 i_buffer[above] = i_up
                 if traceback:
-                    tb[uint64(b0 + WARP * (strip * columns + j - 1))] = word
+                    at = uint64(b0 + WARP * (words * strip * columns + j - 1))
+                    tb[at] = word
+                    if second_word:
+                        tb[at + uint64(WARP * columns)] = word2
             best, best_i, best_j = end_candidates(first, m, n, best, best_i, best_j, h_left,
                                                   row_best, row_best_j)
         return best, best_i, best_j
@@ -281,12 +303,16 @@ def load_table(sub, alphabet_size, shared_sub):
 
 @lru_cache(maxsize=None)
 def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                use_dpx: bool = False, keyed: bool = False):
+                use_dpx: bool = False, keyed: bool = False, rows: int = STRIP_ROWS,
+                max_registers: int | None = None):
     """The inter-task fill kernel for one mode / free-ends / traceback combination (keyed
-    row bests: see :func:`strip_functions`)."""
-    sweep = sweep_function(mode, fqs, fqe, fts, fte, traceback, use_dpx, keyed)
+    row bests: see :func:`strip_functions`), with strips of ``rows`` query rows and at
+    most ``max_registers`` registers a thread (None: the compiler's choice; the CUDA
+    simulator takes no cap)."""
+    sweep = sweep_function(mode, fqs, fqe, fts, fte, traceback, use_dpx, keyed, rows)
+    options = {} if max_registers is None or simulator() else {"max_registers": max_registers}
 
-    @cuda.jit(**_register_cap())
+    @cuda.jit(**options)
     def fill(query, target, query_lengths, target_lengths, query_base, target_base, row_base,
              tb_base, warp_columns, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
              slot_row, score, end_i, end_j):
@@ -301,12 +327,12 @@ def fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             return
         warp = slot // WARP
         lane = slot % WARP
-        row_offset = cuda.local.array(STRIP_ROWS, int32)
-        h_left = cuda.local.array(STRIP_ROWS, int32)
-        del_score = cuda.local.array(STRIP_ROWS, int32)
-        diag = cuda.local.array(STRIP_ROWS, int32)
-        row_best = cuda.local.array(STRIP_ROWS, int32)
-        row_best_j = cuda.local.array(STRIP_ROWS, int32)
+        row_offset = cuda.local.array(rows, int32)
+        h_left = cuda.local.array(rows, int32)
+        del_score = cuda.local.array(rows, int32)
+        diag = cuda.local.array(rows, int32)
+        row_best = cuda.local.array(rows, int32)
+        row_best_j = cuda.local.array(rows, int32)
         best, best_i, best_j = sweep(
             m, n, query, query_base[warp] + lane, WARP, target, target_base[warp] + lane,
             h_buffer, i_buffer, row_base[warp] + lane, tb, tb_base[warp] + lane,

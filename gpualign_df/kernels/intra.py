@@ -91,7 +91,7 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
                         h_up = handoff_h[(step - 1) & 1, thread - 1]
                         i_up = handoff_i[(step - 1) & 1, thread - 1]
                     code_t = int32(target[uint64(t0 + j - 1)])
-                    h_up, i_up, word = column(h_up, i_up, code_t, j, shared_sub, go, ge,
+                    h_up, i_up, word, _ = column(h_up, i_up, code_t, j, shared_sub, go, ge,
                                               row_offset, h_left, del_score, diag, row_best,
                                               row_best_j)
                     handoff_h[step & 1, thread] = h_up
