@@ -100,11 +100,14 @@ KEY_NEG = -(1 << 31) + 1
 
 @lru_cache(maxsize=None)
 def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                    use_dpx: bool = False, keyed: bool = False, rows: int = STRIP_ROWS):
+                    use_dpx: bool = False, keyed: bool = False, rows: int = STRIP_ROWS,
+                    track: bool = True):
     """Device functions of one strip of ``rows`` query rows (``STRIP_ROWS`` or twice as
     many), shared by the inter-task and intra-task kernels: start a strip, compute one
     column of it, collect its end-cell candidates, and the end cell of a pair with an
     empty sequence. A column's traceback bits fill one word per ``STRIP_ROWS`` rows.
+    ``track=False``: the column keeps no running best of its rows (for a strip whose rows
+    cannot hold a semi-global end cell).
 
     ``keyed``: each row's running best is one int32 ``H * KEY_SCALE - j``, whose maximum is
     the highest H at its first column (one multiply-add and one max per cell, instead of a
@@ -112,7 +115,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     below 2**16 (the caller checks: ``gpualign_df.gpu.keyed_best_fits``)."""
     local, corner, free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
                                                                           fte)
-    track_rows = local or end_row
+    track_rows = (local or end_row) and track
     assert rows in (STRIP_ROWS, 2 * STRIP_ROWS)
     neg = NEG_INF
     add_max, max3, max3_zero = dpx.functions(use_dpx)
@@ -248,8 +251,16 @@ def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceb
     (``cuda.local.array`` lives in a kernel body)."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
         mode, fqs, fqe, fts, fte, traceback, use_dpx, keyed, rows)
-    words = rows // STRIP_ROWS   # traceback words per column of a strip
-    neg = NEG_INF
+    local, _corner, _free_row0, _free_col0, end_row, _end_column = mode_shape(mode, fqs, fqe,
+                                                                             fts, fte)
+    # semi-global with a free target end: only the last strip holds row m, whose running
+    # best is the end cell; the other strips skip the bookkeeping
+    last_strip_tracks = end_row and not local
+    sweep_strip = _strip_sweep(column, top_border, traceback, rows)
+    sweep_untracked = _strip_sweep(strip_functions(mode, fqs, fqe, fts, fte, traceback,
+                                                   use_dpx, keyed, rows, False)[3],
+                                   top_border, traceback, rows) \
+        if last_strip_tracks else sweep_strip
 
     @cuda.jit(device=True, inline=True)
     def sweep(m, n, query, q0, query_width, target, t0, h_buffer, i_buffer, r0, tb, b0, columns,
@@ -264,33 +275,55 @@ def sweep_function(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceb
         word_strips = (m + STRIP_ROWS - 1) // STRIP_ROWS
         for strip in range(strips):
             first = strip * rows + 1
-            second_word = words == 2 and words * strip + 1 < word_strips
+            second_word = rows == 2 * STRIP_ROWS and 2 * strip + 1 < word_strips
             start_strip(first, m, query, q0, query_width, alphabet_size, go, ge, row_offset,
                         h_left, del_score, diag, row_best, row_best_j)
-            for j in range(1, n + 1):
-                code_t = int32(target[uint64(t0 + WARP * (j - 1))])
-                above = uint64(r0 + WARP * j)  # unsigned: no negative-index wraparound code
-                if strip == 0:
-                    h_up = top_border(j, go, ge)
-                    i_up = neg
-                else:
-                    h_up = h_buffer[above]
-                    i_up = i_buffer[above]
-                h_up, i_up, word, word2 = column(h_up, i_up, code_t, j, shared_sub, go, ge,
-                                                 row_offset, h_left, del_score, diag, row_best,
-                                                 row_best_j)
-                h_buffer[above] = h_up
-                i_buffer[above] = i_up
-                if traceback:
-                    at = uint64(b0 + WARP * (words * strip * columns + j - 1))
-                    tb[at] = word
-                    if second_word:
-                        tb[at + uint64(WARP * columns)] = word2
+            if last_strip_tracks and strip != strips - 1:
+                sweep_untracked(strip, second_word, n, target, t0, h_buffer, i_buffer, r0, tb,
+                                b0, columns, shared_sub, go, ge, row_offset, h_left, del_score,
+                                diag, row_best, row_best_j)
+            else:
+                sweep_strip(strip, second_word, n, target, t0, h_buffer, i_buffer, r0, tb, b0,
+                            columns, shared_sub, go, ge, row_offset, h_left, del_score, diag,
+                            row_best, row_best_j)
             best, best_i, best_j = end_candidates(first, m, n, best, best_i, best_j, h_left,
                                                   row_best, row_best_j)
         return best, best_i, best_j
 
     return sweep
+
+
+def _strip_sweep(column, top_border, traceback: bool, rows: int):
+    """Device function sweeping one strip across the target with ``column`` (the loop body
+    of :func:`sweep_function`'s ``sweep``)."""
+    words = rows // STRIP_ROWS   # traceback words per column of a strip
+    neg = NEG_INF
+
+    @cuda.jit(device=True, inline=True)
+    def sweep_strip(strip, second_word, n, target, t0, h_buffer, i_buffer, r0, tb, b0, columns,
+                    shared_sub, go, ge, row_offset, h_left, del_score, diag, row_best,
+                    row_best_j):
+        for j in range(1, n + 1):
+            code_t = int32(target[uint64(t0 + WARP * (j - 1))])
+            above = uint64(r0 + WARP * j)  # unsigned: no negative-index wraparound code
+            if strip == 0:
+                h_up = top_border(j, go, ge)
+                i_up = neg
+            else:
+                h_up = h_buffer[above]
+                i_up = i_buffer[above]
+            h_up, i_up, word, word2 = column(h_up, i_up, code_t, j, shared_sub, go, ge,
+                                             row_offset, h_left, del_score, diag, row_best,
+                                             row_best_j)
+            h_buffer[above] = h_up
+            i_buffer[above] = i_up
+            if traceback:
+                at = uint64(b0 + WARP * (words * strip * columns + j - 1))
+                tb[at] = word
+                if second_word:
+                    tb[at + uint64(WARP * columns)] = word2
+
+    return sweep_strip
 
 
 @cuda.jit(device=True, inline=True)
