@@ -75,7 +75,7 @@ def main() -> int:
                 for mode, code, flags in (("sw", 0, (False,) * 4), ("nw", 1, (False,) * 4),
                                           ("sg", 2, all_free))]
     kernels.append(("cigar", traceback.cigar_kernel(False, False)))
-    kernels.append((f"search sw dpx={use_dpx}", inter.search_kernel(0, *(False,) * 4, use_dpx, inter.FILL_STRIP_ROWS)))
+    kernels.append((f"search sw dpx={use_dpx}", inter.search_kernel(0, *(False,) * 4, use_dpx)))
     kernels.append((f"search sw 16-bit packed dpx={use_dpx}", inter.search_kernel16(use_dpx)))
     for label, kernel in kernels:
         for key, compiled in kernel.overloads.items():

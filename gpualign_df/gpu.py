@@ -525,8 +525,7 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         kernel = inter.search_kernel16(dpx.available())
         sub = _upload("substitution16", _table16(scoring))
     else:
-        kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available(),
-                                     inter.FILL_STRIP_ROWS)
+        kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available())
         sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
     budget = int(_free_bytes() * MEMORY_SHARE)
     tile_targets = int(min(target_count, max(inter.WARP, budget // (16 * query_count))))

@@ -384,8 +384,7 @@ NULL_SCORE = -(1 << 31) + 1
 
 
 @lru_cache(maxsize=None)
-def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx: bool = False,
-                  rows: int = STRIP_ROWS):
+def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx: bool = False):
     """Score-only kernel of a search: queries ``chunk_queries`` against every target of a
     database tile, into ``scores[target, query]`` (``target`` = ``target_row[slot]``, the
     tile-relative index; int32, ``NULL_SCORE`` for a null sequence).
@@ -394,9 +393,8 @@ def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx
     The 32 lanes of a warp share the query (its residues are one broadcast load, contiguous
     in ``query_codes`` from ``query_offsets``) and hold 32 targets of near-equal length,
     interleaved as in :func:`fill_kernel`; each query of the chunk has its own row-above
-    region of ``row_words`` words. No pair list: the grid is the cross product. Strips of
-    ``rows`` query rows, as in :func:`fill_kernel`."""
-    sweep = sweep_function(mode, fqs, fqe, fts, fte, False, use_dpx, False, rows)
+    region of ``row_words`` words. No pair list: the grid is the cross product."""
+    sweep = sweep_function(mode, fqs, fqe, fts, fte, False, use_dpx)
 
     @cuda.jit
     def search(query_codes, query_offsets, query_valid, chunk_queries, target, target_lengths,
@@ -423,12 +421,12 @@ def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx
             return
         q0 = query_offsets[query]
         m = query_offsets[query + 1] - q0
-        row_offset = cuda.local.array(rows, int32)
-        h_left = cuda.local.array(rows, int32)
-        del_score = cuda.local.array(rows, int32)
-        diag = cuda.local.array(rows, int32)
-        row_best = cuda.local.array(rows, int32)
-        row_best_j = cuda.local.array(rows, int32)
+        row_offset = cuda.local.array(STRIP_ROWS, int32)
+        h_left = cuda.local.array(STRIP_ROWS, int32)
+        del_score = cuda.local.array(STRIP_ROWS, int32)
+        diag = cuda.local.array(STRIP_ROWS, int32)
+        row_best = cuda.local.array(STRIP_ROWS, int32)
+        row_best_j = cuda.local.array(STRIP_ROWS, int32)
         best, _best_i, _best_j = sweep(  # no traceback: h_buffer stands in for tb, unused
             m, n, query_codes, q0, 1, target, target_base[target_warp] + lane, h_buffer,
             i_buffer, query_slot * row_words + row_base[target_warp] + lane, h_buffer, 0,
