@@ -152,9 +152,8 @@ def test_search_top_k_pairs_follow_best_first():
 
 
 def test_batches_split_by_memory_equal_cpu(monkeypatch):
-    """Little free memory: one warp (a warp pair on packed 16-bit cells) per batch, CIGARs
-    gathered from several batch buffers (the path a single batch skips); every row equals
-    the CPU engine's."""
+    """Little free memory: one warp per batch, CIGARs gathered from several batch buffers
+    (the path a single batch skips); every row equals the CPU engine's."""
     queries, targets = small_pairs(13, "ACGT", count=70)
     monkeypatch.setattr(gpualign_df.gpu, "_free_bytes", lambda: 50_000)
     from gpualign_df import plan
@@ -169,7 +168,7 @@ def test_batches_split_by_memory_equal_cpu(monkeypatch):
 
     monkeypatch.setattr(gpualign_df.gpu, "plan_batches", counting)
     both_engines(queries, targets, mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2)
-    assert seen and seen[0] >= 2
+    assert seen and seen[0] >= 3
 
 
 @pytest.mark.parametrize("matrix", [None, "BLOSUM62"])
