@@ -275,8 +275,9 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(_free_bytes() * MEMORY_SHARE), sort=SORT_BY_LENGTH,
                            fits_16bit=fits_16bit if use_16bit else None, longest=longest)
-    tracks_rows = mode.code == inter.MODE_LOCAL or (mode.code == inter.MODE_SEMIGLOBAL
-                                                     and mode.free_target_end)
+    local, _corner, _free_row0, _free_col0, end_row, _end_column = inter.mode_shape(
+        mode.code, *mode.flags())
+    tracks_rows = local or end_row  # the fill keeps running row bests (keyed or selected)
     # One batch (the usual case): its CIGARs go straight to their rows' places in the column.
     direct = valid if traceback and len(batches) == 1 else None
     pieces = []
@@ -592,11 +593,17 @@ def _search_16bit(scoring: Scoring, mode: Mode, query_lengths: np.ndarray,
     use = dpx.available() if SEARCH_16BIT is None else SEARCH_16BIT
     if not use or mode.code != inter.MODE_LOCAL:
         return False
-    largest = max(int(scoring.matrix.max(initial=0)), 0)
+    largest = _largest_entry(scoring)
     shortest_side = min(int(query_lengths.max(initial=0)), int(target_lengths.max(initial=0)))
     limit = 1 << 13
     return (shortest_side * largest < (1 << 15) - 1 and scoring.gap_open < limit
             and scoring.gap_extend < limit and int(scoring.matrix.min(initial=0)) > -limit)
+
+
+def _largest_entry(scoring: Scoring) -> int:
+    """The highest substitution score, or 0 where none is positive (the bound of a cell
+    above 0 is ``largest * min(m, n)``)."""
+    return max(int(scoring.matrix.max(initial=0)), 0)
 
 
 def fill_fits_16bit(scoring: Scoring, longest_query: int, longest_target: int) -> bool:
@@ -617,7 +624,7 @@ def fill_fits_16bit(scoring: Scoring, longest_query: int, longest_target: int) -
     """
     if longest_query >= 1 << 15 or longest_target >= 1 << 15:
         return False
-    largest = max(int(scoring.matrix.max(initial=0)), 0)
+    largest = _largest_entry(scoring)
     lowest_entry = max(-int(scoring.matrix.min(initial=0)), 0)
     high = largest * (min(longest_query, longest_target) + 1)
     low = (3 * scoring.gap_open + scoring.gap_extend * (longest_query + longest_target + 1)
@@ -639,7 +646,7 @@ def keyed_best_fits(scoring: Scoring, longest_query: int, longest_target: int) -
     """
     if longest_target >= 1 << 16:
         return False
-    largest = max(int(scoring.matrix.max(initial=0)), 0)
+    largest = _largest_entry(scoring)
     high = largest * min(longest_query, longest_target)
     low = 2 * scoring.gap_open + scoring.gap_extend * (longest_query + longest_target)
     return high < (1 << 15) - 1 and low < (1 << 15) - 1
