@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from run_gpu import CONFIGS, OPTIONS, add_data_dir  # noqa: E402
+from run_gpu import CONFIGS, OPTIONS, add_data_dir, w1_pairs  # noqa: E402
 
 #: (label, settings): ``gpu.KEYED_BEST``, ``gpu.FILL_16BIT``, ``inter.FILL_STRIP_ROWS`` and
 #: the register cap of that strip height (``inter.FILL_MAX_REGISTERS[rows]``).
@@ -55,12 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import gpualign_df
     from gpualign_df import gpu
-    from helpers import read_fasta
-
-    queries = pd.Series(read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz")
-                        * args.replicate)
-    targets = pd.Series(read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz")
-                        * args.replicate)
+    queries, targets = (pd.Series(values) for values in w1_pairs(args.data_dir,
+                                                                  args.replicate))
     cells = int((queries.str.len() * targets.str.len()).sum())
     print(f"{len(queries):,} pairs, {cells / 1e9:.2f} Gcells; fill / all kernels ms, "
           f"median of {args.repeat}")

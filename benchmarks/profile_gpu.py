@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from run_gpu import add_data_dir  # noqa: E402
+from run_gpu import add_data_dir, w1_pairs  # noqa: E402
 
 #: (module, function) pairs timed as phases; a phase nested in another counts in both.
 PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
@@ -44,6 +44,15 @@ def _timed(function, name, totals):
     return wrapper
 
 
+def profiled(run) -> pstats.Stats:
+    """cProfile statistics of one call of ``run``."""
+    profile = cProfile.Profile()
+    profile.enable()
+    run()
+    profile.disable()
+    return pstats.Stats(profile)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--replicate", type=int, default=10)
@@ -63,13 +72,11 @@ def main() -> int:
 
     import gpualign_df
     from gpualign_df import memory
-    from helpers import read_fasta
-
     if args.keep_bytes is not None:
         memory.KEEP_BYTES = args.keep_bytes
 
-    queries = pd.Series(read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz") * args.replicate)
-    targets = pd.Series(read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz") * args.replicate)
+    queries, targets = (pd.Series(values) for values in w1_pairs(args.data_dir,
+                                                                  args.replicate))
     if args.cudf:
         import cudf
 
@@ -109,11 +116,7 @@ def main() -> int:
     for name in phase_runs[0]:
         median = statistics.median(run.get(name, 0) for run in phase_runs)
         print(f"  {name:20s} {median * 1e3:8.2f}")
-    profile = cProfile.Profile()
-    profile.enable()
-    gpualign_df.align(queries, targets, **options)
-    profile.disable()
-    stats = pstats.Stats(profile)
+    stats = profiled(lambda: gpualign_df.align(queries, targets, **options))
     stats.sort_stats("tottime").print_stats(30)
     stats.sort_stats("cumulative").print_stats("gpualign_df|cudf/core/(frame|dataframe)", 40)
     return 0

@@ -41,6 +41,14 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
                                                     .resolve().parents[2] / "shared" / "data")))
 
 
+def w1_pairs(data_dir: Path, replicate: int) -> tuple[list[str], list[str]]:
+    """The W1 queries and targets: the GASAL2 pairs ``replicate`` times over."""
+    from helpers import read_fasta
+
+    return (read_fasta(data_dir / "gasal2_query_batch.fasta.gz") * replicate,
+            read_fasta(data_dir / "gasal2_target_batch.fasta.gz") * replicate)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_dir(parser)
@@ -61,10 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     import run_cpu
-    from helpers import read_fasta
-
-    queries = read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz") * args.replicate
-    targets = read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz") * args.replicate
+    queries, targets = w1_pairs(args.data_dir, args.replicate)
     cells = sum(len(q) * len(t) for q, t in zip(queries, targets))
     pool = None
     if args.parasail_processes > 0:  # start the pool before any CUDA in this process

@@ -21,7 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from run_gpu import OPTIONS, add_data_dir  # noqa: E402
+from profile_gpu import profiled  # noqa: E402
+from run_gpu import OPTIONS, add_data_dir, w1_pairs  # noqa: E402
 
 #: (module, attribute) marked at entry and exit.
 MARKED = [("gpualign_df.cudf_path", "encode_device"),
@@ -49,13 +50,8 @@ def main() -> int:
     from numba import cuda
 
     import gpualign_df
-    from helpers import read_fasta
-
-    queries = pd.Series(read_fasta(args.data_dir / "gasal2_query_batch.fasta.gz")
-                        * args.replicate)
-    targets = pd.Series(read_fasta(args.data_dir / "gasal2_target_batch.fasta.gz")
-                        * args.replicate)
-    queries, targets = queries[:args.pairs], targets[:args.pairs]
+    queries, targets = (pd.Series(values[:args.pairs]) for values in w1_pairs(args.data_dir,
+                                                                               args.replicate))
     if args.cudf:
         import cudf
 
@@ -113,14 +109,7 @@ def main() -> int:
             print(f"{label[:40]:40s} {(host - host0) * 1e3:8.2f} {device:9.2f} "
                   f"{device - (host - host0) * 1e3:11.2f}")
     if args.profile:  # host time by function, inside the engine's phases
-        import cProfile
-        import pstats
-
-        profile = cProfile.Profile()
-        profile.enable()
-        gpualign_df.align(queries, targets, **options)
-        profile.disable()
-        stats = pstats.Stats(profile)
+        stats = profiled(lambda: gpualign_df.align(queries, targets, **options))
         stats.sort_stats("tottime").print_stats(25)
         stats.print_callees("encode_device|_inter_batches|_run_batch|_align_cudf|"
                             "_align_on_device|result_frame")
