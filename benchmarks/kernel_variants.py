@@ -2,7 +2,8 @@
 
 For local, global and semi-global with traceback and local score-only: the 32-bit fill
 with strips of 8 and of 16 query rows (``inter.FILL_STRIP_ROWS``) under several register
-caps, and for score-only also the packed 16-bit fill (``gpu.FILL_16BIT``); whether every
+caps, traceback bits appended by funnel shifts or plain shifts (``inter.FUNNEL_APPEND``),
+and for score-only also the packed 16-bit fill (``gpu.FILL_16BIT``); whether every
 variant's frame is identical to the first (it must be).
 Pandas in and out: no cuDF needed.
 
@@ -23,15 +24,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from run_gpu import CONFIGS, OPTIONS, add_data_dir, w1_pairs  # noqa: E402
 
-#: (label, settings): ``gpu.KEYED_BEST``, ``gpu.FILL_16BIT``, ``inter.FILL_STRIP_ROWS`` and
-#: the register cap of that strip height (``inter.FILL_MAX_REGISTERS[rows]``).
-VARIANTS = [("8 rows, keyed best, 72 registers", dict(keyed=True, packed=False, rows=8, cap=72)),
-            ("16 rows, keyed best, compiler's registers",
-             dict(keyed=True, packed=False, rows=16, cap=None)),
-            ("16 rows, keyed best, 96 registers", dict(keyed=True, packed=False, rows=16, cap=96)),
-            ("16 rows, keyed best, 128 registers",
-             dict(keyed=True, packed=False, rows=16, cap=128)),
-            ("16-bit packed (8 rows)", dict(keyed=True, packed=True, rows=8, cap=72))]
+#: (label, settings): ``gpu.KEYED_BEST``, ``gpu.FILL_16BIT``, ``inter.FILL_STRIP_ROWS``, the
+#: register cap of that strip height (``inter.FILL_MAX_REGISTERS[rows]``) and
+#: ``inter.FUNNEL_APPEND``.
+VARIANTS = [("16 rows, compiler's registers, funnel shifts",
+             dict(keyed=True, packed=False, rows=16, cap=None, funnel=True)),
+            ("16 rows, compiler's registers, plain shifts",
+             dict(keyed=True, packed=False, rows=16, cap=None, funnel=False)),
+            ("16 rows, 96 registers, funnel shifts",
+             dict(keyed=True, packed=False, rows=16, cap=96, funnel=True)),
+            ("8 rows, 72 registers, funnel shifts",
+             dict(keyed=True, packed=False, rows=8, cap=72, funnel=True)),
+            ("16-bit packed (8 rows)",
+             dict(keyed=True, packed=True, rows=8, cap=72, funnel=True))]
 
 
 def apply(settings: dict) -> None:
@@ -42,6 +47,9 @@ def apply(settings: dict) -> None:
     gpu.KEYED_BEST, gpu.FILL_16BIT = settings["keyed"], settings["packed"]
     inter.FILL_STRIP_ROWS = settings["rows"]
     inter.FILL_MAX_REGISTERS = {**inter.FILL_MAX_REGISTERS, settings["rows"]: settings["cap"]}
+    if inter.FUNNEL_APPEND != settings["funnel"]:
+        inter.FUNNEL_APPEND = settings["funnel"]
+        inter.clear_kernel_caches()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpualign_df.kernels import inter
 
     defaults = (gpu.KEYED_BEST, gpu.FILL_16BIT, inter.FILL_STRIP_ROWS,
-                dict(inter.FILL_MAX_REGISTERS))
+                dict(inter.FILL_MAX_REGISTERS), inter.FUNNEL_APPEND)
     for name, mode, traceback in CONFIGS:
         first = None
         for label, settings in VARIANTS:
@@ -89,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             fill = statistics.median(fills)
             print(f"| {name} | {label} | {fill:.1f} | {statistics.median(totals):.1f} | "
                   f"{cells / fill / 1e6:.0f} | {frame.equals(first)} |", flush=True)
-    gpu.KEYED_BEST, gpu.FILL_16BIT, inter.FILL_STRIP_ROWS, inter.FILL_MAX_REGISTERS = defaults
+    (gpu.KEYED_BEST, gpu.FILL_16BIT, inter.FILL_STRIP_ROWS, inter.FILL_MAX_REGISTERS,
+     inter.FUNNEL_APPEND) = defaults
+    inter.clear_kernel_caches()
     return 0
 
 

@@ -27,6 +27,12 @@ extern "C" __device__ int gpualign_add_max2(int a, int b, int c) {
   return (int)__viaddmax_s16x2((unsigned)a, (unsigned)b, (unsigned)c); }
 extern "C" __device__ int gpualign_max3_zero2(int a, int b, int c) {
   return (int)__vimax3_s16x2_relu((unsigned)a, (unsigned)b, (unsigned)c); }
+/* word << 1 with the sign bit of diff shifted in: one funnel shift (inline PTX, which the
+   optimizer keeps as it is rather than folding several appends into masks and ORs). */
+extern "C" __device__ unsigned gpualign_append_sign(unsigned word, int diff) {
+  unsigned out;
+  asm("shf.l.clamp.b32 %0, %1, %2, 1;" : "=r"(out) : "r"((unsigned)diff), "r"(word));
+  return out; }
 /* The value in the high word, a bit in the low word (inlined, the packing costs nothing).
    __vibmax_s32(a, b, &p) is max(a, b) with p = (a >= b). */
 extern "C" __device__ long long gpualign_keep_best(int best, int h) {
@@ -143,6 +149,14 @@ def functions(use_dpx: bool):
     return (cuda.declare_device("gpualign_add_max", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_max3", signature, link=source, abi="c"),
             cuda.declare_device("gpualign_max3_zero", signature, link=source, abi="c"))
+
+
+@lru_cache(maxsize=None)
+def append_sign():
+    """``word << 1`` with the sign bit of an int32 difference shifted in, as linked CUDA C:
+    one funnel shift (``SHF.L``) per traceback bit (see ``inter.FUNNEL_APPEND``)."""
+    return cuda.declare_device("gpualign_append_sign", "uint32(uint32, int32)",
+                               link=_linked_source(), abi="c")
 
 
 @_device_function

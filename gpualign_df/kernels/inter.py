@@ -93,6 +93,20 @@ def mode_shape(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool):
             mode == MODE_SEMIGLOBAL and fte, mode == MODE_SEMIGLOBAL and fqe)
 
 
+#: With DPX (linked CUDA C), append traceback bits through a funnel shift in inline PTX,
+#: which the optimizer keeps: from plain shifts it folds a cell's four appends into masks,
+#: shifts and ORs (sm_90 SASS of a 16-row column, semi-global with traceback: 348
+#: instructions instead of 438; local 375 / 467, global 345 / 436). A switch for
+#: benchmarks: clear the kernel caches (:func:`clear_kernel_caches`) after changing it.
+FUNNEL_APPEND = True
+
+
+def clear_kernel_caches() -> None:
+    """Forget the built fill and search kernels (after changing a module switch)."""
+    for built in (strip_functions, sweep_function, fill_kernel, search_kernel):
+        built.cache_clear()
+
+
 #: Keyed running best of a row: ``H * KEY_SCALE - j`` (highest H, then first column).
 KEY_SCALE = 1 << 16
 KEY_NEG = -(1 << 31) + 1
@@ -120,6 +134,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     neg = NEG_INF
     add_max, max3, max3_zero = dpx.functions(use_dpx)
     keep_best = dpx.keep_best(use_dpx)
+    append = dpx.append_sign() if use_dpx and FUNNEL_APPEND else append_sign
 
     @cuda.jit(device=True, inline=True)
     def empty_end(m, n, go, ge):
@@ -179,15 +194,15 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                     h = max(h, 0)
             if traceback and r < STRIP_ROWS:  # D extends, I extends, D is H's source,
                 # I beats the diagonal (r is a constant of the unrolled loop)
-                word = append_sign(word, int32(open_del - del_ext))
-                word = append_sign(word, int32(open_ins - ins_ext))
-                word = append_sign(word, int32(max(match, ins) - dele))
-                word = append_sign(word, int32(match - ins))
+                word = append(word, int32(open_del - del_ext))
+                word = append(word, int32(open_ins - ins_ext))
+                word = append(word, int32(max(match, ins) - dele))
+                word = append(word, int32(match - ins))
             elif traceback:
-                word2 = append_sign(word2, int32(open_del - del_ext))
-                word2 = append_sign(word2, int32(open_ins - ins_ext))
-                word2 = append_sign(word2, int32(max(match, ins) - dele))
-                word2 = append_sign(word2, int32(match - ins))
+                word2 = append(word2, int32(open_del - del_ext))
+                word2 = append(word2, int32(open_ins - ins_ext))
+                word2 = append(word2, int32(max(match, ins) - dele))
+                word2 = append(word2, int32(match - ins))
             if track_rows and keyed:
                 row_best[r] = max(row_best[r], int32(h * KEY_SCALE - j))
             elif track_rows and traceback and use_dpx:  # the row's best so far, first
