@@ -25,9 +25,12 @@ from profile_gpu import profiled  # noqa: E402
 from run_gpu import OPTIONS, add_data_dir, w1_pairs  # noqa: E402
 
 #: (module, attribute) marked at entry and exit.
-MARKED = [("gpualign_df.cudf_path", "encode_device"),
+MARKED = [("gpualign_df.api", "resolve_backend"), ("gpualign_df.api", "make_scoring"),
+          ("gpualign_df.cudf_path", "align_cudf"), ("gpualign_df.cudf_path", "new_summary"),
+          ("gpualign_df.cudf_path", "encode_device"),
           ("gpualign_df.cudf_path", "check_residues"), ("gpualign_df.gpu", "align_on_device"),
           ("gpualign_df.gpu", "plan_batches"), ("gpualign_df.plan", "_launch_plan"),
+          ("gpualign_df.plan", "_launch_sums"), ("cupy", "argsort"),
           ("gpualign_df.gpu", "_run_batch"), ("gpualign_df.gpu", "_launch"),
           ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu", "_free_bytes")]
 

@@ -77,9 +77,8 @@ def _encode_column(data, lut, column_offsets, codes, offsets, lengths, valid, fi
 def new_summary():
     """The device array :func:`encode_device` reports into: the first bad byte of the
     queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths."""
-    import cupy
-
-    return cupy.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], dtype=cupy.int64)
+    start = gpu._upload_table("summary", np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], np.int64))
+    return start.copy()  # a device copy of the cached start (no copy from the host)
 
 
 def encode_device(series, lut, summary, slot: int):
@@ -96,7 +95,6 @@ def encode_device(series, lut, summary, slot: int):
     if rows and column.type().id() != plc.TypeId.STRING:
         raise ValueError(f"sequences must be strings, got a cuDF column of {series.dtype}")
     has_nulls = column.null_count() > 0
-    valid = series.notna().to_cupy() if has_nulls else cupy.empty(rows, dtype=bool)
     if rows == 0 or column.num_children() == 0:
         column_offsets = cupy.zeros(rows + 1, dtype=cupy.int64)
         chars = cupy.zeros(0, dtype=cupy.uint8)
@@ -110,9 +108,14 @@ def encode_device(series, lut, summary, slot: int):
             cupy.zeros(0, cupy.uint8)
         # a sliced column: its characters are chars[offsets[0]:offsets[-1]]; offsets stay
         # absolute (no host read of the bounds) and the code map covers the whole buffer
-    codes = cupy.empty(max(len(chars), 1), dtype=cupy.uint8)
-    offsets = cupy.empty(rows + 1, dtype=cupy.int64)
-    lengths = cupy.empty(rows, dtype=cupy.int64)
+    # one allocation: int64 offsets and lengths, validity, residue codes
+    block = cupy.empty(8 * (2 * rows + 1) + rows + max(len(chars), 1), dtype=cupy.uint8)
+    offsets = block[:8 * (rows + 1)].view(cupy.int64)
+    lengths = block[8 * (rows + 1):8 * (2 * rows + 1)].view(cupy.int64)
+    valid = block[8 * (2 * rows + 1):8 * (2 * rows + 1) + rows].view(bool)
+    codes = block[8 * (2 * rows + 1) + rows:]
+    if has_nulls:
+        valid[...] = series.notna().to_cupy()
     threads = 256
     launch(_encode_column, (max(len(chars), rows + 1) + threads - 1) // threads, threads,
            (chars, lut, column_offsets, codes, offsets, lengths, valid, not has_nulls, summary,
@@ -227,7 +230,7 @@ def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar
     if len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
         raise ValueError(f"the GPU engine holds alphabets of up to {gpu.inter.MAX_ALPHABET} "
                          f"symbols; this one has {len(scoring.alphabet)}")
-    lut, summary = cupy.asarray(scoring.lut), new_summary()
+    lut, summary = gpu._upload_table("lut", scoring.lut), new_summary()
     device_queries, query_lengths, query_valid = encode_device(queries, lut, summary, 0)
     if how == "pairwise":
         device_targets, target_lengths, target_valid = (device_queries, query_lengths,

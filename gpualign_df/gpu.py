@@ -86,10 +86,8 @@ def _free_bytes() -> int:
         return 1 << 28
     import cupy
 
-    try:
-        free, _total = cuda.current_context().get_memory_info()
-    except Exception:  # noqa: BLE001 - RMM's numba memory manager does not report it
-        free, _total = cupy.cuda.runtime.memGetInfo()
+    free, _total = cupy.cuda.runtime.memGetInfo()  # (numba's context does not report it
+    # under RMM's memory manager)
     return int(free) + cupy.get_default_memory_pool().free_bytes() + sum(
         buffer.nbytes for buffer in _SCRATCH.values())
 
@@ -152,10 +150,27 @@ def _upload(name: str, host: np.ndarray) -> object:
     return buffer.reshape(host.shape) if host.ndim > 1 else buffer
 
 
+_TABLES: dict[str, tuple[bytes, object]] = {}
+
+
+def _upload_table(name: str, host: np.ndarray) -> object:
+    """A device copy of a small constant table (substitution scores and the like) that
+    kernels only read: copied again only when its content changes."""
+    host = np.ascontiguousarray(host)
+    key = host.dtype.str.encode() + host.tobytes()
+    cached = _TABLES.get(name)
+    if cached is None or cached[0] != key:
+        copy = cuda.to_device if simulator() else array_module().asarray
+        cached = (key, copy(host if host.size else np.zeros(1, host.dtype)))
+        _TABLES[name] = cached
+    return cached[1]
+
+
 def release_scratch() -> None:
     """Free the cached device buffers (they are reused across calls otherwise) and the
     blocks CuPy's pool keeps for the engine's temporaries."""
     _SCRATCH.clear()
+    _TABLES.clear()
     if not simulator():
         import cupy
 
@@ -261,12 +276,12 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
     table = xp.empty((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
-    sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
-    concrete = _upload("concrete", scoring.concrete)
+    sub = _upload_table("substitution", scoring.matrix.ravel().astype(np.int32))
+    concrete = _upload_table("concrete", scoring.concrete)
     flags = (mode.code, *mode.flags(), traceback)
     merge_matches, soft_clip = cigar_style == "M", clip == "soft"
     use_16bit = (dpx.available() if FILL_16BIT is None else FILL_16BIT) and not traceback
-    sub16 = _upload("substitution16", _table16(scoring)) if use_16bit else None
+    sub16 = _upload_table("substitution16", _table16(scoring)) if use_16bit else None
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)
@@ -328,19 +343,33 @@ def cigar_bound(run_words: int) -> int:
 
 
 @cuda.jit
-def expand_warps(warps, slot_starts):
-    """Per-slot starts of an inter batch from its per-warp table (query base, target base,
-    row base, traceback base, columns): query, target and traceback base + lane, and the
-    warp's columns, into the four rows of ``slot_starts``."""
+def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns, run_stride,
+                        slot_starts, slot_row, query_codes, query_offsets, pair_query,
+                        query_lengths, query_out, target_codes, target_offsets, pair_target,
+                        target_lengths, target_out):
+    """One pass over the slots of an inter batch: each slot's starts from its warp's row of
+    the layout table (query, target and traceback base + lane, the warp's columns, and its
+    first run word: run base + lane * run words per slot, into the five rows of
+    ``slot_starts``), then the residues of its pair's query and target into the
+    interleaved buffers (``base + WARP * i``)."""
     slot = cuda.grid(1)
     if slot >= slot_starts.shape[1]:
         return
     warp = slot // inter.WARP
     lane = slot % inter.WARP
-    slot_starts[0, slot] = warps[0, warp] + lane
-    slot_starts[1, slot] = warps[1, warp] + lane
-    slot_starts[2, slot] = warps[3, warp] + lane
-    slot_starts[3, slot] = warps[4, warp]
+    query_start = query_base[warp] + lane
+    target_start = target_base[warp] + lane
+    slot_starts[0, slot] = query_start
+    slot_starts[1, slot] = target_start
+    slot_starts[2, slot] = tb_base[warp] + lane
+    slot_starts[3, slot] = warp_columns[warp]
+    slot_starts[4, slot] = run_base[warp] + lane * run_stride[warp]
+    row = slot_row[slot]
+    if row >= 0:
+        _copy_residues(query_codes, query_offsets, pair_query[row], query_lengths[slot],
+                       query_start, inter.WARP, query_out)
+        _copy_residues(target_codes, target_offsets, pair_target[row], target_lengths[slot],
+                       target_start, inter.WARP, target_out)
 
 
 def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub, sub16,
@@ -354,27 +383,32 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
         return xp.asarray(values, dtype=np.int64)
 
     slot_row = device64(batch.slot_row)
-    query_lengths, target_lengths, run_base = (
-        device64(values) for values in (batch.query_lengths, batch.target_lengths,
-                                        batch.run_base))
+    query_lengths, target_lengths = (device64(values) for values in (batch.query_lengths,
+                                                                     batch.target_lengths))
     blocks = _blocks(batch.slots)
+    query = _scratch("query", batch.query_size, np.uint8)
+    target = _scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
-        warps = xp.stack([device64(values) for values in (
-            batch.warp_query_base, batch.warp_target_base, batch.row_start,
-            batch.warp_tb_base, batch.warp_columns)])
-        starts = _scratch("slot_starts", 4 * batch.slots, np.int64).reshape((4, batch.slots))
-        _launch("gather", expand_warps, blocks, THREADS_PER_BLOCK, warps, starts)
+        # the layout table's rows: query, target, row-above, traceback, run-word bases;
+        # columns, run words per slot
+        warps = batch.warp_table
+        starts = _scratch("slot_starts", 5 * batch.slots, np.int64).reshape((5, batch.slots))
+        _launch("gather", prepare_inter_slots, blocks, THREADS_PER_BLOCK, warps[0], warps[1],
+                warps[3], warps[4], warps[5], warps[6], starts, slot_row, queries.codes,
+                queries.offsets, pair_query, query_lengths, query, targets.codes,
+                targets.offsets, pair_target, target_lengths, target)
+        run_base = starts[4]
     else:
         starts = xp.stack([device64(values) for values in (
             batch.query_start, batch.target_start, batch.tb_start, batch.columns)])
+        for sequences, sequence_of_row, start, lengths, out in (
+                (queries, pair_query, starts[0], query_lengths, query),
+                (targets, pair_target, starts[1], target_lengths, target)):
+            _launch("gather", gather_pair_residues, blocks, THREADS_PER_BLOCK, sequences.codes,
+                    sequences.offsets, slot_row, sequence_of_row, lengths, start, batch.width,
+                    out)
+        run_base = device64(batch.run_base)
     query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
-    query = _scratch("query", batch.query_size, np.uint8)
-    target = _scratch("target", batch.target_size, np.uint8)
-    for sequences, sequence_of_row, start, lengths, out in (
-            (queries, pair_query, query_start, query_lengths, query),
-            (targets, pair_target, target_start, target_lengths, target)):
-        _launch("gather", gather_pair_residues, blocks, THREADS_PER_BLOCK, sequences.codes,
-                sequences.offsets, slot_row, sequence_of_row, lengths, start, batch.width, out)
     h_buffer = _scratch("h_row", batch.row_words, np.int32)
     i_buffer = _scratch("i_row", batch.row_words, np.int32)
     tb = _scratch("traceback", batch.tb_words, np.uint32)
@@ -384,13 +418,13 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     if batch.packed:  # two pairs per thread; the table has a padding code (= alphabet_size)
         kernel = inter16.fill_kernel16(*flags[:-1], dpx.available())
         _launch("fill", kernel, _blocks(batch.slots // 2), THREADS_PER_BLOCK, query, target,
-                query_lengths, target_lengths, *(warps[k] for k in (0, 1, 2, 4)), sub16,
+                query_lengths, target_lengths, *(warps[k] for k in (0, 1, 2, 5)), sub16,
                 alphabet_size, go, ge, h_buffer, i_buffer, slot_row, columns["score"],
                 columns["end_i"], columns["end_j"])
     elif batch.kind == "inter":
         kernel = inter.fill_kernel(*flags, dpx.available(), keyed, *inter.fill_shape())
         _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
-                target_lengths, *(warps[k] for k in range(5)), *common)
+                target_lengths, *(warps[k] for k in (0, 1, 2, 3, 5)), *common)
     else:
         kernel = intra.long_fill_kernel(*flags, dpx.available())
         _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
@@ -524,10 +558,10 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     packed = _search_16bit(scoring, mode, query_lengths, target_lengths)
     if packed:
         kernel = inter.search_kernel16(dpx.available())
-        sub = _upload("substitution16", _table16(scoring))
+        sub = _upload_table("substitution16", _table16(scoring))
     else:
         kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available())
-        sub = _upload("substitution", scoring.matrix.ravel().astype(np.int32))
+        sub = _upload_table("substitution", scoring.matrix.ravel().astype(np.int32))
     budget = int(_free_bytes() * MEMORY_SHARE)
     tile_targets = int(min(target_count, max(inter.WARP, budget // (16 * query_count))))
     query_residues = int(query_lengths[query_valid].sum())

@@ -16,6 +16,7 @@ planned on the host.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -32,9 +33,10 @@ class Batch:
 
     ``slot_row[s]`` is the job row (pair index) of slot ``s``, -1 for an unused slot (then
     its lengths are -1). ``width`` is the lane stride of the layout (32 or 1). An inter
-    batch describes its layout per warp (``warp_*``); its per-slot starts follow from them
-    (``base[warp] + lane``) and are expanded on the device, so ``query_start``,
-    ``target_start``, ``tb_start`` and ``columns`` are None there.
+    batch describes its layout per warp (``warp_table``: query, target, row-above and
+    traceback bases, columns); its per-slot starts follow from them (``base[warp] +
+    lane``) and are expanded on the device, so ``query_start``, ``target_start``,
+    ``tb_start`` and ``columns`` are None there.
     """
 
     kind: str
@@ -42,7 +44,7 @@ class Batch:
     slot_row: np.ndarray
     query_lengths: np.ndarray
     target_lengths: np.ndarray
-    run_base: np.ndarray
+    run_base: np.ndarray | None    # long: per slot; inter: None (from ``warp_table``)
     row_start: np.ndarray          # inter: per warp; long: per slot
     query_size: int
     target_size: int
@@ -54,10 +56,7 @@ class Batch:
     target_start: np.ndarray | None = None
     tb_start: np.ndarray | None = None
     columns: np.ndarray | None = None
-    warp_query_base: np.ndarray | None = None
-    warp_target_base: np.ndarray | None = None
-    warp_tb_base: np.ndarray | None = None
-    warp_columns: np.ndarray | None = None
+    warp_table: np.ndarray | None = None   # inter: (planning.TABLE_ROWS, warps)
     packed: bool = False
     longest_query: int = 0         # inter: the longest query and target of the job's
     longest_target: int = 0        # inter-task pairs
@@ -149,8 +148,8 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
 def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, sort,
                    longest_query, longest_target, fits_16bit):
     """Inter-task batches of ``pairs`` with their lengths (``*_lengths[k]`` of
-    ``pairs[k]``; the longest of each given). Per-warp quantities are summed once (a
-    cumulative sum per quantity); only their totals cross to the host, unless the job
+    ``pairs[k]``; the longest of each given). Per-warp quantities are summed once on the
+    device (:func:`planning.plan_sums`); only their totals cross to the host, unless the job
     needs several batches. Packed (``fits_16bit`` says so): warps 2p and 2p + 1 get the
     same (larger) rows and columns and stay in one batch. ``pairs`` None: the job rows
     themselves (``*_lengths[k]`` of row k)."""
@@ -159,27 +158,34 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     packed = fits_16bit is not None and fits_16bit(longest_query, longest_target)
     count = len(query_lengths)
     if sort:  # longest target first, then longest query; stable
-        key = -(target_lengths * (1 << 32) + query_lengths)
-        order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+        if xp is np:
+            order = np.argsort(-(target_lengths * (1 << 32) + query_lengths), kind="stable")
+        else:  # CuPy's argsort is stable
+            order = xp.argsort(_sort_key()(target_lengths, query_lengths))
     else:
         order = xp.arange(count, dtype=np.int64)
     group_warps = 2 if packed else 1
     slot_count = (count + group_warps * WARP - 1) // (group_warps * WARP) * group_warps * WARP
     warp_count = slot_count // WARP
-    # one allocation for the plan's outputs: four per-slot rows, then per-warp columns and
-    # quantities
-    block = xp.empty(4 * slot_count + (1 + planning.QUANTITIES) * warp_count, dtype=np.int64)
-    slot_row, slot_query, slot_target, slot_runs = (
-        block[k * slot_count:(k + 1) * slot_count] for k in range(4))
-    columns = block[4 * slot_count:4 * slot_count + warp_count]
-    quantities = block[4 * slot_count + warp_count:].reshape((planning.QUANTITIES, warp_count))
+    # one allocation for the plan's outputs: three per-slot rows, per-warp columns,
+    # quantities and layout table, the quantities' totals
+    quantity_rows, table_rows = planning.QUANTITIES, planning.TABLE_ROWS
+    block = xp.empty(3 * slot_count + (1 + quantity_rows + table_rows) * warp_count
+                     + quantity_rows, dtype=np.int64)
+    slot_row, slot_query, slot_target = (block[k * slot_count:(k + 1) * slot_count]
+                                         for k in range(3))
+    at = 3 * slot_count
+    columns = block[at:at + warp_count]
+    at += warp_count
+    quantities = block[at:at + quantity_rows * warp_count].reshape((quantity_rows, warp_count))
+    at += quantity_rows * warp_count
+    warp_table = block[at:at + table_rows * warp_count].reshape((table_rows, warp_count))
+    totals = block[at + table_rows * warp_count:]
     _launch_plan(warp_count // group_warps, order, order if pairs is None else pairs,
                  pairs is not None, query_lengths, target_lengths, traceback, group_warps,
-                 slot_row, slot_query, slot_target, slot_runs, columns, quantities)
-    inclusive = xp.cumsum(quantities, axis=1)
-    exclusive = inclusive - quantities
-    run_exclusive = xp.cumsum(slot_runs) - slot_runs
-    totals = to_numpy(inclusive[:, -1])
+                 slot_row, slot_query, slot_target, columns, quantities)
+    (plan_sums_host if xp is np else _launch_sums)(quantities, columns, warp_table, totals)
+    totals = to_numpy(totals)
     if int(totals[0]) <= budget:
         ranges, host_inclusive = [(0, warp_count)], None
     else:
@@ -189,7 +195,7 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
                       _split(need.reshape(-1, 2).sum(axis=1), budget)]
         else:
             ranges = _split(need, budget)
-        host_inclusive = to_numpy(inclusive)
+        host_inclusive = np.cumsum(to_numpy(quantities), axis=1)
     batches = []
     for first, stop in ranges:
         if host_inclusive is None:
@@ -200,22 +206,28 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
             int(value) for value in sums)
         warps = slice(first, stop)
         slots = slice(first * WARP, stop * WARP)
-
-        def relative(values, part):
-            if part.start == 0:  # offsets start at 0: no subtraction (one batch: no copy)
-                return values[part]
-            return values[part] - values[part.start]
-
+        if first == 0:  # offsets start at 0: a view (one batch: no copy)
+            table = warp_table[:, warps]
+        else:  # offsets relative to the batch's first warp; columns and strides as they are
+            table = warp_table[:, warps].copy()
+            offset_rows = planning.OFFSET_ROWS
+            table[:offset_rows] -= warp_table[:offset_rows, first:first + 1]
         batches.append(Batch(
             kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=slot_query[slots],
-            target_lengths=slot_target[slots], run_base=relative(run_exclusive, slots),
-            row_start=relative(exclusive[3], warps), query_size=query_size,
-            target_size=target_size, row_words=row_words, tb_words=tb_total,
-            run_words=run_total, cells=cells, warp_query_base=relative(exclusive[1], warps),
-            warp_target_base=relative(exclusive[2], warps),
-            warp_tb_base=relative(exclusive[4], warps), warp_columns=columns[warps],
+            target_lengths=slot_target[slots], run_base=None, row_start=table[2],
+            query_size=query_size, target_size=target_size, row_words=row_words,
+            tb_words=tb_total, run_words=run_total, cells=cells, warp_table=table,
             packed=packed, longest_query=longest_query, longest_target=longest_target))
     return batches
+
+
+@lru_cache(maxsize=None)
+def _sort_key():
+    """CuPy kernel of the length sort's key: ``-(target * 2**32 + query)``, in one pass."""
+    import cupy
+
+    return cupy.ElementwiseKernel("int64 target, int64 query", "int64 key",
+                                  "key = -((target << 32) + query)", "gpualign_sort_key")
 
 
 def _long_batches(pairs, m, n, traceback, budget):
@@ -257,3 +269,24 @@ def _launch_plan(groups, *arguments):
     threads = THREADS_PER_BLOCK
     launch(planning.warp_plan, max(1, (groups + threads - 1) // threads), threads, arguments,
            _view)
+
+
+def plan_sums_host(quantities, warp_columns, warp_table, totals):
+    """:func:`planning.plan_sums` on numpy arrays (the plan under the CUDA simulator, where
+    the one-block kernel's barriers take seconds)."""
+    offset_rows = planning.OFFSET_ROWS
+    summed = quantities[1:1 + offset_rows]
+    warp_table[:offset_rows] = np.cumsum(summed, axis=1) - summed
+    warp_table[offset_rows] = warp_columns
+    warp_table[offset_rows + 1] = quantities[offset_rows] // WARP
+    totals[:] = quantities.sum(axis=1)
+
+
+def _launch_sums(*arguments):
+    """The one-block offsets-and-totals kernel (:func:`planning.plan_sums`)."""
+    from .gpu import THREADS_PER_BLOCK, _view
+    from .kernels import simulator
+    from .launch import launch
+
+    threads = THREADS_PER_BLOCK if simulator() else planning.SUM_THREADS
+    launch(planning.plan_sums, 1, threads, arguments, _view)

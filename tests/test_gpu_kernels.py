@@ -334,3 +334,25 @@ def test_fill_strips_of_8_and_16_rows_equal_cpu(monkeypatch, rows):
     for mode in ("sw", "nw", "sg"):
         both_engines(queries, targets, mode=mode, match=2, mismatch=-3, gap_open=5,
                      gap_extend=2)
+
+
+@pytest.mark.parametrize("warps", [1, 3, 37])
+def test_plan_sums_kernel_equals_numpy(warps):
+    """The one-block offsets-and-totals kernel of the plan writes what its numpy form does
+    (the engine uses the numpy form under the simulator): layout table and totals, for
+    warp counts below, at and above the block's thread count."""
+    from gpualign_df import plan
+    from gpualign_df.kernels import planning
+
+    rng = np.random.default_rng(warps)
+    quantities = 32 * rng.integers(0, 1000, size=(planning.QUANTITIES, warps)).astype(np.int64)
+    columns = rng.integers(0, 300, size=warps).astype(np.int64)
+    expected = [np.zeros((planning.TABLE_ROWS, warps), np.int64),
+                np.zeros(planning.QUANTITIES, np.int64)]
+    plan.plan_sums_host(quantities, columns, *expected)
+    assert expected[0][0, 0] == 0 and expected[0][0, -1] == quantities[1, :-1].sum()
+    assert (expected[1] == quantities.sum(axis=1)).all()
+    written = [np.full_like(array, -7) for array in expected]
+    plan._launch_sums(quantities, columns, *written)
+    for got, want in zip(written, expected):
+        np.testing.assert_array_equal(got, want)

@@ -127,9 +127,25 @@ def available() -> bool:
     if simulator() or os.environ.get("GPUALIGN_DPX") == "0":
         return False
     try:
+        import cupy
+
+        return _major_version(cupy.cuda.runtime.getDevice()) >= 9  # (asked once per device)
+    except ImportError:
+        pass
+    except Exception:  # noqa: BLE001 - no device: no DPX
+        return False
+    try:
         return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
     except Exception:  # noqa: BLE001 - no device: no DPX
         return False
+
+
+@lru_cache(maxsize=None)
+def _major_version(device: int) -> int:
+    """Compute capability major version of CUDA device ``device`` (CuPy's numbering)."""
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceProperties(device)["major"])
 
 
 @lru_cache(maxsize=None)

@@ -1,13 +1,14 @@
-"""CUDA kernel of the inter-task plan: one thread per warp group lays out its slots and
-sums its warps' sizes, in place of some fifty small array operations.
+"""CUDA kernels of the inter-task plan: one thread per warp group lays out its slots and
+sums its warps' sizes (:func:`warp_plan`), then one block turns those sizes into offsets
+and totals (:func:`plan_sums`), in place of some fifty small array operations.
 
-No frame or batch logic here: :func:`gpualign_df.plan._inter_batches` launches it with the
-length sort's permutation and takes cumulative sums of what it writes.
+No frame or batch logic here: :func:`gpualign_df.plan._inter_batches` launches them with
+the length sort's permutation.
 """
 
 from __future__ import annotations
 
-from numba import cuda
+from numba import cuda, int64
 
 from .inter import STRIP_ROWS, WARP
 
@@ -18,10 +19,10 @@ QUANTITIES = 7
 
 @cuda.jit
 def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback, group_warps,
-              slot_row, slot_query, slot_target, slot_runs, warp_columns, quantities):
+              slot_row, slot_query, slot_target, warp_columns, quantities):
     """Thread ``g`` takes warps ``group_warps * g ...``: the slots of their pairs (slot
     ``s`` holds pair ``order[s]``: job row ``pairs[order[s]]``, or ``order[s]`` itself
-    without ``has_pairs``; its lengths, -1 past the last pair; run words per slot), and per
+    without ``has_pairs``; its lengths, -1 past the last pair), and per
     warp the quantities of :data:`QUANTITIES`, with rows and columns the largest of the
     whole group (a packed warp pair shares them)."""
     group = cuda.grid(1)
@@ -48,13 +49,11 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
                 slot_row[slot] = pairs[pair] if has_pairs else pair
                 slot_query[slot] = query
                 slot_target[slot] = target
-                slot_runs[slot] = query + target if traceback else 0
                 cells += query * target
             else:
                 slot_row[slot] = -1
                 slot_query[slot] = -1
                 slot_target[slot] = -1
-                slot_runs[slot] = 0
         warp_columns[warp] = columns
         # residues, rows above, traceback words, runs (4 bytes each) and CIGAR characters
         # (``cigar_bound``: 2 bytes per run word)
@@ -66,3 +65,57 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
         quantities[4, warp] = tb_words
         quantities[5, warp] = run_words
         quantities[6, warp] = cells
+
+
+#: Rows of the per-warp layout table :func:`plan_sums` writes (``Batch.warp_table``): the
+#: first ``OFFSET_ROWS`` are offsets (exclusive sums of quantity rows 1-5: query, target,
+#: row-above, traceback and run-word bases), then the warp's columns and the run words
+#: each of its slots gets (its rows plus columns: room for any of its pairs' operations).
+OFFSET_ROWS = 5
+TABLE_ROWS = OFFSET_ROWS + 2
+#: Threads of the one block of :func:`plan_sums` (its shared memory holds
+#: ``QUANTITIES * SUM_THREADS`` int64 values).
+SUM_THREADS = 512
+
+
+@cuda.jit
+def plan_sums(quantities, warp_columns, warp_table, totals):
+    """One block: the warps' layout table (:data:`TABLE_ROWS`) and the totals of every
+    quantity row (one read for the host). Thread ``t`` sums one contiguous chunk of warps
+    in every row; a scan of those sums (all rows at once) gives each chunk's offsets."""
+    partial = cuda.shared.array((QUANTITIES, SUM_THREADS), int64)
+    own = cuda.local.array(QUANTITIES, int64)
+    earlier = cuda.local.array(QUANTITIES, int64)
+    thread = cuda.threadIdx.x
+    threads = cuda.blockDim.x
+    count = warp_columns.shape[0]
+    chunk = (count + threads - 1) // threads
+    start = min(thread * chunk, count)
+    stop = min(start + chunk, count)
+    for row in range(QUANTITIES):
+        total = 0
+        for warp in range(start, stop):
+            total += quantities[row, warp]
+        own[row] = total
+        partial[row, thread] = total
+    cuda.syncthreads()
+    offset = 1
+    while offset < threads:  # inclusive scan of the chunk sums (Hillis-Steele)
+        for row in range(QUANTITIES):
+            earlier[row] = partial[row, thread - offset] if thread >= offset else 0
+        cuda.syncthreads()
+        for row in range(QUANTITIES):
+            partial[row, thread] += earlier[row]
+        cuda.syncthreads()
+        offset *= 2
+    for row in range(QUANTITIES):
+        if 1 <= row <= OFFSET_ROWS:
+            running = partial[row, thread] - own[row]
+            for warp in range(start, stop):
+                warp_table[row - 1, warp] = running
+                running += quantities[row, warp]
+        if thread == threads - 1:
+            totals[row] = partial[row, thread]
+    for warp in range(start, stop):
+        warp_table[OFFSET_ROWS, warp] = warp_columns[warp]
+        warp_table[OFFSET_ROWS + 1, warp] = quantities[OFFSET_ROWS, warp] // WARP
