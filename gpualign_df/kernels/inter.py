@@ -96,7 +96,7 @@ def mode_shape(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool):
 #: With DPX (linked CUDA C), append traceback bits through a funnel shift in inline PTX,
 #: which the optimizer keeps: from plain shifts it folds a cell's four appends into masks,
 #: shifts and ORs (sm_90 SASS of a 16-row column, semi-global with traceback: 348
-#: instructions instead of 438; local 375 / 467, global 345 / 436). A switch for
+#: instructions instead of 438; local 387 / 467, global 347 / 436). A switch for
 #: benchmarks: clear the kernel caches (:func:`clear_kernel_caches`) after changing it.
 FUNNEL_APPEND = True
 
