@@ -88,8 +88,9 @@ def _free_bytes() -> int:
 
     free, _total = cupy.cuda.runtime.memGetInfo()  # (numba's context does not report it
     # under RMM's memory manager)
+    device = cupy.cuda.runtime.getDevice()
     return int(free) + cupy.get_default_memory_pool().free_bytes() + sum(
-        buffer.nbytes for buffer in _SCRATCH.values())
+        buffer.nbytes for (_name, owner), buffer in _SCRATCH.items() if owner == device)
 
 
 def _blocks(count: int) -> int:
@@ -121,20 +122,32 @@ def _launch(name: str, kernel, blocks: int, threads: int, *arguments) -> None:
     KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + seconds
 
 
-_SCRATCH: dict[str, object] = {}
+_SCRATCH: dict[tuple[str, int], object] = {}
 #: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
 #: scheduler, for one, runs tasks in several threads of one process).
 _DEVICE_LOCK = threading.RLock()
 
 
+def _device_id() -> int:
+    """The current CUDA device (CuPy's numbering; 0 under the simulator): cached buffers
+    are kept per device."""
+    if simulator():
+        return 0
+    import cupy
+
+    return cupy.cuda.runtime.getDevice()
+
+
 def _scratch(name: str, count: int, dtype) -> object:
-    """A reusable device buffer of at least ``count`` elements (no allocate/free churn)."""
+    """A reusable device buffer of at least ``count`` elements on the current device (no
+    allocate/free churn)."""
     count = max(int(count), 1)
-    buffer = _SCRATCH.get(name)
+    key = (name, _device_id())
+    buffer = _SCRATCH.get(key)
     if buffer is None or buffer.size < count or buffer.dtype != np.dtype(dtype):
-        _SCRATCH.pop(name, None)
+        _SCRATCH.pop(key, None)
         buffer = array_module().empty(count, dtype=dtype)
-        _SCRATCH[name] = buffer
+        _SCRATCH[key] = buffer
     return buffer[:count]
 
 
@@ -150,19 +163,20 @@ def _upload(name: str, host: np.ndarray) -> object:
     return buffer.reshape(host.shape) if host.ndim > 1 else buffer
 
 
-_TABLES: dict[str, tuple[bytes, object]] = {}
+_TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
 
 
 def _upload_table(name: str, host: np.ndarray) -> object:
-    """A device copy of a small constant table (substitution scores and the like) that
-    kernels only read: copied again only when its content changes."""
+    """A copy on the current device of a small constant table (substitution scores and the
+    like) that kernels only read: copied again only when its content changes."""
     host = np.ascontiguousarray(host)
-    key = host.dtype.str.encode() + host.tobytes()
-    cached = _TABLES.get(name)
-    if cached is None or cached[0] != key:
+    content = host.dtype.str.encode() + host.tobytes()
+    key = (name, _device_id())
+    cached = _TABLES.get(key)
+    if cached is None or cached[0] != content:
         copy = cuda.to_device if simulator() else array_module().asarray
-        cached = (key, copy(host if host.size else np.zeros(1, host.dtype)))
-        _TABLES[name] = cached
+        cached = (content, copy(host if host.size else np.zeros(1, host.dtype)))
+        _TABLES[key] = cached
     return cached[1]
 
 
