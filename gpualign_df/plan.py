@@ -33,10 +33,11 @@ class Batch:
 
     ``slot_row[s]`` is the job row (pair index) of slot ``s``, -1 for an unused slot (then
     its lengths are -1). ``width`` is the lane stride of the layout (32 or 1). An inter
-    batch describes its layout per warp (``warp_table``: query, target, row-above and
-    traceback bases, columns); its per-slot starts follow from them (``base[warp] +
-    lane``) and are expanded on the device, so ``query_start``, ``target_start``,
-    ``tb_start`` and ``columns`` are None there.
+    batch describes its layout per warp (``warp_table``, :data:`planning.TABLE_ROWS` rows:
+    query, target, row-above, traceback and run-word bases, columns, run words per slot);
+    its per-slot starts follow from them (``base[warp] + lane``, runs ``base[warp] + lane *
+    words``) and are expanded on the device, so ``query_start``, ``target_start``,
+    ``tb_start``, ``columns`` and ``run_base`` are None there.
     """
 
     kind: str

@@ -102,8 +102,12 @@ FUNNEL_APPEND = True
 
 
 def clear_kernel_caches() -> None:
-    """Forget the built fill and search kernels (after changing a module switch)."""
-    for built in (strip_functions, sweep_function, fill_kernel, search_kernel):
+    """Forget the built fill and search kernels, inter- and intra-task (after changing a
+    module switch)."""
+    from . import intra
+
+    for built in (strip_functions, sweep_function, fill_kernel, search_kernel,
+                  intra.long_fill_kernel):
         built.cache_clear()
 
 
