@@ -171,6 +171,15 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
         return border_score(j, go, ge, free_row0)
 
     @cuda.jit(device=True, inline=True)
+    def cell_bits(word, open_del, del_ext, open_ins, ins_ext, match, ins, dele):
+        """``word`` with a cell's four traceback bits appended: D extends, I extends, D is
+        H's source, I beats the diagonal."""
+        word = append(word, int32(open_del - del_ext))
+        word = append(word, int32(open_ins - ins_ext))
+        word = append(word, int32(max(match, ins) - dele))
+        return append(word, int32(match - ins))
+
+    @cuda.jit(device=True, inline=True)
     def column(h_up, i_up, code_t, j, shared_sub, go, ge, row_offset, h_left, del_score, diag,
                row_best, row_best_j):
         """Cells (first..first+rows-1, j); returns the bottom row's H and I and the
@@ -196,17 +205,10 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                 h = max(max(match, ins), dele)
                 if local:
                     h = max(h, 0)
-            if traceback and r < STRIP_ROWS:  # D extends, I extends, D is H's source,
-                # I beats the diagonal (r is a constant of the unrolled loop)
-                word = append(word, int32(open_del - del_ext))
-                word = append(word, int32(open_ins - ins_ext))
-                word = append(word, int32(max(match, ins) - dele))
-                word = append(word, int32(match - ins))
+            if traceback and r < STRIP_ROWS:  # (r is a constant of the unrolled loop)
+                word = cell_bits(word, open_del, del_ext, open_ins, ins_ext, match, ins, dele)
             elif traceback:
-                word2 = append(word2, int32(open_del - del_ext))
-                word2 = append(word2, int32(open_ins - ins_ext))
-                word2 = append(word2, int32(max(match, ins) - dele))
-                word2 = append(word2, int32(match - ins))
+                word2 = cell_bits(word2, open_del, del_ext, open_ins, ins_ext, match, ins, dele)
             if track_rows and keyed:
                 row_best[r] = max(row_best[r], int32(h * KEY_SCALE - j))
             elif track_rows and traceback and use_dpx:  # the row's best so far, first
