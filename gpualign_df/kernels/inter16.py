@@ -26,17 +26,9 @@ from functools import lru_cache
 from numba import cuda, int32, uint32, uint64
 
 from . import dpx
-from .dpx import NEG16, NEG16_PAIR, high_half, low_half, pack_halves
-from .inter import STRIP_ROWS, WARP, border_score, load_table, mode_shape, strip_functions
-
-#: Shared table for alphabets of up to MAX_ALPHABET symbols plus the padding code.
-SHARED_TABLE16 = 33 * 33
-
-
-@cuda.jit(device=True, inline=True)
-def pack_pair(value):
-    """``value`` in both 16-bit lanes of an int32."""
-    return pack_halves(value, value)
+from .dpx import NEG16, NEG16_PAIR, high_half, low_half
+from .inter import (SHARED_TABLE16, STRIP_ROWS, WARP, border_score, load_table, mode_shape,
+                    pack_pair, strip_functions)
 
 
 @cuda.jit(device=True, inline=True)
