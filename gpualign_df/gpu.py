@@ -20,7 +20,7 @@ from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from .memory import engine_allocations
 from .kernels import dpx, inter, inter16, intra, simulator, traceback as tb_kernels
-from .launch import launch as launch_kernel
+from .launch import current_device, launch as launch_kernel
 from .plan import Batch, plan_batches, to_numpy
 from .scoring import Mode, Scoring
 
@@ -88,7 +88,7 @@ def _free_bytes() -> int:
 
     free, _total = cupy.cuda.runtime.memGetInfo()  # (numba's context does not report it
     # under RMM's memory manager)
-    device = cupy.cuda.runtime.getDevice()
+    device = current_device()
     return int(free) + cupy.get_default_memory_pool().free_bytes() + sum(
         buffer.nbytes for (_name, owner), buffer in _SCRATCH.items() if owner == device)
 
@@ -128,21 +128,11 @@ _SCRATCH: dict[tuple[str, int], object] = {}
 _DEVICE_LOCK = threading.RLock()
 
 
-def _device_id() -> int:
-    """The current CUDA device (CuPy's numbering; 0 under the simulator): cached buffers
-    are kept per device."""
-    if simulator():
-        return 0
-    import cupy
-
-    return cupy.cuda.runtime.getDevice()
-
-
 def _scratch(name: str, count: int, dtype) -> object:
     """A reusable device buffer of at least ``count`` elements on the current device (no
     allocate/free churn)."""
     count = max(int(count), 1)
-    key = (name, _device_id())
+    key = (name, current_device())
     buffer = _SCRATCH.get(key)
     if buffer is None or buffer.size < count or buffer.dtype != np.dtype(dtype):
         _SCRATCH.pop(key, None)
@@ -163,6 +153,11 @@ def _upload(name: str, host: np.ndarray) -> object:
     return buffer.reshape(host.shape) if host.ndim > 1 else buffer
 
 
+def _to_device(host: np.ndarray) -> object:
+    """A device copy of a host array: CuPy's (numba's under the simulator)."""
+    return cuda.to_device(host) if simulator() else array_module().asarray(host)
+
+
 _TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
 
 
@@ -171,11 +166,10 @@ def _upload_table(name: str, host: np.ndarray) -> object:
     like) that kernels only read: copied again only when its content changes."""
     host = np.ascontiguousarray(host)
     content = host.dtype.str.encode() + host.tobytes()
-    key = (name, _device_id())
+    key = (name, current_device())
     cached = _TABLES.get(key)
     if cached is None or cached[0] != content:
-        copy = cuda.to_device if simulator() else array_module().asarray
-        cached = (content, copy(host if host.size else np.zeros(1, host.dtype)))
+        cached = (content, _to_device(host if host.size else np.zeros(1, host.dtype)))
         _TABLES[key] = cached
     return cached[1]
 
@@ -202,9 +196,8 @@ class DeviceSequences:
 def upload(encoded: EncodedSequences) -> DeviceSequences:
     """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
     simulator)."""
-    copy = cuda.to_device if simulator() else array_module().asarray
-    return DeviceSequences(copy(encoded.codes if len(encoded.codes) else
-                                np.zeros(1, np.uint8)), copy(encoded.offsets))
+    return DeviceSequences(_to_device(encoded.codes if len(encoded.codes) else
+                                      np.zeros(1, np.uint8)), _to_device(encoded.offsets))
 
 
 @dataclass

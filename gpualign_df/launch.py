@@ -98,7 +98,7 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
     if core is not None:
         kinds = tuple(_kind(argument) for argument in arguments)
         if None not in kinds:  # a kernel is loaded per device (context)
-            key = (id(kernel), _current_device(), kinds)
+            key = (id(kernel), current_device(), kinds)
     compiled = _COMPILED.get(key) if key is not None else None
     if compiled is None or compiled[0] is not kernel:
         views = tuple(view(argument) for argument in arguments)
@@ -124,7 +124,11 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
     LAUNCHES["fast"] += 1
 
 
-def _current_device() -> int:
+def current_device() -> int:
+    """The current CUDA device (CuPy's numbering; 0 under the CUDA simulator): compiled
+    kernels and the engine's cached buffers are kept per device."""
+    if simulator():
+        return 0
     import cupy
 
     return cupy.cuda.runtime.getDevice()
