@@ -58,8 +58,31 @@ def task_stream_summary(records: list[dict], started: float, planned: float,
     return "\n".join(lines)
 
 
+def task_stream_detail(records: list[dict], started: float) -> str:
+    """Every compute and transfer span of one computation, per worker, in ms from the start
+    (transfers with their source worker's port and bytes)."""
+    rows: dict[str, list] = {}
+    for record in records:
+        for span in record["startstops"]:
+            key = record["key"]
+            name = (key[0] if isinstance(key, tuple) else str(key)).rsplit("-", 1)[0]
+            if span["action"] == "transfer":
+                label = (f"transfer from :{str(span.get('source', '?')).rsplit(':', 1)[-1]} "
+                         f"{record.get('nbytes', 0) / 1e6:.2f} MB")
+            else:
+                label = f"{span['action']} {name}"
+            rows.setdefault(record["worker"], []).append(
+                (1e3 * (span["start"] - started), 1e3 * (span["stop"] - started), label))
+    lines = []
+    for worker, spans in sorted(rows.items()):
+        lines.append(f"  {worker}:")
+        lines.extend(f"    {start:8.1f} {stop:8.1f} ms  {label}" for start, stop, label in
+                     sorted(spans))
+    return "\n".join(lines)
+
+
 def time_search(client, dask_queries, dask_database, options: dict,
-                repeat: int) -> tuple[float, object]:
+                repeat: int, detail: bool = False) -> tuple[float, object]:
     """Median seconds from ``.aln.search(...)`` to the frame on the client, and the frame
     (pandas); prints where the time of each run went."""
     from distributed import get_task_stream
@@ -75,6 +98,8 @@ def time_search(client, dask_queries, dask_database, options: dict,
         times.append(finished - started)
         planning.append(planned - started)
         print(task_stream_summary(stream.data, started, planned, finished), flush=True)
+        if detail:
+            print(task_stream_detail(stream.data, started), flush=True)
     print(f"  runs {[round(t, 2) for t in times]} s, planning "
           f"{[round(t, 3) for t in planning]} s", flush=True)
     return sorted(times)[len(times) // 2], frame.to_pandas()
@@ -99,6 +124,8 @@ def main() -> int:
     parser.add_argument("--replicate-database", action="store_true",
                         help="also time each plan with the database's partitions copied to "
                              "every worker beforehand (Client.replicate, outside the timing)")
+    parser.add_argument("--detail", action="store_true",
+                        help="print every compute and transfer span of every run")
     parser.add_argument("--in-memory", action="store_true", help="also time the in-memory path")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
@@ -149,7 +176,8 @@ def main() -> int:
                     plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10,
                                                                 **sizing))
                     seconds, frame = time_search(client, dask_queries, dask_database,
-                                                 {**options, **sizing}, args.repeat)
+                                                 {**options, **sizing}, args.repeat,
+                                                 args.detail)
                     results[(gpus, database_partitions, per_partition, replicated)] = (
                         seconds, frame, plan["tasks"])
                     print(f"{gpus} GPU(s), database in {database_partitions} partitions"

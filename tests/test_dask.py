@@ -356,25 +356,41 @@ def test_plan_blocks_balances_and_reports(dna):
     assert even["spread"] <= 1.0 + 1e-9 and even["max_cells"] <= 1e5
 
 
-def test_alignment_tasks_have_their_own_key_prefix(dna):
-    """The scheduler estimates durations per key prefix: the alignment tasks must not share
-    one with the (instant) output partitions, or the GPUs are balanced on a wrong cost."""
+def test_each_step_has_its_own_key_prefix_and_outputs_are_the_steps_tasks(dna):
+    """The scheduler estimates durations per key prefix, so each kind of task has its own;
+    and a job's output partitions are its last step's tasks themselves: no alias, container
+    or meta-check task runs after them (each would be one more scheduler round trip)."""
     from dask.utils import key_split
 
     lazy = partitioned(dna, 3)
-    jobs = {"gpualign-search-broadcast": lazy.aln.search(lazy, top_k=2, broadcast=True,
-                                                         **DNA_OPTIONS),
-            "gpualign-search-block": lazy.aln.search(lazy, top_k=2, broadcast=False, **TINY,
-                                                     **DNA_OPTIONS),
-            "gpualign-pairwise-block": lazy.aln.pairwise(**TINY, **DNA_OPTIONS),
-            "gpualign-rowwise-align": lazy.aln.rowwise(lazy, **DNA_OPTIONS)}
-    for prefix, job in jobs.items():
+    jobs = {("gpualign-search-broadcast",): lazy.aln.search(lazy, top_k=2, broadcast=True,
+                                                            **DNA_OPTIONS),
+            ("gpualign-search-block", "gpualign-search-topk"): lazy.aln.search(
+                lazy, top_k=2, broadcast=False, **TINY, **DNA_OPTIONS),
+            ("gpualign-pairwise-block", "gpualign-pairwise-merge"): lazy.aln.pairwise(
+                **TINY, **DNA_OPTIONS),
+            ("gpualign-pairwise-block", "gpualign-pairwise-strip"): lazy.aln.pairwise(
+                ordered=False, **TINY, **DNA_OPTIONS),
+            ("gpualign-rowwise-align",): lazy.aln.rowwise(lazy, **DNA_OPTIONS)}
+    input_prefixes = {key_split(key) for key in dict(lazy.__dask_graph__())}
+    for steps, job in jobs.items():
         task_prefixes = {key_split(key) for key in dict(job.__dask_graph__())}
-        output_prefixes = {key_split(key) for key in job.__dask_keys__()}
-        assert prefix in task_prefixes
-        assert prefix not in output_prefixes
-    assert "gpualign-search-topk" in {key_split(key) for key in
-                                      dict(jobs["gpualign-search-block"].__dask_graph__())}
+        assert task_prefixes - input_prefixes == set(steps)
+        assert {key_split(key) for key in job.__dask_keys__()} == {steps[-1]}
+
+
+def test_tasks_take_persisted_partitions_without_alias_tasks(dna):
+    """A persisted Series' partitions are aliases of the persisted keys: the job's tasks
+    take the persisted keys themselves, so no alias task runs before them."""
+    from dask._task_spec import Alias
+
+    with dask.config.set(scheduler="threads"):
+        persisted = partitioned(dna, 3).persist()
+        job = persisted.aln.search(persisted, top_k=2, broadcast=True, **DNA_OPTIONS)
+        graph = dict(job.__dask_graph__())
+        assert not [key for key, task in graph.items() if isinstance(task, Alias)]
+        whole = in_memory(persisted)
+        check_equal(job, whole.aln.search(whole, top_k=2, **DNA_OPTIONS))
 
 
 def test_default_task_size_is_larger_on_the_gpu(dna):

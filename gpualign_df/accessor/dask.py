@@ -15,8 +15,8 @@ How the work is split
 * ``pairwise()`` and ``search(database)``: the sequence lengths of every partition are
   computed eagerly once (one small Dask computation; remembered by the collection's Dask
   name, so planning a persisted Series again computes nothing; a task whose partition no
-  longer has the planned rows stops with an error, see :func:`forget_planned_lengths`), then each partition is cut into
-  *chunks* of contiguous rows so that one task, a pair of chunks, holds about
+  longer has the planned rows stops with an error, see :func:`forget_planned_lengths`),
+  then each partition is cut into *chunks* of contiguous rows so that one task, a pair of chunks, holds about
   ``cells_per_task`` DP cells (sum of ``len(query) * len(target)`` over its pairs) and at most
   about ``pairs_per_task`` pairs. ``pairwise`` runs the blocks (u, v) with u <= v of the chunk
   grid (all pairs i < j inside a diagonal block, the full rectangle off the diagonal), so
@@ -51,6 +51,7 @@ created in that order and are near-equal in cells), not an enforced schedule.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import OrderedDict
@@ -62,10 +63,12 @@ import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+from dask._task_spec import Alias
 from dask.base import tokenize
+from dask.dataframe.dask_expr import new_collection
+from dask.dataframe.dask_expr.io.io import FromGraph
 from dask.dataframe.extensions import register_series_accessor
-from dask.delayed import Delayed
-from dask.highlevelgraph import HighLevelGraph
+from dask.dataframe.utils import check_meta
 
 from ..api import align, best_first, pairwise_pairs
 from ..engine import check_options
@@ -609,38 +612,91 @@ def _result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
 
 
 class _Graph:
-    """The tasks of one job, written straight into one graph layer (no per-task Delayed
-    call: building tens of thousands of block tasks takes well under a second).
+    """The tasks of one job, written straight into one graph (no per-task Delayed call:
+    building tens of thousands of block tasks takes well under a second).
 
-    Task arguments are the keys of input partitions (or lists of them) and earlier tasks;
-    everything else is bound into the callable with ``functools.partial``. Each kind of
-    task (``step``) gets its own key prefix (``gpualign-search-broadcast-<token>``, ...),
-    distinct from the output collection's (``gpualign-search-<token>``): the scheduler
-    estimates a task's duration from its prefix, and balances the GPUs by those estimates
-    (a shared prefix mixed the alignment tasks with near-instant ones).
+    ``parts[i]`` are the partition keys of the i-th input Series. Where an input partition
+    is an alias of another key (a persisted collection's partitions alias the persisted
+    futures), the alias is followed, so the job's tasks take the persisted data itself and
+    no alias task runs before them.
+
+    Task arguments are those keys (or lists of them) and earlier tasks; everything else is
+    bound into the callable with ``functools.partial``. Each kind of task (``step``) gets its
+    own key prefix (``gpualign-search-broadcast-<token>``, ...): the scheduler estimates a
+    task's duration from its prefix, and balances the GPUs by those estimates (a shared
+    prefix mixed the alignment tasks with near-instant ones).
     """
 
-    def __init__(self, prefix: str, token: str, inputs: Sequence[Delayed]) -> None:
+    def __init__(self, prefix: str, token: str, *inputs: dd.Series) -> None:
         self.prefix, self.token = prefix, token
-        self.name = f"{prefix}-{token}"
-        self.layer: dict[tuple[str, int], tuple] = {}
-        self.inputs = list(inputs)
+        self.layer: dict[Any, Any] = {}
+        self.parts: list[list[Any]] = []
+        for series in inputs:
+            graph, keys = _partition_keys(series)
+            self.layer.update(graph)
+            self.parts.append(keys)
 
     def add(self, func: Callable, *keys: Any, step: str, **static: Any) -> tuple[str, int]:
         key = (f"{self.prefix}-{step}-{self.token}", len(self.layer))
         self.layer[key] = (partial(func, **static) if static else func, *keys)
         return key
 
-    def delayed(self, keys: Sequence[tuple[str, int]]) -> list[Delayed]:
-        graph = HighLevelGraph.from_collections(self.name, self.layer,
-                                                dependencies=self.inputs)
-        return [Delayed(key, graph, layer=self.name) for key in keys]
+    def frame(self, outputs: Sequence[tuple[str, int]], meta: Any) -> dd.DataFrame:
+        """The lazy frame whose partitions are ``outputs`` (tasks of one step, in order).
+
+        The output tasks are stored under the frame's own keys, each checking its result
+        against ``meta`` itself: ``dd.from_delayed`` would run two more tasks per partition
+        (a container alias and the meta check) and ``from_graph`` one alias, each another
+        scheduler round trip between an alignment task and the result.
+        """
+        if not outputs:
+            outputs = [self.add(meta.copy, step="empty")]
+        name = outputs[0][0]
+        step_keys = {key for key in self.layer if isinstance(key, tuple) and key[0] == name}
+        if step_keys != set(outputs) or len(outputs) != len(step_keys):
+            raise AssertionError(f"the outputs must be every task of step {name!r}, once")
+        layer = {key: task for key, task in self.layer.items() if key not in step_keys}
+        for index, key in enumerate(outputs):
+            func, *arguments = self.layer[key]
+            layer[(name, index)] = (partial(_checked_output, func=func, meta=meta), *arguments)
+        return new_collection(_TaskFrame(layer, meta, (None,) * (len(outputs) + 1),
+                                         list(range(len(outputs))), name))
 
 
-def _collection(parts: list[Delayed], meta: Any, prefix: str) -> dd.DataFrame:
-    if not parts:
-        parts = [dask.delayed(meta.copy)()]
-    return dd.from_delayed(parts, meta=meta, divisions=None, prefix=prefix, verify_meta=True)
+def _partition_keys(series: dd.Series) -> tuple[dict, list[Any]]:
+    """The optimized graph of a Series' partitions and each partition's key, aliases followed
+    (and dropped from the graph: nothing else refers to them)."""
+    parts = series.to_delayed()
+    graph = dict(parts[0].__dask_graph__()) if parts else {}
+    keys = []
+    for part in parts:
+        key = part.key
+        while isinstance(graph.get(key), Alias) and graph[key].target in graph:
+            key = graph.pop(key).target
+        keys.append(key)
+    return graph, keys
+
+
+def _checked_output(*arguments: Any, func: Callable, meta: Any) -> Any:
+    """An output task: ``func``'s frame, checked against the collection's ``meta``."""
+    return check_meta(func(*arguments), meta, "gpualign_df")
+
+
+class _TaskFrame(FromGraph):
+    """A Dask DataFrame expression over a graph whose tasks already sit under the frame's
+    keys (``(name, i)``): no alias layer, unlike :class:`FromGraph`. ``name`` (the job's
+    step prefix and token, computed from its inputs and options) names it, so the graph is
+    never tokenized."""
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return self.operand("name_prefix")
+
+    def __dask_tokenize__(self) -> str:
+        return self.operand("name_prefix")
+
+    def _layer(self) -> dict:
+        return dict(self.operand("layer"))
 
 
 def _default_cells(series: dd.Series, backend: str) -> float:
@@ -737,14 +793,13 @@ class DaskSeriesAlignAccessor:
                 f"DataFrame or repartition them alike")
         meta = _result_meta(queries, other, "rowwise", None, options)
         task_options = _task_options(options)
-        query_parts, target_parts = queries.to_delayed(), other.to_delayed()
         graph = _Graph("gpualign-rowwise", tokenize(queries._name, other._name, task_options),
-                       query_parts + target_parts)
-        keys = [graph.add(_rowwise_task, query_part.key, target_part.key, step="align",
+                       queries, other)
+        query_parts, target_parts = graph.parts
+        keys = [graph.add(_rowwise_task, query_part, target_part, step="align",
                           partition=k, options=task_options)
                 for k, (query_part, target_part) in enumerate(zip(query_parts, target_parts))]
-        parts = graph.delayed(keys)
-        return _collection(parts, meta, "gpualign-rowwise")
+        return graph.frame(keys, meta)
 
     def pairwise(self, *, ordered: bool = True, **options: Any) -> dd.DataFrame:
         """Align all pairs i < j of this Series, in cost-balanced blocks.
@@ -779,18 +834,18 @@ class DaskSeriesAlignAccessor:
         (lengths,) = _partition_lengths(series)
         query_chunks, _, tasks = _plan("pairwise", lengths, None, cells, pairs)
         _log_plan("pairwise", query_chunks, query_chunks, tasks)
-        parts = series.to_delayed()
         graph = _Graph("gpualign-pairwise", tokenize(series._name, task_options, cells, pairs,
-                                                     ordered, query_chunks), parts)
+                                                     ordered, query_chunks), series)
+        (parts,) = graph.parts
         built: dict[tuple[int, int], tuple[str, int]] = {}
         for task in tasks:   # created longest first
             first, second = query_chunks[task.query], query_chunks[task.target]
             if task.kind == "triangle":
-                block = graph.add(_triangle_task, parts[first.partition].key, step="block",
+                block = graph.add(_triangle_task, parts[first.partition], step="block",
                                   chunk=first, options=task_options)
             else:
-                block = graph.add(_pairwise_block_task, parts[first.partition].key,
-                                  parts[second.partition].key, step="block", query_chunk=first,
+                block = graph.add(_pairwise_block_task, parts[first.partition],
+                                  parts[second.partition], step="block", query_chunk=first,
                                   target_chunk=second, options=task_options)
             built[(task.query, task.target)] = block
         keys = sorted(built)
@@ -800,8 +855,7 @@ class DaskSeriesAlignAccessor:
                        for u in sorted({key[0] for key in keys})]
         else:
             outputs = [graph.add(_strip, built[key], step="strip") for key in keys]
-        outputs = graph.delayed(outputs)
-        return _collection(outputs, meta, "gpualign-pairwise")
+        return graph.frame(outputs, meta)
 
     def search(self, database: dd.Series, top_k: int | None = None, *, ordered: bool = True,
                broadcast: bool | None = None, **options: Any) -> dd.DataFrame:
@@ -857,34 +911,32 @@ class DaskSeriesAlignAccessor:
                                                    cells, pairs, top_k=top_k,
                                                    broadcast=broadcast)
         _log_plan("search", query_chunks, target_chunks, tasks)
-        query_parts, target_parts = queries.to_delayed(), database.to_delayed()
         graph = _Graph("gpualign-search", tokenize(queries._name, database._name, task_options,
                                                    traceback, top_k, cells, pairs, ordered,
                                                    broadcast, query_chunks, target_chunks),
-                       query_parts + target_parts)
+                       queries, database)
+        query_parts, target_parts = graph.parts
         if target_chunks and target_chunks[0].partition == -1:   # the database broadcast
             built_chunks = {task.query: graph.add(
-                _broadcast_search_task, query_parts[query_chunks[task.query].partition].key,
-                *[part.key for part in target_parts], step="broadcast",
-                query_chunk=query_chunks[task.query], top_k=top_k,
-                options=dict(task_options, traceback=traceback)) for task in tasks}
-            return _collection(graph.delayed([built_chunks[u] for u in sorted(built_chunks)]),
-                               meta, "gpualign-search")
+                _broadcast_search_task, query_parts[query_chunks[task.query].partition],
+                *target_parts, step="broadcast", query_chunk=query_chunks[task.query],
+                top_k=top_k, options=dict(task_options, traceback=traceback))
+                for task in tasks}
+            return graph.frame([built_chunks[u] for u in sorted(built_chunks)], meta)
         block_options = dict(task_options, traceback=traceback and top_k is None)
         built: dict[tuple[int, int], tuple[str, int]] = {}
         for task in tasks:   # created longest first
             first, second = query_chunks[task.query], target_chunks[task.target]
             built[(task.query, task.target)] = graph.add(
-                _rectangle_task, query_parts[first.partition].key,
-                target_parts[second.partition].key, step="block", query_chunk=first,
+                _rectangle_task, query_parts[first.partition],
+                target_parts[second.partition], step="block", query_chunk=first,
                 target_chunk=second, options=block_options, top_k=top_k)
         keys = sorted(built)
         groups = sorted({key[0] for key in keys})
         if top_k is not None:
             starts = np.concatenate(([0], np.cumsum([len(a) for a in target_lengths])))[:-1]
-            target_keys = [part.key for part in target_parts]
-            outputs = [graph.add(_search_top_k_final, query_parts[query_chunks[u].partition].key,
-                                 target_keys, *[built[key] for key in keys if key[0] == u],
+            outputs = [graph.add(_search_top_k_final, query_parts[query_chunks[u].partition],
+                                 list(target_parts), *[built[key] for key in keys if key[0] == u],
                                  step="topk", query_chunk=query_chunks[u], target_starts=starts,
                                  top_k=top_k, traceback=traceback, options=task_options)
                        for u in groups]
@@ -894,8 +946,7 @@ class DaskSeriesAlignAccessor:
                        for u in groups]
         else:
             outputs = [graph.add(_strip, built[key], step="strip") for key in keys]
-        outputs = graph.delayed(outputs)
-        return _collection(outputs, meta, "gpualign-search")
+        return graph.frame(outputs, meta)
 
     def plan(self, database: dd.Series | None = None, *,
              cells_per_task: float | None = None,
