@@ -66,7 +66,9 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         A GPU cluster started here gets ``rmm_async=True`` (RMM's stream-ordered
         ``cudaMallocAsync`` allocator on every worker: a free does not wait for the whole
         device) unless one of ``rmm_async``, ``rmm_pool_size`` or ``rmm_managed_memory`` is
-        given.
+        given. The client of a cluster started here fetches results from the workers
+        directly (``direct_to_workers=True``: they share this host), not through the
+        scheduler, which would copy every result once more.
 
     Returns
     -------
@@ -108,7 +110,7 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         if n_gpus is not None:
             raise ValueError("n_gpus does not apply to cpu=True; pass n_workers= instead")
         options = {"n_workers": 1, "threads_per_worker": 1, **kwargs}
-        return _owns(Client(LocalCluster(**options)))
+        return _owns(Client(LocalCluster(**options), direct_to_workers=True))
     count = _gpu_count(n_gpus)
     try:
         from dask_cuda import LocalCUDACluster
@@ -124,4 +126,4 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
     if not any(name in options for name in _RMM_OPTIONS):
         # stream-ordered allocations: no device-wide synchronisation on every free
         options["rmm_async"] = True
-    return _owns(Client(LocalCUDACluster(**options)))
+    return _owns(Client(LocalCUDACluster(**options), direct_to_workers=True))

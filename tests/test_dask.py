@@ -379,6 +379,20 @@ def test_each_step_has_its_own_key_prefix_and_outputs_are_the_steps_tasks(dna):
         assert {key_split(key) for key in job.__dask_keys__()} == {steps[-1]}
 
 
+def test_output_partition_with_other_columns_than_meta_is_an_error():
+    """Output tasks check their frame against the job's meta (as from_delayed's
+    verify_meta did) and name the partition."""
+    from gpualign_df.accessor.dask import _checked_output, _schema
+
+    meta = pd.DataFrame({"score": pd.Series([], dtype="Int32")})
+    good = pd.DataFrame({"score": pd.Series([3], dtype="Int32")})
+    assert _checked_output(good, func=lambda frame: frame, schema=_schema(meta),
+                           partition=0) is good
+    with pytest.raises(ValueError, match="output partition 3"):
+        _checked_output(good.astype("int64"), func=lambda frame: frame, schema=_schema(meta),
+                        partition=3)
+
+
 def test_tasks_take_persisted_partitions_without_alias_tasks(dna):
     """A persisted Series' partitions are aliases of the persisted keys: the job's tasks
     take the persisted keys themselves, so no alias task runs before them."""
@@ -477,6 +491,7 @@ def test_cluster_helper_cpu_and_errors():
     client = gpualign_df.cluster(cpu=True, processes=False, dashboard_address=":0")
     try:
         assert isinstance(client, distributed.Client)
+        assert client.direct_to_workers   # results come from the workers, not via the scheduler
         lazy = partitioned(pd.Series(["ACGT", "ACGA", "TCGA"]), 2)
         assert len(lazy.aln.pairwise(**DNA_OPTIONS).compute()) == 3
         cluster = client.cluster

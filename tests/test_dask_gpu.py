@@ -79,6 +79,7 @@ def test_cluster_helper_gives_workers_the_async_allocator(proteins):
             return type(rmm.mr.get_current_device_resource()).__name__
 
         assert list(client.run(resource_name).values()) == ["CudaAsyncMemoryResource"]
+        assert client.direct_to_workers
         check_all_shapes(proteins, 2)
     finally:
         client.close()

@@ -13,16 +13,16 @@ How the work is split
   partition k of ``other``); the two Series must have the same number of partitions and the
   same number of rows in each (co-partitioned). No eager work.
 * ``pairwise()`` and ``search(database)``: the sequence lengths of every partition are
-  computed eagerly once (one small Dask computation; remembered by the collection's Dask
-  name, so planning a persisted Series again computes nothing; a task whose partition no
-  longer has the planned rows stops with an error, see :func:`forget_planned_lengths`),
-  then each partition is cut into *chunks* of contiguous rows so that one task, a pair of chunks, holds about
-  ``cells_per_task`` DP cells (sum of ``len(query) * len(target)`` over its pairs) and at most
-  about ``pairs_per_task`` pairs. ``pairwise`` runs the blocks (u, v) with u <= v of the chunk
-  grid (all pairs i < j inside a diagonal block, the full rectangle off the diagonal), so
-  every unordered pair is aligned exactly once; ``search`` runs every query chunk against
-  every database chunk. :func:`plan_blocks` shows the plan (one row per task, longest first)
-  and :func:`summarize_plan` its spread.
+  computed eagerly once (one small Dask computation; remembered by the collection's Dask name,
+  so planning a persisted Series again computes nothing; a task whose partition no longer has
+  the planned rows stops with an error, see :func:`forget_planned_lengths`), then each
+  partition is cut into *chunks* of contiguous rows so that one task, a pair of chunks, holds
+  about ``cells_per_task`` DP cells (sum of ``len(query) * len(target)`` over its pairs) and
+  at most about ``pairs_per_task`` pairs. ``pairwise`` runs the blocks (u, v) with u <= v of
+  the chunk grid (all pairs i < j inside a diagonal block, the full rectangle off the
+  diagonal), so every unordered pair is aligned exactly once; ``search`` runs every query
+  chunk against every database chunk. :func:`plan_blocks` shows the plan (one row per task,
+  longest first) and :func:`summarize_plan` its spread.
 * Ordering (``ordered=True``, the default): the output has one partition per query chunk;
   that partition's task concatenates the blocks of its chunk and sorts them by global
   position: pairwise rows are (i, j), i < j, i-major over the global order of the Series;
@@ -68,7 +68,6 @@ from dask.base import tokenize
 from dask.dataframe.dask_expr import new_collection
 from dask.dataframe.dask_expr.io.io import FromGraph
 from dask.dataframe.extensions import register_series_accessor
-from dask.dataframe.utils import check_meta
 
 from ..api import align, best_first, pairwise_pairs
 from ..engine import check_options
@@ -644,10 +643,11 @@ class _Graph:
     def frame(self, outputs: Sequence[tuple[str, int]], meta: Any) -> dd.DataFrame:
         """The lazy frame whose partitions are ``outputs`` (tasks of one step, in order).
 
-        The output tasks are stored under the frame's own keys, each checking its result
-        against ``meta`` itself: ``dd.from_delayed`` would run two more tasks per partition
-        (a container alias and the meta check) and ``from_graph`` one alias, each another
-        scheduler round trip between an alignment task and the result.
+        The output tasks are stored under the frame's own keys, each checking its result's
+        columns and dtypes against ``meta`` itself (by name: no frame is pickled into the
+        tasks): ``dd.from_delayed`` would run two more tasks per partition (a container
+        alias and the meta check) and ``from_graph`` one alias, each another scheduler round
+        trip between an alignment task and the result.
         """
         if not outputs:
             outputs = [self.add(meta.copy, step="empty")]
@@ -656,9 +656,11 @@ class _Graph:
         if step_keys != set(outputs) or len(outputs) != len(step_keys):
             raise AssertionError(f"the outputs must be every task of step {name!r}, once")
         layer = {key: task for key, task in self.layer.items() if key not in step_keys}
+        schema = _schema(meta)
         for index, key in enumerate(outputs):
             func, *arguments = self.layer[key]
-            layer[(name, index)] = (partial(_checked_output, func=func, meta=meta), *arguments)
+            layer[(name, index)] = (partial(_checked_output, func=func, schema=schema,
+                                            partition=index), *arguments)
         return new_collection(_TaskFrame(layer, meta, (None,) * (len(outputs) + 1),
                                          list(range(len(outputs))), name))
 
@@ -677,9 +679,18 @@ def _partition_keys(series: dd.Series) -> tuple[dict, list[Any]]:
     return graph, keys
 
 
-def _checked_output(*arguments: Any, func: Callable, meta: Any) -> Any:
-    """An output task: ``func``'s frame, checked against the collection's ``meta``."""
-    return check_meta(func(*arguments), meta, "gpualign_df")
+def _schema(frame: Any) -> tuple[tuple[str, str], ...]:
+    """A frame's (column, dtype name) pairs."""
+    return tuple((str(column), str(dtype)) for column, dtype in frame.dtypes.items())
+
+
+def _checked_output(*arguments: Any, func: Callable, schema: tuple, partition: int) -> Any:
+    """An output task: ``func``'s frame, whose columns and dtypes must be the job's meta's."""
+    frame = func(*arguments)
+    if _schema(frame) != schema:
+        raise ValueError(f"gpualign_df: output partition {partition} has columns/dtypes "
+                         f"{_schema(frame)}, but the job's meta has {schema}")
+    return frame
 
 
 class _TaskFrame(FromGraph):
