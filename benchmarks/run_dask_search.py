@@ -9,7 +9,13 @@ plan (``--partitions`` query partitions, ``--tasks-per-partition``) serves every
 The cluster is ``gpualign_df.cluster(gpus)`` (dask-cuda, one worker per GPU, RMM's async
 allocator unless ``--rmm none``).
 
-``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]``
+A database used by an earlier search already has copies of its partitions on the workers
+that ran it (Dask keeps them while the collection is persisted), so the timed runs (after a
+warm-up search) do not move it; ``--cold-database`` also times one search of a database
+persisted anew, partitions not yet copied and lengths not yet planned.
+
+``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]
+[--cold-database] [--detail]``
 """
 
 from __future__ import annotations
@@ -124,6 +130,10 @@ def main() -> int:
     parser.add_argument("--replicate-database", action="store_true",
                         help="also time each plan with the database's partitions copied to "
                              "every worker beforehand (Client.replicate, outside the timing)")
+    parser.add_argument("--cold-database", action="store_true",
+                        help="also time one run per setting on a database persisted anew "
+                             "(its partitions not yet copied to every worker by an earlier "
+                             "search, its lengths not yet planned)")
     parser.add_argument("--detail", action="store_true",
                         help="print every compute and transfer span of every run")
     parser.add_argument("--in-memory", action="store_true", help="also time the in-memory path")
@@ -180,6 +190,19 @@ def main() -> int:
                                                  args.detail)
                     results[(gpus, database_partitions, per_partition, replicated)] = (
                         seconds, frame, plan["tasks"])
+                    if args.cold_database:
+                        # a new name, so new keys: nothing of it on any worker but its holder
+                        fresh = dask_cudf.from_cudf(database.rename(f"cold{len(results)}"),
+                                                    npartitions=database_partitions,
+                                                    sort=False).persist()
+                        wait(fresh)
+                        cold, cold_frame = time_search(client, dask_queries, fresh,
+                                                       {**options, **sizing}, 1, args.detail)
+                        same = cold_frame.reset_index(drop=True).equals(
+                            frame.reset_index(drop=True))
+                        print(f"{gpus} GPU(s), a newly persisted database: {cold:.2f} s "
+                              f"(first search of it; identical: {same})", flush=True)
+                        del fresh
                     print(f"{gpus} GPU(s), database in {database_partitions} partitions"
                           f"{' (replicated)' if replicated else ''}, {plan['tasks']} tasks "
                           f"(spread {plan['spread']:.3f}): median {seconds:.2f} s, "
