@@ -357,26 +357,49 @@ def test_plan_blocks_balances_and_reports(dna):
 
 
 def test_each_step_has_its_own_key_prefix_and_outputs_are_the_steps_tasks(dna):
-    """The scheduler estimates durations per key prefix, so each kind of task has its own;
-    and a job's output partitions are its last step's tasks themselves: no alias, container
-    or meta-check task runs after them (each would be one more scheduler round trip)."""
+    """The scheduler estimates durations per key prefix, so each kind of task has its own,
+    alignment tasks with their job's size in it; and a job's output partitions are its last
+    step's tasks themselves: no alias, container or meta-check task runs after them (each
+    would be one more scheduler round trip)."""
     from dask.utils import key_split
 
+    from gpualign_df.accessor.dask import _size_word
+
     lazy = partitioned(dna, 3)
-    jobs = {("gpualign-search-broadcast",): lazy.aln.search(lazy, top_k=2, broadcast=True,
-                                                            **DNA_OPTIONS),
-            ("gpualign-search-block", "gpualign-search-topk"): lazy.aln.search(
-                lazy, top_k=2, broadcast=False, **TINY, **DNA_OPTIONS),
-            ("gpualign-pairwise-block", "gpualign-pairwise-merge"): lazy.aln.pairwise(
-                **TINY, **DNA_OPTIONS),
-            ("gpualign-pairwise-block", "gpualign-pairwise-strip"): lazy.aln.pairwise(
-                ordered=False, **TINY, **DNA_OPTIONS),
+    biggest = {name: summarize_plan(plan)["max_cells"] for name, plan in {
+        "broadcast": lazy.aln.plan(lazy, top_k=2, broadcast=True),
+        "search": lazy.aln.plan(lazy, top_k=2, broadcast=False, **TINY),
+        "pairwise": lazy.aln.plan(**TINY)}.items()}
+    size = {name: _size_word(cells) for name, cells in biggest.items()}
+    jobs = {(f"gpualign-search-broadcast-{size['broadcast']}",): lazy.aln.search(
+                lazy, top_k=2, broadcast=True, **DNA_OPTIONS),
+            (f"gpualign-search-block-{size['search']}", "gpualign-search-topk"):
+                lazy.aln.search(lazy, top_k=2, broadcast=False, **TINY, **DNA_OPTIONS),
+            (f"gpualign-pairwise-block-{size['pairwise']}", "gpualign-pairwise-merge"):
+                lazy.aln.pairwise(**TINY, **DNA_OPTIONS),
+            (f"gpualign-pairwise-block-{size['pairwise']}", "gpualign-pairwise-strip"):
+                lazy.aln.pairwise(ordered=False, **TINY, **DNA_OPTIONS),
             ("gpualign-rowwise-align",): lazy.aln.rowwise(lazy, **DNA_OPTIONS)}
     input_prefixes = {key_split(key) for key in dict(lazy.__dask_graph__())}
     for steps, job in jobs.items():
         task_prefixes = {key_split(key) for key in dict(job.__dask_graph__())}
         assert task_prefixes - input_prefixes == set(steps)
         assert {key_split(key) for key in job.__dask_keys__()} == {steps[-1]}
+
+
+def test_size_word_names_the_decade_of_cells():
+    from dask.utils import key_split
+
+    from gpualign_df.accessor.dask import _size_word
+
+    assert _size_word(0) == _size_word(9) == "sizeEn"
+    assert _size_word(10) == "sizeEi"
+    assert _size_word(10**12) == _size_word(9.9e12) == "sizeExii"
+    assert _size_word(10**13) == "sizeExiii"
+    assert _size_word(10**40) == "sizeExx"
+    for decade in range(30):   # Dask keeps the word in the task prefix
+        assert key_split(f"gpualign-search-broadcast-{_size_word(10**decade)}-0123abcd") == \
+            f"gpualign-search-broadcast-{_size_word(10**decade)}"
 
 
 def test_output_partition_with_other_columns_than_meta_is_an_error():

@@ -623,7 +623,11 @@ class _Graph:
     bound into the callable with ``functools.partial``. Each kind of task (``step``) gets its
     own key prefix (``gpualign-search-broadcast-<token>``, ...): the scheduler estimates a
     task's duration from its prefix, and balances the GPUs by those estimates (a shared
-    prefix mixed the alignment tasks with near-instant ones).
+    prefix mixed the alignment tasks with near-instant ones). Alignment tasks also name
+    their job's size, the decade of its largest task's cells
+    (``gpualign-search-broadcast-sizeExii-<token>`` for 10**12 to 10**13): durations learnt
+    from a small job do not mislead the placement of a large one's first run (one GPU
+    idled for a quarter of a 2-GPU search that followed a small one).
     """
 
     def __init__(self, prefix: str, token: str, *inputs: dd.Series) -> None:
@@ -635,7 +639,10 @@ class _Graph:
             self.layer.update(graph)
             self.parts.append(keys)
 
-    def add(self, func: Callable, *keys: Any, step: str, **static: Any) -> tuple[str, int]:
+    def add(self, func: Callable, *keys: Any, step: str, cells: float | None = None,
+            **static: Any) -> tuple[str, int]:
+        if cells is not None:
+            step = f"{step}-{_size_word(cells)}"
         key = (f"{self.prefix}-{step}-{self.token}", len(self.layer))
         self.layer[key] = (partial(func, **static) if static else func, *keys)
         return key
@@ -663,6 +670,18 @@ class _Graph:
                                             partition=index), *arguments)
         return new_collection(_TaskFrame(layer, meta, (None,) * (len(outputs) + 1),
                                          list(range(len(outputs))), name))
+
+
+_ROMAN = ("n", "i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x", "xi", "xii",
+          "xiii", "xiv", "xv", "xvi", "xvii", "xviii", "xix", "xx")
+
+
+def _size_word(cells: float) -> str:
+    """The decade of a task's cells as a key word Dask keeps in the task prefix (letters
+    only): ``sizeExii`` for 10**12 <= cells < 10**13, ``sizeEn`` below 10; a word that is not
+    taken for a hex token (no 8 letters starting with a-f)."""
+    decade = int(math.log10(cells)) if cells >= 1 else 0
+    return "sizeE" + _ROMAN[min(decade, len(_ROMAN) - 1)]
 
 
 def _partition_keys(series: dd.Series) -> tuple[dict, list[Any]]:
@@ -853,10 +872,12 @@ class DaskSeriesAlignAccessor:
             first, second = query_chunks[task.query], query_chunks[task.target]
             if task.kind == "triangle":
                 block = graph.add(_triangle_task, parts[first.partition], step="block",
+                                  cells=tasks[0].cells,
                                   chunk=first, options=task_options)
             else:
                 block = graph.add(_pairwise_block_task, parts[first.partition],
-                                  parts[second.partition], step="block", query_chunk=first,
+                                  parts[second.partition], step="block", cells=tasks[0].cells,
+                                  query_chunk=first,
                                   target_chunk=second, options=task_options)
             built[(task.query, task.target)] = block
         keys = sorted(built)
@@ -930,7 +951,8 @@ class DaskSeriesAlignAccessor:
         if target_chunks and target_chunks[0].partition == -1:   # the database broadcast
             built_chunks = {task.query: graph.add(
                 _broadcast_search_task, query_parts[query_chunks[task.query].partition],
-                *target_parts, step="broadcast", query_chunk=query_chunks[task.query],
+                *target_parts, step="broadcast", cells=tasks[0].cells,
+                query_chunk=query_chunks[task.query],
                 top_k=top_k, options=dict(task_options, traceback=traceback))
                 for task in tasks}
             return graph.frame([built_chunks[u] for u in sorted(built_chunks)], meta)
@@ -940,7 +962,8 @@ class DaskSeriesAlignAccessor:
             first, second = query_chunks[task.query], target_chunks[task.target]
             built[(task.query, task.target)] = graph.add(
                 _rectangle_task, query_parts[first.partition],
-                target_parts[second.partition], step="block", query_chunk=first,
+                target_parts[second.partition], step="block", cells=tasks[0].cells,
+                query_chunk=first,
                 target_chunk=second, options=block_options, top_k=top_k)
         keys = sorted(built)
         groups = sorted({key[0] for key in keys})
