@@ -10,8 +10,8 @@ The cluster is ``gpualign_df.cluster(gpus)`` (dask-cuda, one worker per GPU, RMM
 allocator unless ``--rmm none``).
 
 A database used by an earlier search already has copies of its partitions on the workers
-that ran it (Dask keeps them while the collection is persisted), so the timed runs (after a
-warm-up search) do not move it; ``--cold-database`` also times one search of a database
+that ran it (Dask keeps them while the collection is persisted), so the timed runs, after
+one untimed run of the job, do not move it; ``--cold-database`` also times one search of a database
 persisted anew, partitions not yet copied and lengths not yet planned.
 
 ``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]
@@ -169,10 +169,10 @@ def main() -> int:
                 dask_database = dask_cudf.from_cudf(database, npartitions=database_partitions,
                                                     sort=False).persist()
                 wait(dask_database)
-                # every worker compiles / loads the kernels of a broadcast search task first
-                warm = dask_cudf.from_cudf(queries[:64 * gpus], npartitions=4 * gpus,
-                                           sort=False)
-                warm.aln.search(dask_database, **options, broadcast=True).compute()
+                # one untimed run of the job: every worker compiles / loads the kernels,
+                # copies the database partitions it lacks, and the scheduler learns the
+                # tasks' duration (the --cold-database run shows a first search)
+                dask_queries.aln.search(dask_database, **options).compute()
                 for per_partition, replicated in [(p, r) for r in ((False, True) if
                                                    args.replicate_database else (False,))
                                                    for p in args.tasks_per_partition]:

@@ -416,6 +416,25 @@ def test_output_partition_with_other_columns_than_meta_is_an_error():
                         partition=3)
 
 
+def test_result_meta_is_built_once_per_inputs_and_options(dna, monkeypatch):
+    from gpualign_df.accessor import dask as dask_accessor
+
+    built = []
+    real = dask_accessor._build_result_meta
+    monkeypatch.setattr(dask_accessor, "_build_result_meta",
+                        lambda *args: built.append(args) or real(*args))
+    lazy = partitioned(dna, 2)
+    first = lazy.aln.search(lazy, top_k=2, **DNA_OPTIONS)
+    again = lazy.aln.search(lazy, top_k=2, **DNA_OPTIONS)
+    assert len(built) == 1 and first._meta is again._meta
+    lazy.aln.search(lazy, top_k=3, **DNA_OPTIONS)
+    assert len(built) == 2
+    with pytest.raises(ValueError):   # bad options are not remembered: they raise every time
+        lazy.aln.search(lazy, top_k=2, **dict(DNA_OPTIONS, cigar_style="?"))
+    with pytest.raises(ValueError):
+        lazy.aln.search(lazy, top_k=2, **dict(DNA_OPTIONS, cigar_style="?"))
+
+
 def test_tasks_take_persisted_partitions_without_alias_tasks(dna):
     """A persisted Series' partitions are aliases of the persisted keys: the job's tasks
     take the persisted keys themselves, so no alias task runs before them."""

@@ -595,10 +595,29 @@ def _task_options(options: dict) -> dict:
     return options
 
 
+#: Result metas of recently planned jobs, by the inputs' Dask names and the options (building
+#: one runs ``align`` on empty cuDF frames: milliseconds of every planning on the GPU).
+_META_CACHE: OrderedDict[str, Any] = OrderedDict()
+_META_CACHE_SIZE = 32
+
+
 def _result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
                  top_k: int | None, options: dict) -> Any:
     """The empty result (columns, dtypes) from ``align`` on the inputs' empty meta; also
-    validates every option before any graph is built."""
+    validates every option before any graph is built (remembered by the inputs' Dask names
+    and the options, which a remembered meta has passed)."""
+    key = tokenize(queries._name, None if targets is None else targets._name, how, top_k,
+                   options)
+    if key not in _META_CACHE:
+        _META_CACHE[key] = _build_result_meta(queries, targets, how, top_k, options)
+        while len(_META_CACHE) > _META_CACHE_SIZE:
+            _META_CACHE.popitem(last=False)
+    _META_CACHE.move_to_end(key)
+    return _META_CACHE[key]
+
+
+def _build_result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
+                       top_k: int | None, options: dict) -> Any:
     backend = options.get("backend", "auto")
     check_options(backend, options.get("cigar_style", "="), options.get("clip"))
     meta_options = dict(options, progress=False)
