@@ -435,6 +435,34 @@ def test_result_meta_is_built_once_per_inputs_and_options(dna, monkeypatch):
         lazy.aln.search(lazy, top_k=2, **dict(DNA_OPTIONS, cigar_style="?"))
 
 
+def test_partition_keys_follow_alias_chains_and_keep_aliases_other_tasks_use():
+    from dask._task_spec import Alias, DataNode, Task, TaskRef
+
+    from gpualign_df.accessor.dask import _partition_keys
+
+    graph = {("data", 0): DataNode(("data", 0), "ACGT"),
+             ("mid", 0): Alias(("mid", 0), ("data", 0)),
+             ("part", 0): Alias(("part", 0), ("mid", 0)),
+             ("data", 1): DataNode(("data", 1), "TTGA"),
+             ("part", 1): Alias(("part", 1), ("data", 1)),
+             ("user", 0): Task(("user", 0), len, TaskRef(("part", 1)))}
+
+    class Part:
+        def __init__(self, key):
+            self.key = key
+
+        def __dask_graph__(self):
+            return graph
+
+    class Series:
+        def to_delayed(self):
+            return [Part(("part", 0)), Part(("part", 1))]
+
+    kept, keys = _partition_keys(Series())
+    assert keys == [("data", 0), ("data", 1)]
+    assert set(kept) == {("data", 0), ("data", 1), ("part", 1), ("user", 0)}
+
+
 def test_tasks_take_persisted_partitions_without_alias_tasks(dna):
     """A persisted Series' partitions are aliases of the persisted keys: the job's tasks
     take the persisted keys themselves, so no alias task runs before them."""
