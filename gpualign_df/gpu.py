@@ -107,19 +107,72 @@ def _view(argument):
     return cuda.as_cuda_array(argument, sync=False)
 
 
-def _launch(name: str, kernel, blocks: int, threads: int, *arguments) -> None:
-    """Launch a kernel (:func:`gpualign_df.launch.launch`); with TIME_KERNELS, time it
-    with CUDA events."""
+def _launch(name: str, kernel, blocks: int, threads: int, *arguments, stream=None) -> None:
+    """Launch a kernel (:func:`gpualign_df.launch.launch`) on the default stream or on
+    ``stream``; with TIME_KERNELS, time it with CUDA events."""
     if not TIME_KERNELS or simulator():
-        launch_kernel(kernel, blocks, threads, arguments, _view)
+        launch_kernel(kernel, blocks, threads, arguments, _view, stream)
         return
     start, stop = cuda.event(), cuda.event()
-    start.record()
-    launch_kernel(kernel, blocks, threads, arguments, _view)
-    stop.record()
+    start.record(stream or 0)
+    launch_kernel(kernel, blocks, threads, arguments, _view, stream)
+    stop.record(stream or 0)
     stop.synchronize()
     seconds = cuda.event_elapsed_time(start, stop) / 1e3
     KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + seconds
+
+
+#: Run a search's score pass on a non-blocking stream of the engine's own (see
+#: :class:`SideStream`); False keeps it on the default stream (benchmarks).
+SIDE_STREAM = True
+
+
+class SideStream:
+    """A non-blocking CUDA stream of the current device for one long kernel stretch.
+
+    A search's score pass is one launch of a few hundred milliseconds. On the legacy
+    default stream, everything another thread of the process puts on that stream queues
+    behind it: a Dask worker that sends a cuDF partition to another worker copies it to
+    the host there, so a worker waiting for that partition would wait for the whole score
+    pass. Here the stretch starts after all work already on the default stream
+    (:meth:`follow_default`), runs beside it, and :meth:`join` blocks the calling host
+    thread (not the default stream) until it is done; the caller then goes on with the
+    default stream.
+    """
+
+    _BY_DEVICE: dict[int, "SideStream"] = {}
+
+    def __init__(self) -> None:
+        import cupy
+
+        self._cupy_stream = cupy.cuda.Stream(non_blocking=True)
+        #: the numba stream kernels launch on
+        self.stream = cuda.external_stream(self._cupy_stream.ptr)
+
+    @classmethod
+    def current(cls) -> "SideStream | None":
+        """The current device's side stream; None under the CUDA simulator or with
+        ``SIDE_STREAM`` off."""
+        if simulator() or not SIDE_STREAM:
+            return None
+        device = current_device()
+        side = cls._BY_DEVICE.get(device)
+        if side is None:
+            side = cls._BY_DEVICE[device] = cls()
+        return side
+
+    def follow_default(self) -> None:
+        """Work launched on this stream from now on starts after everything already
+        queued on the default stream."""
+        import cupy
+
+        queued = cupy.cuda.Event(disable_timing=True)
+        queued.record(cupy.cuda.Stream.null)
+        self._cupy_stream.wait_event(queued)
+
+    def join(self) -> None:
+        """Block the calling thread until everything launched on this stream is done."""
+        self._cupy_stream.synchronize()
 
 
 _SCRATCH: dict[tuple[str, int], object] = {}
@@ -594,6 +647,9 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                            // (8 * row_words), (2**31 - 1) // threads_per_query))
         h_buffer = _scratch("h_row", chunk * row_words, np.int32)
         i_buffer = _scratch("i_row", chunk * row_words, np.int32)
+        side = SideStream.current()
+        if side is not None:
+            side.follow_default()
         for first in range(0, query_count, chunk):
             chunk_queries = query_order[first:first + chunk]
             _launch("search", kernel, _blocks(len(chunk_queries) * threads_per_query),
@@ -601,7 +657,10 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                     chunk_queries, residues, device["slot_lengths"], device["target_row"],
                     device["target_base"], device["row_base"], device["warp_columns"],
                     row_words, sub, len(scoring.alphabet), scoring.gap_open,
-                    scoring.gap_extend, h_buffer, i_buffer, scores)
+                    scoring.gap_extend, h_buffer, i_buffer, scores,
+                    stream=None if side is None else side.stream)
+        if side is not None:  # the default stream stays free while the pass runs
+            side.join()
         segments = max(1, min(inter.TOP_K_SEGMENTS, tile_count, -(-(1 << 16) // query_count),
                               (1 << 30) // (12 * kept * query_count)))
         part_score = _scratch("part_score", (segments + 1) * kept * query_count,

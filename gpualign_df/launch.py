@@ -90,9 +90,10 @@ def _layout(argument_type):
 LAUNCHES = {"fast": 0, "numba": 0}
 
 
-def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
-    """Launch ``kernel[blocks, threads](*arguments)`` on the default stream; ``view``
-    turns an argument into what numba's own path takes (first launches, fallbacks)."""
+def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=None) -> None:
+    """Launch ``kernel[blocks, threads](*arguments)`` on the default stream, or on
+    ``stream`` (a numba stream); ``view`` turns an argument into what numba's own path
+    takes (first launches, fallbacks)."""
     core = None if simulator() or not FAST_LAUNCH else _core()
     key = None
     if core is not None:
@@ -102,7 +103,10 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
     compiled = _COMPILED.get(key) if key is not None else None
     if compiled is None or compiled[0] is not kernel:
         views = tuple(view(argument) for argument in arguments)
-        kernel[blocks, threads](*views)
+        if stream is None:
+            kernel[blocks, threads](*views)
+        else:
+            kernel[blocks, threads, stream](*views)
         LAUNCHES["numba"] += 1
         if key is not None:
             _remember(kernel, key, views)
@@ -118,9 +122,13 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view) -> None:
             parameters.append(value)
         else:
             parameters.append(ctype(value))
-    core_launch, launch_config, stream = core
-    core_launch(stream, launch_config(grid=blocks, block=threads, shmem_size=0), cufunc_kernel,
-                *parameters)
+    core_launch, launch_config, default_stream = core
+    if stream is not None:
+        from numba.cuda.cudadrv.driver import _to_core_stream
+
+        default_stream = _to_core_stream(stream)
+    core_launch(default_stream, launch_config(grid=blocks, block=threads, shmem_size=0),
+                cufunc_kernel, *parameters)
     LAUNCHES["fast"] += 1
 
 
