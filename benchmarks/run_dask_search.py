@@ -10,9 +10,10 @@ The cluster is ``gpualign_df.cluster(gpus)`` (dask-cuda, one worker per GPU, RMM
 allocator unless ``--rmm none``).
 
 A database used by an earlier search already has copies of its partitions on the workers
-that ran it (Dask keeps them while the collection is persisted), so the timed runs, after
-one untimed run of the job, do not move it; ``--cold-database`` also times one search of a database
-persisted anew, partitions not yet copied and lengths not yet planned.
+that ran it (the cluster keeps them; with ``--memory-manager``, Dask's default, they are
+dropped whenever the memory manager runs between two searches), so the timed runs, after
+one untimed run of the job, do not move it; ``--cold-database`` also times one search of
+a database persisted anew, partitions not yet copied and lengths not yet planned.
 
 ``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]
 [--cold-database] [--detail]``
@@ -127,6 +128,10 @@ def main() -> int:
                         help="the workers' allocator: gpualign_df.cluster's default "
                              "(rmm_async) or plain cudaMalloc/cudaFree")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--memory-manager", action="store_true",
+                        help="start Dask's active memory manager on the cluster (Dask's "
+                             "default; gpualign_df.cluster(keep_replicas=False)): it drops "
+                             "the database copies a search made between searches")
     parser.add_argument("--replicate-database", action="store_true",
                         help="also time each plan with the database's partitions copied to "
                              "every worker beforehand (Client.replicate, outside the timing)")
@@ -154,6 +159,7 @@ def main() -> int:
         import gpualign_df
 
         cluster_options = {} if args.rmm == "async" else {"rmm_async": False}
+        cluster_options["keep_replicas"] = not args.memory_manager
         with gpualign_df.cluster(gpus, **cluster_options) as client:
             import cudf
             import dask_cudf

@@ -6,6 +6,7 @@ Importing this module imports nothing from Dask; :func:`cluster` imports ``distr
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +41,7 @@ def _owns(client: Client) -> Client:
 
 
 def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu: bool = False,
-            **kwargs: Any) -> Client:
+            keep_replicas: bool = True, **kwargs: Any) -> Client:
     """Start (or connect to) a Dask cluster for alignment jobs and return its ``Client``.
 
     The returned client becomes Dask's default scheduler, so Dask alignment jobs
@@ -61,6 +62,13 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         Start a CPU-only ``distributed.LocalCluster`` instead (no GPU needed): by default one
         worker process running one task at a time, each task using every core through the
         CPU engine's own threads; pass ``n_workers`` / ``threads_per_worker`` to change that.
+    keep_replicas : bool
+        For a cluster started here: do not start Dask's active memory manager, so the
+        copies of a database's partitions that a search makes on every worker stay there
+        for the next search (its default policy drops every copy no task is waiting for,
+        every 2 s: each later search would copy the database again and its first tasks
+        wait for it). False keeps Dask's default. A running cluster (``address``) keeps
+        its own setting (``client.amm.stop()`` turns it off).
     **kwargs
         Passed to ``LocalCUDACluster``, ``LocalCluster`` or, with ``address``, ``Client``.
         A GPU cluster started here gets ``rmm_async=True`` (RMM's stream-ordered
@@ -110,7 +118,8 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         if n_gpus is not None:
             raise ValueError("n_gpus does not apply to cpu=True; pass n_workers= instead")
         options = {"n_workers": 1, "threads_per_worker": 1, **kwargs}
-        return _owns(Client(LocalCluster(**options), direct_to_workers=True))
+        with _memory_manager(keep_replicas):
+            return _owns(Client(LocalCluster(**options), direct_to_workers=True))
     count = _gpu_count(n_gpus)
     try:
         from dask_cuda import LocalCUDACluster
@@ -126,4 +135,15 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
     if not any(name in options for name in _RMM_OPTIONS):
         # stream-ordered allocations: no device-wide synchronisation on every free
         options["rmm_async"] = True
-    return _owns(Client(LocalCUDACluster(**options), direct_to_workers=True))
+    with _memory_manager(keep_replicas):
+        return _owns(Client(LocalCUDACluster(**options), direct_to_workers=True))
+
+
+def _memory_manager(keep_replicas: bool):
+    """Dask configuration for a scheduler started in this block: the active memory manager
+    not started where replicas are kept, Dask's own setting otherwise."""
+    import dask
+
+    if keep_replicas:
+        return dask.config.set({"distributed.scheduler.active-memory-manager.start": False})
+    return contextlib.nullcontext()

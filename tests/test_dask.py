@@ -568,3 +568,30 @@ def test_cluster_helper_cpu_and_errors():
     finally:
         client.close()
     assert cluster.status.name == "closed"
+
+
+@pytest.mark.parametrize("keep_replicas", [True, False])
+def test_cluster_helper_keeps_replicas(keep_replicas):
+    """A partition copied to a second worker (as a search copies the database to every
+    worker) stays there on a cluster started with keep_replicas (the default); with
+    keep_replicas=False, Dask's active memory manager drops the extra copy."""
+    import time
+
+    import dask
+
+    pytest.importorskip("distributed")
+    with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "50ms"}):
+        client = gpualign_df.cluster(cpu=True, processes=False, n_workers=2,
+                                     dashboard_address=":0", keep_replicas=keep_replicas)
+    try:
+        first, second = sorted(client.scheduler_info()["workers"])
+        held = client.submit(lambda: list(range(1000)), workers=[first], pure=False)
+        client.submit(len, held, workers=[second], pure=False).result()
+        assert client.amm.running() is not keep_replicas
+        # ten cycles of the memory manager would have dropped a kept copy
+        deadline = time.monotonic() + (0.5 if keep_replicas else 5)
+        while len(client.who_has(held)[held.key]) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(client.who_has(held)[held.key]) == (2 if keep_replicas else 1)
+    finally:
+        client.close()
