@@ -77,7 +77,7 @@ def _encode_column(data, lut, column_offsets, codes, offsets, lengths, valid, fi
 def new_summary():
     """The device array :func:`encode_device` reports into: the first bad byte of the
     queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths."""
-    start = gpu._upload_table("summary", np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], np.int64))
+    start = gpu.device_table("summary", np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], np.int64))
     return start.copy()  # a device copy of the cached start (no copy from the host)
 
 
@@ -119,7 +119,7 @@ def encode_device(series, lut, summary, slot: int):
     threads = 256
     launch(_encode_column, (max(len(chars), rows + 1) + threads - 1) // threads, threads,
            (chars, lut, column_offsets, codes, offsets, lengths, valid, not has_nulls, summary,
-            slot), gpu._view)
+            slot), gpu.kernel_view)
     return gpu.DeviceSequences(codes, offsets), lengths, valid
 
 
@@ -230,7 +230,7 @@ def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar
     if len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
         raise ValueError(f"the GPU engine holds alphabets of up to {gpu.inter.MAX_ALPHABET} "
                          f"symbols; this one has {len(scoring.alphabet)}")
-    lut, summary = gpu._upload_table("lut", scoring.lut), new_summary()
+    lut, summary = gpu.device_table("lut", scoring.lut), new_summary()
     device_queries, query_lengths, query_valid = encode_device(queries, lut, summary, 0)
     if how == "pairwise":
         device_targets, target_lengths, target_valid = (device_queries, query_lengths,

@@ -97,10 +97,11 @@ def _blocks(count: int) -> int:
     return max(1, (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
 
 
-def _view(argument):
+def kernel_view(argument):
     """A kernel argument as numba takes it without a wait: CuPy (or any CUDA array
-    interface) arrays become numba device arrays with no stream synchronize; all of the
-    engine's work, CuPy's and cuDF's included, is ordered on the default stream."""
+    interface) arrays become numba device arrays with no stream synchronize; the engine's
+    work, CuPy's and cuDF's included, is ordered on the default stream (a search's score
+    pass, on :class:`SideStream`, starts after it and is waited for)."""
     if simulator() or not hasattr(argument, "__cuda_array_interface__") \
             or getattr(argument, "__cuda_ndarray__", False):
         return argument
@@ -111,11 +112,11 @@ def _launch(name: str, kernel, blocks: int, threads: int, *arguments, stream=Non
     """Launch a kernel (:func:`gpualign_df.launch.launch`) on the default stream or on
     ``stream``; with TIME_KERNELS, time it with CUDA events."""
     if not TIME_KERNELS or simulator():
-        launch_kernel(kernel, blocks, threads, arguments, _view, stream)
+        launch_kernel(kernel, blocks, threads, arguments, kernel_view, stream)
         return
     start, stop = cuda.event(), cuda.event()
     start.record(stream or 0)
-    launch_kernel(kernel, blocks, threads, arguments, _view, stream)
+    launch_kernel(kernel, blocks, threads, arguments, kernel_view, stream)
     stop.record(stream or 0)
     stop.synchronize()
     seconds = cuda.event_elapsed_time(start, stop) / 1e3
@@ -214,7 +215,7 @@ def _to_device(host: np.ndarray) -> object:
 _TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
 
 
-def _upload_table(name: str, host: np.ndarray) -> object:
+def device_table(name: str, host: np.ndarray) -> object:
     """A copy on the current device of a small constant table (substitution scores and the
     like) that kernels only read: copied again only when its content changes."""
     host = np.ascontiguousarray(host)
@@ -336,12 +337,12 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
     table = xp.empty((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
-    sub = _upload_table("substitution", scoring.matrix.ravel().astype(np.int32))
-    concrete = _upload_table("concrete", scoring.concrete)
+    sub = device_table("substitution", scoring.matrix.ravel().astype(np.int32))
+    concrete = device_table("concrete", scoring.concrete)
     flags = (mode.code, *mode.flags(), traceback)
     merge_matches, soft_clip = cigar_style == "M", clip == "soft"
     use_16bit = (dpx.available() if FILL_16BIT is None else FILL_16BIT) and not traceback
-    sub16 = _upload_table("substitution16", _table16(scoring)) if use_16bit else None
+    sub16 = device_table("substitution16", _table16(scoring)) if use_16bit else None
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)
@@ -618,10 +619,10 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     packed = _search_16bit(scoring, mode, query_lengths, target_lengths)
     if packed:
         kernel = inter.search_kernel16(dpx.available())
-        sub = _upload_table("substitution16", _table16(scoring))
+        sub = device_table("substitution16", _table16(scoring))
     else:
         kernel = inter.search_kernel(mode.code, *mode.flags(), dpx.available())
-        sub = _upload_table("substitution", scoring.matrix.ravel().astype(np.int32))
+        sub = device_table("substitution", scoring.matrix.ravel().astype(np.int32))
     budget = int(_free_bytes() * MEMORY_SHARE)
     tile_targets = int(min(target_count, max(inter.WARP, budget // (16 * query_count))))
     query_residues = int(query_lengths[query_valid].sum())

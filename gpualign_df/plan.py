@@ -271,12 +271,12 @@ def _long_batches(pairs, m, n, traceback, budget):
 def _launch_plan(groups, *arguments):
     """The planning kernel over ``groups`` warp groups (CuPy arrays viewed without a stream
     wait, as the engine's kernels take them)."""
-    from .gpu import THREADS_PER_BLOCK, _view
+    from .gpu import THREADS_PER_BLOCK, kernel_view
     from .launch import launch
 
     threads = THREADS_PER_BLOCK
     launch(planning.warp_plan, max(1, (groups + threads - 1) // threads), threads, arguments,
-           _view)
+           kernel_view)
 
 
 def plan_sums_host(quantities, warp_columns, warp_table, totals):
@@ -292,9 +292,9 @@ def plan_sums_host(quantities, warp_columns, warp_table, totals):
 
 def _launch_sums(*arguments):
     """The one-block offsets-and-totals kernel (:func:`planning.plan_sums`)."""
-    from .gpu import THREADS_PER_BLOCK, _view
+    from .gpu import THREADS_PER_BLOCK, kernel_view
     from .kernels import simulator
     from .launch import launch
 
     threads = THREADS_PER_BLOCK if simulator() else planning.SUM_THREADS
-    launch(planning.plan_sums, 1, threads, arguments, _view)
+    launch(planning.plan_sums, 1, threads, arguments, kernel_view)
