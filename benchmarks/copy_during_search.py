@@ -1,15 +1,17 @@
-"""How long another thread's device-to-host copy waits while a search runs.
+"""How long another thread's device-to-host copy waits while a search or a large fill runs.
 
 A Dask worker that sends a cuDF partition to another worker copies it to the host on the
 default stream, from its communication thread, while its task thread may be running a
-search. This runs one Dask search task's job (``--queries`` ADEPT proteins against all
-30,000, BLOSUM62, gap 11/1, top_k 10, CIGAR for the hits; pandas in, GPU engine) in one
-thread while a second thread copies a 2 MB device array to the host every ``--every`` ms
-(``cupy.asnumpy``, default stream) and times each copy; with the score pass on the
-engine's side stream (``gpu.SIDE_STREAM``, the default) and on the default stream, in
-alternation. Also checks that both give the same frame.
+job. This runs one Dask search task's job (``--queries`` ADEPT proteins against all
+30,000, BLOSUM62, gap 11/1, top_k 10, CIGAR for the hits; pandas in, GPU engine), then a
+rowwise job of ``--pairs`` random pairs of those proteins (same scoring, CIGARs: fill
+batches above ``gpu.SIDE_STREAM_CELLS``), in one thread while a second thread copies a
+2 MB device array to the host every ``--every`` ms (``cupy.asnumpy``, default stream) and
+times each copy; with the long kernels on the engine's side stream (``gpu.SIDE_STREAM``,
+the default) and on the default stream, in alternation. Also checks that both give the
+same frames.
 
-``python benchmarks/copy_during_search.py [--queries 1250] [--repeat 3]``
+``python benchmarks/copy_during_search.py [--queries 1250] [--pairs 2000000] [--repeat 3]``
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
-def run_once(queries, database, options: dict, every: float):
-    """(search seconds, copy seconds list, frame) of one search with a copying thread."""
+def run_once(job, every: float):
+    """(job seconds, copy seconds list, frame) of one job with a copying thread."""
     import cupy
 
     block = cupy.arange(1 << 19, dtype=cupy.int32)  # 2 MB
@@ -43,7 +45,7 @@ def run_once(queries, database, options: dict, every: float):
     copier = threading.Thread(target=copy_loop)
     started = time.perf_counter()
     copier.start()
-    frame = queries.aln.search(database, **options)
+    frame = job()
     seconds = time.perf_counter() - started
     done.set()
     copier.join()
@@ -53,11 +55,13 @@ def run_once(queries, database, options: dict, every: float):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--queries", type=int, default=1250)
+    parser.add_argument("--pairs", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--every", type=float, default=10.0, help="ms between copies")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     args = parser.parse_args()
+    import numpy as np
     import pandas as pd
     from helpers import read_fasta
 
@@ -66,25 +70,32 @@ def main() -> int:
 
     database = pd.Series(read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz"))
     queries = database[:args.queries]
-    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=10,
-                   backend="cuda")
-    queries.aln.search(database, **options)  # compile, warm the buffers
-    frames = {}
-    print(f"{args.queries} queries x {len(database)} targets; a 2 MB copy every "
-          f"{args.every:g} ms from a second thread")
-    for _ in range(args.repeat):
-        for side in (False, True):
-            gpu.SIDE_STREAM = side
-            seconds, copies, frame = run_once(queries, database, options, args.every / 1e3)
-            frames[side] = frame
-            copies_ms = sorted(1e3 * c for c in copies)
-            print(f"  score pass on {'side' if side else 'default'} stream: search "
-                  f"{seconds:.3f} s; {len(copies_ms)} copies, median "
-                  f"{copies_ms[len(copies_ms) // 2]:.2f} ms, longest {copies_ms[-1]:.1f} ms",
-                  flush=True)
-    gpu.SIDE_STREAM = True
-    same = frames[False].equals(frames[True])
-    print(f"frames identical: {same}")
+    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, backend="cuda")
+    rng = np.random.default_rng(5)
+    row_queries = database.iloc[rng.integers(0, len(database), args.pairs)].reset_index(drop=True)
+    row_targets = database.iloc[rng.integers(0, len(database), args.pairs)].reset_index(drop=True)
+    jobs = {
+        f"search {args.queries} x {len(database)}":
+            lambda: queries.aln.search(database, top_k=10, **options),
+        f"rowwise {args.pairs:,} pairs": lambda: row_queries.aln.rowwise(row_targets, **options)}
+    same = True
+    for name, job in jobs.items():
+        job()  # compile, warm the buffers
+        frames = {}
+        print(f"{name}; a 2 MB copy every {args.every:g} ms from a second thread")
+        for _ in range(args.repeat):
+            for side in (False, True):
+                gpu.SIDE_STREAM = side
+                seconds, copies, frame = run_once(job, args.every / 1e3)
+                frames[side] = frame
+                copies_ms = sorted(1e3 * c for c in copies)
+                print(f"  long kernels on the {'side' if side else 'default'} stream: job "
+                      f"{seconds:.3f} s; {len(copies_ms)} copies, median "
+                      f"{copies_ms[len(copies_ms) // 2]:.2f} ms, longest "
+                      f"{copies_ms[-1]:.1f} ms", flush=True)
+        gpu.SIDE_STREAM = True
+        same = same and frames[False].equals(frames[True])
+        print(f"  frames identical: {frames[False].equals(frames[True])}")
     return 0 if same else 1
 
 

@@ -10,6 +10,7 @@ columns without a host copy of residues or CIGARs.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -123,19 +124,24 @@ def _launch(name: str, kernel, blocks: int, threads: int, *arguments, stream=Non
     KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + seconds
 
 
-#: Run a search's score pass on a non-blocking stream of the engine's own (see
-#: :class:`SideStream`); False keeps it on the default stream (benchmarks).
+#: Run long kernels (a search's score pass, a batch's fill) on a non-blocking stream of
+#: the engine's own (see :class:`SideStream`); False keeps them on the default stream
+#: (benchmarks, tests).
 SIDE_STREAM = True
+#: DP cells from which a score pass or a fill runs on the side stream: a few
+#: milliseconds of GPU time and more, where waiting for it on the host costs nothing
+#: (below, the host keeps queueing the next kernels while it runs).
+SIDE_STREAM_CELLS = 1 << 34
 
 
 class SideStream:
     """A non-blocking CUDA stream of the current device for one long kernel stretch.
 
-    A search's score pass is one launch of a few hundred milliseconds. On the legacy
-    default stream, everything another thread of the process puts on that stream queues
-    behind it: a Dask worker that sends a cuDF partition to another worker copies it to
-    the host there, so a worker waiting for that partition would wait for the whole score
-    pass. Here the stretch starts after all work already on the default stream
+    A search's score pass, or a large batch's fill, is one launch of up to seconds. On the
+    legacy default stream, everything another thread of the process puts on that stream
+    queues behind it: a Dask worker that sends a cuDF partition to another worker copies
+    it to the host there, so a worker waiting for that partition would wait for the whole
+    launch. Here the stretch starts after all work already on the default stream
     (:meth:`follow_default`), runs beside it, and :meth:`join` blocks the calling host
     thread (not the default stream) until it is done; the caller then goes on with the
     default stream.
@@ -174,6 +180,22 @@ class SideStream:
     def join(self) -> None:
         """Block the calling thread until everything launched on this stream is done."""
         self._cupy_stream.synchronize()
+
+
+@contextlib.contextmanager
+def _beside_default_stream(cells: int):
+    """The stream for a stretch of launches of ``cells`` DP cells: the side stream from
+    ``SIDE_STREAM_CELLS`` on (waited for on the host when the block ends), else None
+    (the default stream)."""
+    side = SideStream.current() if cells >= SIDE_STREAM_CELLS else None
+    if side is None:
+        yield None
+        return
+    side.follow_default()
+    try:
+        yield side.stream
+    finally:  # buffers the launches use may be freed or reused once the block is left
+        side.join()
 
 
 _SCRATCH: dict[tuple[str, int], object] = {}
@@ -476,21 +498,24 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     traceback = flags[-1]
     common = (sub, alphabet_size, go, ge, h_buffer, i_buffer, tb, slot_row, columns["score"],
               columns["end_i"], columns["end_j"])
-    if batch.packed:  # two pairs per thread; the table has a padding code (= alphabet_size)
-        kernel = inter16.fill_kernel16(*flags[:-1], dpx.available())
-        _launch("fill", kernel, _blocks(batch.slots // 2), THREADS_PER_BLOCK, query, target,
-                query_lengths, target_lengths, *(warps[k] for k in (0, 1, 2, 5)), sub16,
-                alphabet_size, go, ge, h_buffer, i_buffer, slot_row, columns["score"],
-                columns["end_i"], columns["end_j"])
-    elif batch.kind == "inter":
-        kernel = inter.fill_kernel(*flags, dpx.available(), keyed, *inter.fill_shape())
-        _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
-                target_lengths, *(warps[k] for k in (0, 1, 2, 3, 5)), *common)
-    else:
-        kernel = intra.long_fill_kernel(*flags, dpx.available())
-        _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
-                target_lengths, query_start, target_start, device64(batch.row_start),
-                tb_start, *common)
+    row_start = None if batch.kind == "inter" else device64(batch.row_start)
+    with _beside_default_stream(batch.cells) as stream:
+        if batch.packed:  # two pairs per thread; the table has a padding code (= alphabet)
+            kernel = inter16.fill_kernel16(*flags[:-1], dpx.available())
+            _launch("fill", kernel, _blocks(batch.slots // 2), THREADS_PER_BLOCK, query,
+                    target, query_lengths, target_lengths, *(warps[k] for k in (0, 1, 2, 5)),
+                    sub16, alphabet_size, go, ge, h_buffer, i_buffer, slot_row,
+                    columns["score"], columns["end_i"], columns["end_j"], stream=stream)
+        elif batch.kind == "inter":
+            kernel = inter.fill_kernel(*flags, dpx.available(), keyed, *inter.fill_shape())
+            _launch("fill", kernel, blocks, THREADS_PER_BLOCK, query, target, query_lengths,
+                    target_lengths, *(warps[k] for k in (0, 1, 2, 3, 5)), *common,
+                    stream=stream)
+        else:
+            kernel = intra.long_fill_kernel(*flags, dpx.available())
+            _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
+                    target_lengths, query_start, target_start, row_start, tb_start, *common,
+                    stream=stream)
     if not traceback:
         return None
     used = slot_row >= 0
@@ -648,20 +673,16 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                            // (8 * row_words), (2**31 - 1) // threads_per_query))
         h_buffer = _scratch("h_row", chunk * row_words, np.int32)
         i_buffer = _scratch("i_row", chunk * row_words, np.int32)
-        side = SideStream.current()
-        if side is not None:
-            side.follow_default()
-        for first in range(0, query_count, chunk):
-            chunk_queries = query_order[first:first + chunk]
-            _launch("search", kernel, _blocks(len(chunk_queries) * threads_per_query),
-                    THREADS_PER_BLOCK, queries.codes, queries.offsets, valid_device,
-                    chunk_queries, residues, device["slot_lengths"], device["target_row"],
-                    device["target_base"], device["row_base"], device["warp_columns"],
-                    row_words, sub, len(scoring.alphabet), scoring.gap_open,
-                    scoring.gap_extend, h_buffer, i_buffer, scores,
-                    stream=None if side is None else side.stream)
-        if side is not None:  # the default stream stays free while the pass runs
-            side.join()
+        tile_cells = query_residues * int(target_lengths[tile][target_valid[tile]].sum())
+        with _beside_default_stream(tile_cells) as stream:
+            for first in range(0, query_count, chunk):
+                chunk_queries = query_order[first:first + chunk]
+                _launch("search", kernel, _blocks(len(chunk_queries) * threads_per_query),
+                        THREADS_PER_BLOCK, queries.codes, queries.offsets, valid_device,
+                        chunk_queries, residues, device["slot_lengths"], device["target_row"],
+                        device["target_base"], device["row_base"], device["warp_columns"],
+                        row_words, sub, len(scoring.alphabet), scoring.gap_open,
+                        scoring.gap_extend, h_buffer, i_buffer, scores, stream=stream)
         segments = max(1, min(inter.TOP_K_SEGMENTS, tile_count, -(-(1 << 16) // query_count),
                               (1 << 30) // (12 * kept * query_count)))
         part_score = _scratch("part_score", (segments + 1) * kept * query_count,
@@ -676,8 +697,7 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         _launch("top_k", inter.top_k_merge, _blocks(query_count), THREADS_PER_BLOCK, kept,
                 segments, part_score, part_target, part_count, best_score, best_target, count)
         if progress is not None:
-            valid_targets = target_valid[tile]
-            progress(int(target_lengths[tile][valid_targets].sum()) * query_residues)
+            progress(tile_cells)
     counts = count.copy_to_host()
     ranks = np.arange(kept)[None, :] < counts[:, None]
     pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)

@@ -202,3 +202,25 @@ def test_search_score_pass_leaves_the_default_stream_free(monkeypatch):
     pd.testing.assert_frame_equal(on_default, on_side)
     # the pass alone takes ~0.4 s on an H100; a copy behind it would wait as long
     assert len(copies) > 5 and max(copies) < 0.2 * seconds, (max(copies), seconds)
+
+
+@pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
+def test_fills_on_the_side_stream_equal_the_default_stream(monkeypatch, mode):
+    """Every fill kernel (32-bit inter-task, packed 16-bit, intra-task for a long pair) run on
+    the side stream (every batch at least ``SIDE_STREAM_CELLS``) gives the frames of the
+    default stream."""
+    queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=3000)
+    targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=3000)
+    long_pair = random_sequences(np.random.default_rng(11), 2, "ACGT", 3000, 3000)
+    options = dict(mode=mode, match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
+    jobs = [(queries, targets, {}), (queries, targets, {"traceback": False}),
+            (long_pair[:1], long_pair[1:], {})]
+    frames = {}
+    for side in (False, True):
+        monkeypatch.setattr(gpu, "SIDE_STREAM", side)
+        monkeypatch.setattr(gpu, "SIDE_STREAM_CELLS", 0)
+        monkeypatch.setattr(gpu, "FILL_16BIT", None)   # packed cells where DPX runs
+        frames[side] = [gpualign_df.align(job_queries, job_targets, **options, **extra)
+                        for job_queries, job_targets, extra in jobs]
+    for on_default, on_side in zip(frames[False], frames[True]):
+        pd.testing.assert_frame_equal(on_default, on_side)

@@ -1,0 +1,111 @@
+"""Where a Dask search's fixed cost goes: the part of a run that does not shrink with more
+GPUs (the wait for the first task, the final concatenation, the transfers after the last
+task), timed piece by piece on a persisted result of the issue-4 job (10,000 ADEPT
+proteins against all 30,000, top_k 10, CIGAR for the hits; queries in 8 partitions,
+database in 4).
+
+Prints: a round trip of a trivial task; the whole job; the output partitions gathered to
+the client and concatenated there; the persisted output concatenated on a worker and
+fetched (what ``compute()`` adds after the last alignment task); on each worker, the
+serialization of its output partitions (what a transfer copies) and their concatenation.
+
+``python benchmarks/profile_dask_tail.py [--gpus 1] [--repeat 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+
+def _median_ms(function, repeat: int) -> float:
+    seconds = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        function()
+        seconds.append(time.perf_counter() - started)
+    return 1e3 * sorted(seconds)[len(seconds) // 2]
+
+
+def on_worker(keys, repeat, dask_worker=None):
+    """Serialization and concatenation costs of this worker's output partitions."""
+    import cudf
+    from distributed.protocol import deserialize, serialize
+
+    parts = [dask_worker.data[key] for key in keys if key in dask_worker.data]
+    if not parts:
+        return "no output partitions here"
+    header, frames = serialize(parts[0], serializers=("dask", "pickle"))
+    part_bytes = sum(memoryview(frame).nbytes for frame in frames)
+    serialize_ms = _median_ms(lambda: serialize(parts[0], serializers=("dask", "pickle")), repeat)
+    deserialize_ms = _median_ms(lambda: deserialize(header, frames), repeat)
+    concat_ms = _median_ms(lambda: cudf.concat(parts), repeat)
+    concat_ignore_ms = _median_ms(lambda: cudf.concat(parts, ignore_index=True), repeat)
+    columns = {name: str(dtype) for name, dtype in parts[0].dtypes.items()}
+    masks = sum(bool(getattr(parts[0][name], "nullable", False)) for name in parts[0].columns)
+    return (f"{len(parts)} partitions of {len(parts[0]):,} rows; one partition: "
+            f"{len(frames)} frames, {part_bytes / 1e6:.2f} MB, serialize {serialize_ms:.2f} ms, "
+            f"deserialize {deserialize_ms:.2f} ms; cudf.concat of its partitions "
+            f"{concat_ms:.2f} ms ({concat_ignore_ms:.2f} ms with ignore_index); "
+            f"index {type(parts[0].index).__name__}; {masks} nullable columns; {columns}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--database", type=int, default=None, help="first N proteins only")
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
+        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    args = parser.parse_args()
+    from helpers import read_fasta
+
+    proteins = read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz", limit=args.database)
+    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=10)
+    for gpus in args.gpus:
+        from distributed import futures_of, wait
+
+        import gpualign_df
+
+        with gpualign_df.cluster(gpus) as client:
+            import cudf
+            import dask_cudf
+
+            database = cudf.Series(proteins)
+            dask_queries = dask_cudf.from_cudf(database[:args.queries], npartitions=8,
+                                               sort=False).persist()
+            dask_database = dask_cudf.from_cudf(database, npartitions=4, sort=False).persist()
+            wait([dask_queries, dask_database])
+            dask_queries.aln.search(dask_database, **options).compute()
+            trivial = _median_ms(lambda: client.submit(time.time, pure=False).result(),
+                                 args.repeat)
+            whole = _median_ms(
+                lambda: dask_queries.aln.search(dask_database, **options).compute(),
+                args.repeat)
+            result = dask_queries.aln.search(dask_database, **options).persist()
+            wait(result)
+            futures = futures_of(result)
+            gather = _median_ms(lambda: client.gather(futures), args.repeat)
+            parts = client.gather(futures)
+            client_concat = _median_ms(lambda: cudf.concat(parts), args.repeat)
+            tail = _median_ms(lambda: result.compute(), args.repeat)
+            print(f"{gpus} GPU(s): trivial task round trip {trivial:.1f} ms; whole job "
+                  f"{whole:.0f} ms; on the persisted output: compute() (concatenate on a "
+                  f"worker, fetch) {tail:.1f} ms, gather the {len(futures)} partitions "
+                  f"{gather:.1f} ms + cudf.concat on the client {client_concat:.1f} ms",
+                  flush=True)
+            keys = [future.key for future in futures]
+            for worker, line in client.run(on_worker, keys, args.repeat).items():
+                print(f"  {worker}: {line}", flush=True)
+            del result, futures, parts
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
