@@ -46,13 +46,28 @@ def on_worker(keys, repeat, dask_worker=None):
     deserialize_ms = _median_ms(lambda: deserialize(header, frames), repeat)
     concat_ms = _median_ms(lambda: cudf.concat(parts), repeat)
     concat_ignore_ms = _median_ms(lambda: cudf.concat(parts, ignore_index=True), repeat)
+    try:
+        import pylibcudf as plc
+
+        tables = [part.to_pylibcudf()[0] for part in parts]
+        table_ms = _median_ms(lambda: plc.concatenate.concatenate(tables), repeat)
+    except (ImportError, AttributeError, TypeError) as error:
+        table_ms = float("nan")
+        print(f"pylibcudf concatenate: {error!r}")
     columns = {name: str(dtype) for name, dtype in parts[0].dtypes.items()}
     masks = sum(bool(getattr(parts[0][name], "nullable", False)) for name in parts[0].columns)
     return (f"{len(parts)} partitions of {len(parts[0]):,} rows; one partition: "
             f"{len(frames)} frames, {part_bytes / 1e6:.2f} MB, serialize {serialize_ms:.2f} ms, "
             f"deserialize {deserialize_ms:.2f} ms; cudf.concat of its partitions "
-            f"{concat_ms:.2f} ms ({concat_ignore_ms:.2f} ms with ignore_index); "
+            f"{concat_ms:.2f} ms ({concat_ignore_ms:.2f} ms with ignore_index, "
+            f"{table_ms:.2f} ms as pylibcudf tables); "
             f"index {type(parts[0].index).__name__}; {masks} nullable columns; {columns}")
+
+
+def _set_offload(threshold: int) -> None:
+    from distributed.comm import utils
+
+    utils.OFFLOAD_THRESHOLD = threshold
 
 
 def main() -> int:
@@ -103,7 +118,16 @@ def main() -> int:
             keys = [future.key for future in futures]
             for worker, line in client.run(on_worker, keys, args.repeat).items():
                 print(f"  {worker}: {line}", flush=True)
-            del result, futures, parts
+            # serialization of frames above distributed.comm.offload (10 MiB) runs in a
+            # thread pool; the same with it done in the event loop
+            client.run(_set_offload, 1 << 40)
+            _set_offload(1 << 40)
+            tail = _median_ms(lambda: result.compute(), args.repeat)
+            gather = _median_ms(lambda: client.gather(futures), args.repeat)
+            print(f"  no offloaded serialization: compute() {tail:.1f} ms, gather "
+                  f"{gather:.1f} ms", flush=True)
+            client.run(_set_offload, 10 << 20)
+            _set_offload(10 << 20)
     return 0
 
 
