@@ -595,3 +595,23 @@ def test_cluster_helper_keeps_replicas(keep_replicas):
         assert len(client.who_has(held)[held.key]) == (2 if keep_replicas else 1)
     finally:
         client.close()
+
+
+def test_compute_joins_the_outputs_in_one_task_as_dask_does():
+    """compute() ends with one task of this package's own joining the job's output
+    partitions (no Dask repartition task), and returns the frame Dask's concatenation of
+    those partitions gives, index included."""
+    from dask._expr import FinalizeCompute
+    from dask.dataframe.core import _concat
+
+    reads = partitioned(pd.Series(["ACGTTGCA", "ACGTAGCA", None, "TTGA", "ACG", "GGTA"],
+                                  index=[1, 2, 3, 4, 5, 6]), 3)
+    job = reads.aln.pairwise(**DNA_OPTIONS)
+    graph = dict(FinalizeCompute(job.expr).optimize().__dask_graph__())
+    prefixes = {key[0].rsplit("-", 1)[0] for key in graph if isinstance(key, tuple)}
+    assert "gpualign-concatenate" in prefixes
+    assert not any(prefix.startswith("repartition") for prefix in prefixes)
+    parts = [job.get_partition(k).compute() for k in range(job.npartitions)]
+    pd.testing.assert_frame_equal(job.compute(), _concat(parts))
+    single = partitioned(pd.Series(["ACGT", "ACGA"]), 1).aln.pairwise(**DNA_OPTIONS)
+    assert single.npartitions == 1 and len(single.compute()) == 1

@@ -43,6 +43,30 @@ def check_all_shapes(proteins, partitions):
                                   plain(proteins[:90].aln.pairwise(**OPTIONS)), check_dtype=False)
 
 
+def test_output_partitions_join_as_dask_joins_them(proteins):
+    """compute()'s final task joins cuDF output partitions as pylibcudf tables into the
+    frame Dask's own concatenation gives (null rows, an empty partition, every dtype and
+    the index included), and falls back to Dask's for partitions of other shapes."""
+    from dask.dataframe.core import _concat
+
+    from gpualign_df.accessor.dask import _concatenate_outputs
+
+    queries = proteins[:30].copy()
+    queries.iloc[[3, 17]] = None
+    dask_queries = dask_cudf.from_cudf(queries, npartitions=3, sort=False)
+    dask_database = dask_cudf.from_cudf(proteins[60:200], npartitions=2, sort=False)
+    job = dask_queries.aln.search(dask_database, top_k=5, **OPTIONS)
+    parts = [job.get_partition(k).compute() for k in range(job.npartitions)]
+    parts.insert(1, parts[0].iloc[:0])
+    assert parts[0]["score"].isna().any()
+    joined = _concatenate_outputs(parts)
+    cudf.testing.assert_frame_equal(joined, _concat(parts))
+    assert list(joined.dtypes) == list(parts[0].dtypes)
+    cudf.testing.assert_frame_equal(job.compute(), _concat(parts))
+    shifted = [part.set_index(part.index + 5) for part in parts]  # not 0, 1, 2, ...
+    cudf.testing.assert_frame_equal(_concatenate_outputs(shifted), _concat(shifted))
+
+
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_dask_cudf_equals_in_memory_cudf(proteins, partitions):
     check_all_shapes(proteins, partitions)

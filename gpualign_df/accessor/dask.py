@@ -65,7 +65,9 @@ import numpy as np
 import pandas as pd
 from dask._task_spec import Alias
 from dask.base import tokenize
+from dask.dataframe.core import _concat as _dask_concat
 from dask.dataframe.dask_expr import new_collection
+from dask.dataframe.dask_expr._expr import Expr
 from dask.dataframe.dask_expr.io.io import FromGraph
 from dask.dataframe.extensions import register_series_accessor
 
@@ -751,6 +753,77 @@ class _TaskFrame(FromGraph):
 
     def _layer(self) -> dict:
         return dict(self.operand("layer"))
+
+    def finalize_compute(self):
+        """What ``compute()`` runs after the job: one task joining its output partitions
+        (:func:`_concatenate_outputs`) where Dask would run its own concatenation."""
+        if self.npartitions == 1:
+            return self
+        return _Concatenated(self)
+
+
+class _Concatenated(Expr):
+    """One partition: the output partitions of a :class:`_TaskFrame` joined by one task
+    (the frame ``compute()`` returns)."""
+
+    _parameters = ["frame"]
+
+    @functools.cached_property
+    def _meta(self):
+        return self.frame._meta
+
+    def _divisions(self) -> tuple:
+        return (None, None)
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return f"gpualign-concatenate-{self.frame._name.rsplit('-', 1)[-1]}"
+
+    def __dask_tokenize__(self) -> str:
+        return self._name
+
+    def _layer(self) -> dict:
+        return {(self._name, 0): (_concatenate_outputs, self.frame.__dask_keys__())}
+
+
+def _concatenate_outputs(parts: list[Any]) -> Any:
+    """A job's output partitions as one frame, the frame Dask's own concatenation gives
+    (``dask.dataframe.core._concat``: empty partitions left out, each partition's index
+    kept). cuDF partitions with the same columns and default indexes (every alignment
+    output) are joined as pylibcudf tables in one libcudf call; ``cudf.concat`` makes a
+    call per column and a pass of type checks per partition (the 8 partitions of the
+    issue-4 search: 1.0 ms against 9.0 on an H200)."""
+    kept = [part for part in parts if len(part)]
+    if len(kept) < 2 or _frame_library(kept[0]) is pd or not _default_indexed(kept):
+        return _dask_concat(parts)
+    import cudf
+    import cupy
+    import pylibcudf as plc
+
+    names = list(kept[0].columns)
+    tables = [part.to_pylibcudf()[0] for part in kept]
+    if any(table.num_columns() != len(names) for table in tables):
+        return _dask_concat(parts)
+    joined = plc.concatenate.concatenate(tables)
+    frame = cudf.DataFrame({name: cudf.Series.from_pylibcudf(column)
+                            for name, column in zip(names, joined.columns())})
+    frame.index = cudf.Index(cupy.concatenate([cupy.arange(len(part), dtype=cupy.int64)
+                                               for part in kept]))
+    return frame
+
+
+def _default_indexed(parts: list[Any]) -> bool:
+    """Every partition has the first one's columns and dtypes and an unnamed index
+    0, 1, 2, ... (a RangeIndex from 0, step 1)."""
+    first = parts[0]
+    columns, dtypes = list(first.columns), list(first.dtypes)
+    for part in parts:
+        index = part.index
+        if (type(index).__name__ != "RangeIndex" or index.start != 0 or index.step != 1
+                or index.name is not None or list(part.columns) != columns
+                or list(part.dtypes) != dtypes):
+            return False
+    return True
 
 
 def _default_cells(series: dd.Series, backend: str) -> float:
