@@ -16,7 +16,7 @@ one untimed run of the job, do not move it; ``--cold-database`` also times one s
 a database persisted anew, partitions not yet copied and lengths not yet planned.
 
 ``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]
-[--cold-database] [--detail] [--pause 0 0.1] [--memory-manager]``
+[--cold-database] [--detail]``
 """
 
 from __future__ import annotations
@@ -89,16 +89,14 @@ def task_stream_detail(records: list[dict], started: float) -> str:
 
 
 def time_search(client, dask_queries, dask_database, options: dict,
-                repeat: int, detail: bool = False, pause: float = 0.0) -> tuple[float, object]:
+                repeat: int, detail: bool = False) -> tuple[float, object]:
     """Median seconds from ``.aln.search(...)`` to the frame on the client, and the frame
-    (pandas); prints where the time of each run went. ``pause``: seconds of rest before
-    each run, outside the timing (0: back to back)."""
+    (pandas); prints where the time of each run went."""
     from distributed import get_task_stream
 
     times, planning = [], []
     for _ in range(repeat):
         with get_task_stream(client) as stream:
-            time.sleep(pause)
             started = time.time()
             job = dask_queries.aln.search(dask_database, **options)
             planned = time.time()
@@ -130,12 +128,6 @@ def main() -> int:
                         help="the workers' allocator: gpualign_df.cluster's default "
                              "(rmm_async) or plain cudaMalloc/cudaFree")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--pause", type=float, nargs="+", default=[0.0],
-                        help="seconds of rest before each timed run (0: back to back); "
-                             "several values: each is timed on every cluster. A Dask "
-                             "client sends at most one batch of messages to the scheduler "
-                             "every 10 ms, so a run started right after the previous one "
-                             "released its results waits for that batch window")
     parser.add_argument("--memory-manager", action="store_true",
                         help="start Dask's active memory manager on the cluster (Dask's "
                              "default; gpualign_df.cluster(keep_replicas=False)): it drops "
@@ -187,10 +179,9 @@ def main() -> int:
                 # copies the database partitions it lacks, and the scheduler learns the
                 # tasks' duration (the --cold-database run shows a first search)
                 dask_queries.aln.search(dask_database, **options).compute()
-                for per_partition, replicated, pause in [
-                        (p, r, rest) for r in ((False, True) if args.replicate_database
-                                               else (False,))
-                        for p in args.tasks_per_partition for rest in args.pause]:
+                for per_partition, replicated in [(p, r) for r in ((False, True) if
+                                                   args.replicate_database else (False,))
+                                                   for p in args.tasks_per_partition]:
                     if replicated:
                         from distributed import futures_of
 
@@ -202,8 +193,8 @@ def main() -> int:
                                                                 **sizing))
                     seconds, frame = time_search(client, dask_queries, dask_database,
                                                  {**options, **sizing}, args.repeat,
-                                                 args.detail, pause)
-                    results[(gpus, database_partitions, per_partition, replicated, pause)] = (
+                                                 args.detail)
+                    results[(gpus, database_partitions, per_partition, replicated)] = (
                         seconds, frame, plan["tasks"])
                     if args.cold_database:
                         # a new name, so new keys: nothing of it on any worker but its holder
@@ -212,30 +203,26 @@ def main() -> int:
                                                     sort=False).persist()
                         wait(fresh)
                         cold, cold_frame = time_search(client, dask_queries, fresh,
-                                                       {**options, **sizing}, 1, args.detail,
-                                                       pause)
+                                                       {**options, **sizing}, 1, args.detail)
                         same = cold_frame.reset_index(drop=True).equals(
                             frame.reset_index(drop=True))
                         print(f"{gpus} GPU(s), a newly persisted database: {cold:.2f} s "
                               f"(first search of it; identical: {same})", flush=True)
                         del fresh
-                    print(f"{gpus} GPU(s), pause {pause:g} s, database in "
-                          f"{database_partitions} partitions"
+                    print(f"{gpus} GPU(s), database in {database_partitions} partitions"
                           f"{' (replicated)' if replicated else ''}, {plan['tasks']} tasks "
                           f"(spread {plan['spread']:.3f}): median {seconds:.2f} s, "
                           f"{len(frame):,} rows", flush=True)
     base = next(iter(results.values()))[1]
-    print("| GPUs | pause before a run | database partitions | replicated beforehand | "
-          "tasks per query partition | tasks | seconds | speed-up over 1 GPU | identical |")
-    for (gpus, database_partitions, per_partition, replicated, pause), (seconds, frame,
-                                                                        tasks) in \
+    print("| GPUs | database partitions | replicated beforehand | tasks per query partition | "
+          "tasks | seconds | speed-up over 1 GPU | identical |")
+    for (gpus, database_partitions, per_partition, replicated), (seconds, frame, tasks) in \
             results.items():
-        single = results.get((1, database_partitions, per_partition, replicated, pause))
+        single = results.get((1, database_partitions, per_partition, replicated))
         speedup = f"{single[0] / seconds:.2f}x" if single else "-"
         same = frame.reset_index(drop=True).equals(base.reset_index(drop=True))
-        print(f"| {gpus} | {pause:g} s | {database_partitions} | "
-              f"{'yes' if replicated else 'no'} | {per_partition or 'default'} | {tasks} | "
-              f"{seconds:.3f} | {speedup} | {same} |")
+        print(f"| {gpus} | {database_partitions} | {'yes' if replicated else 'no'} | "
+              f"{per_partition or 'default'} | {tasks} | {seconds:.2f} | {speedup} | {same} |")
     if args.in_memory:
         import cudf
 
