@@ -792,7 +792,7 @@ def _concatenate_outputs(parts: list[Any]) -> Any:
     kept). cuDF partitions with the same columns and default indexes (every alignment
     output) are joined as pylibcudf tables in one libcudf call; ``cudf.concat`` makes a
     call per column and a pass of type checks per partition (the 8 partitions of the
-    issue-4 search: 0.9-1.0 ms against 7.7-9.0 on an H100 / H200)."""
+    issue-4 search on an H100: 4.3 ms, against 9.5 for ``cudf.concat``)."""
     kept = [part for part in parts if len(part)]
     if len(kept) < 2 or _frame_library(kept[0]) is pd or not _default_indexed(kept):
         return _dask_concat(parts)
