@@ -19,37 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-
-def run_once(job, every: float):
-    """(job seconds, copy seconds list, frame) of one job with a copying thread."""
-    import cupy
-
-    block = cupy.arange(1 << 19, dtype=cupy.int32)  # 2 MB
-    cupy.asnumpy(block)
-    copies: list[float] = []
-    done = threading.Event()
-
-    def copy_loop() -> None:
-        while not done.is_set():
-            started = time.perf_counter()
-            cupy.asnumpy(block)
-            copies.append(time.perf_counter() - started)
-            time.sleep(every)
-
-    copier = threading.Thread(target=copy_loop)
-    started = time.perf_counter()
-    copier.start()
-    frame = job()
-    seconds = time.perf_counter() - started
-    done.set()
-    copier.join()
-    return seconds, copies, frame
 
 
 def main() -> int:
@@ -63,7 +35,7 @@ def main() -> int:
     args = parser.parse_args()
     import numpy as np
     import pandas as pd
-    from helpers import read_fasta
+    from helpers import copies_while, read_fasta
 
     import gpualign_df  # noqa: F401
     from gpualign_df import gpu
@@ -86,7 +58,7 @@ def main() -> int:
         for _ in range(args.repeat):
             for side in (False, True):
                 gpu.SIDE_STREAM = side
-                seconds, copies, frame = run_once(job, args.every / 1e3)
+                seconds, copies, frame = copies_while(job, args.every / 1e3)
                 frames[side] = frame
                 copies_ms = sorted(1e3 * c for c in copies)
                 print(f"  long kernels on the {'side' if side else 'default'} stream: job "

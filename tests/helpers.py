@@ -5,7 +5,10 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import threading
+import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -126,3 +129,34 @@ def parasail_scores(queries, targets, scoring, mode, free_ends=None) -> list[int
     function = getattr(parasail, parasail_function(mode, free_ends))
     return [function(q, t, scoring.gap_open, scoring.gap_extend, matrix).score
             for q, t in zip(queries, targets)]
+
+
+def copies_while(job: Callable[[], Any], every: float = 0.01) -> tuple[float, list[float], Any]:
+    """Run ``job`` while another thread copies a 2 MB device array to the host on the
+    default stream every ``every`` seconds (as a Dask worker's communication thread copies
+    a partition it sends): ``(job seconds, seconds of each copy, job's result)``. Needs
+    CuPy and a GPU."""
+    import cupy
+
+    block = cupy.arange(1 << 19, dtype=cupy.int32)
+    cupy.asnumpy(block)
+    copies: list[float] = []
+    done = threading.Event()
+
+    def copy_loop() -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            cupy.asnumpy(block)
+            copies.append(time.perf_counter() - started)
+            time.sleep(every)
+
+    copier = threading.Thread(target=copy_loop)
+    started = time.perf_counter()
+    copier.start()
+    try:
+        result = job()
+    finally:
+        seconds = time.perf_counter() - started
+        done.set()
+        copier.join()
+    return seconds, copies, result

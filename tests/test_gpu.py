@@ -11,7 +11,7 @@ import pytest
 
 import gpualign_df
 from gpualign_df import gpu
-from helpers import random_sequences, read_fasta, shared_file
+from helpers import copies_while, random_sequences, read_fasta, shared_file
 
 pytestmark = pytest.mark.gpu
 
@@ -169,11 +169,6 @@ def test_search_score_pass_leaves_the_default_stream_free(monkeypatch):
     another thread puts on the default stream meanwhile (a Dask worker sending a partition)
     does not wait for the pass, and the frame equals the one of a pass on the default
     stream."""
-    import threading
-    import time
-
-    import cupy
-
     proteins = pd.Series(read_fasta(shared_file("adept_proteins_30k.fasta.gz")))
     queries = proteins[:1000]
     options = dict(how="search", top_k=10, matrix="BLOSUM62", gap_open=11, gap_extend=1,
@@ -181,24 +176,8 @@ def test_search_score_pass_leaves_the_default_stream_free(monkeypatch):
     monkeypatch.setattr(gpu, "SIDE_STREAM", False)
     on_default = gpualign_df.align(queries, proteins, **options)
     monkeypatch.setattr(gpu, "SIDE_STREAM", True)
-    block = cupy.arange(1 << 19, dtype=cupy.int32)
-    copies: list[float] = []
-    done = threading.Event()
-
-    def copy_loop() -> None:
-        while not done.is_set():
-            started = time.perf_counter()
-            cupy.asnumpy(block)
-            copies.append(time.perf_counter() - started)
-            time.sleep(0.005)
-
-    copier = threading.Thread(target=copy_loop)
-    started = time.perf_counter()
-    copier.start()
-    on_side = gpualign_df.align(queries, proteins, **options)
-    seconds = time.perf_counter() - started
-    done.set()
-    copier.join()
+    seconds, copies, on_side = copies_while(
+        lambda: gpualign_df.align(queries, proteins, **options), every=0.005)
     pd.testing.assert_frame_equal(on_default, on_side)
     # the pass alone takes ~0.4 s on an H100; a copy behind it would wait as long
     assert len(copies) > 5 and max(copies) < 0.2 * seconds, (max(copies), seconds)
