@@ -101,8 +101,8 @@ def _blocks(count: int) -> int:
 def kernel_view(argument):
     """A kernel argument as numba takes it without a wait: CuPy (or any CUDA array
     interface) arrays become numba device arrays with no stream synchronize; the engine's
-    work, CuPy's and cuDF's included, is ordered on the default stream (a search's score
-    pass, on :class:`SideStream`, starts after it and is waited for)."""
+    work, CuPy's and cuDF's included, is ordered on the default stream (long kernels, on
+    :class:`SideStream`, start after it and are waited for on the host)."""
     if simulator() or not hasattr(argument, "__cuda_array_interface__") \
             or getattr(argument, "__cuda_ndarray__", False):
         return argument
