@@ -81,6 +81,28 @@ def test_dask_cuda_cluster_equals_in_memory(proteins):
             check_all_shapes(proteins, 4)
 
 
+def test_scheduler_knows_the_size_of_every_output(proteins):
+    """The workers size cuDF outputs as Dask does (``dask.sizeof`` of cuDF objects is
+    registered with dask_cudf): the scheduler's byte count of each output partition and of
+    the joined frame is the frame's device memory, not a Python object's few bytes."""
+    dask_cuda = pytest.importorskip("dask_cuda")
+    from distributed import Client, futures_of, wait
+
+    with dask_cuda.LocalCUDACluster(n_workers=1) as cluster, Client(cluster) as client:
+        queries = dask_cudf.from_cudf(proteins[:60], npartitions=3, sort=False)
+        database = dask_cudf.from_cudf(proteins[60:], npartitions=2, sort=False)
+        joined = client.compute(queries.aln.search(database, top_k=5, **OPTIONS))
+        frame = joined.result()   # the first job of this worker, joined by our own task
+        used = int(frame.memory_usage().sum())
+        assert used > 10_000 and client.nbytes(summary=False)[joined.key] >= used
+        job = queries.aln.search(database, top_k=5, cells_per_task=2e7, **OPTIONS).persist()
+        wait(job)
+        sizes = client.nbytes(summary=False)
+        for future in futures_of(job):
+            part = future.result()
+            assert sizes[future.key] >= int(part.memory_usage().sum())
+
+
 @pytest.mark.multigpu
 def test_every_gpu_of_the_node_equals_in_memory(proteins):
     from numba import cuda

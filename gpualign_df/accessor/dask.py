@@ -735,6 +735,19 @@ def _checked_output(*arguments: Any, func: Callable, schema: tuple, partition: i
     if _schema(frame) != schema:
         raise ValueError(f"gpualign_df: output partition {partition} has columns/dtypes "
                          f"{_schema(frame)}, but the job's meta has {schema}")
+    return _sized_by_dask(frame)
+
+
+def _sized_by_dask(frame: Any) -> Any:
+    """``frame``, with Dask's dispatch for cuDF registered in this process where it is a
+    cuDF frame: Dask sizes cuDF objects (``dask.sizeof``, which the scheduler's task
+    placement and a worker's memory accounting use) only once ``dask_cudf`` is imported,
+    which Dask's own concatenation of the outputs used to do in a worker."""
+    if _frame_library(frame) is not pd:
+        try:
+            import dask_cudf  # noqa: F401
+        except ImportError:
+            pass
     return frame
 
 
@@ -804,8 +817,8 @@ def _concatenate_outputs(parts: list[Any]) -> Any:
     joined = plc.concatenate.concatenate([table for table, _ in converted])
     index = cudf.Index(cupy.concatenate([cupy.arange(len(part), dtype=cupy.int64)
                                          for part in kept]))
-    return cudf.DataFrame.from_pylibcudf(joined, {"columns": converted[0][1]["columns"],
-                                                  "index": index})
+    return _sized_by_dask(cudf.DataFrame.from_pylibcudf(
+        joined, {"columns": converted[0][1]["columns"], "index": index}))
 
 
 def _default_indexed(parts: list[Any]) -> bool:
