@@ -7,7 +7,11 @@ database in 4).
 Prints: a round trip of a trivial task; the whole job; the output partitions gathered to
 the client and concatenated there; the persisted output concatenated on a worker and
 fetched (what ``compute()`` adds after the last alignment task); on each worker, the
-serialization of its output partitions (what a transfer copies) and their concatenation.
+serialization of its output partitions (what a transfer copies) and their concatenation;
+then, run by run, the tail of the job split at the join's start and end and at the moment
+the client hears the joined frame is ready; and the pieces of fetching the joined frame
+(the ``who_has`` call a direct gather makes, the worker's serialization, the client's
+deserialization).
 
 ``python benchmarks/profile_dask_tail.py [--gpus 1] [--repeat 5]``
 """
@@ -68,6 +72,66 @@ def on_worker(keys, repeat, dask_worker=None):
             f"index {type(parts[0].index).__name__}; {masks} nullable columns; {columns}")
 
 
+def serialize_held(key, repeat, dask_worker=None):
+    """Serialization of the frame under ``key`` on the worker holding it."""
+    from distributed.protocol import serialize
+
+    if key not in dask_worker.data:
+        return None
+    frame = dask_worker.data[key]
+    header, frames = serialize(frame, serializers=("dask", "pickle"))
+    milliseconds = _median_ms(lambda: serialize(frame, serializers=("dask", "pickle")), repeat)
+    return (f"{len(frames)} frames, {sum(memoryview(f).nbytes for f in frames) / 1e6:.2f} MB, "
+            f"serialize {milliseconds:.2f} ms")
+
+
+def split_tail(client, job_of, repeat: int) -> None:
+    """Per run: the last alignment task's end, the join's start and end, the client told
+    the joined frame is ready (a done-callback on the future) and the frame on the client,
+    in ms from the start."""
+    from distributed import get_task_stream
+
+    for _ in range(repeat):
+        told = []
+        with get_task_stream(client) as stream:
+            started = time.time()
+            future = client.compute(job_of())
+            future.add_done_callback(lambda _: told.append(time.time()))
+            future.result()
+            finished = time.time()
+            del future   # else the next job, of the same keys, would find the frame made
+        spans = [(span["start"], span["stop"], str(record["key"]))
+                 for record in stream.data for span in record["startstops"]
+                 if span["action"] == "compute"]
+        joins = [span for span in spans if "concatenate" in span[2]]
+        last = max(stop for _, stop, key in spans if "concatenate" not in key)
+        join_start, join_stop = (joins[0][0], joins[0][1]) if joins else (last, last)
+        print(f"  tail (ms from start): last alignment ends {1e3 * (last - started):.1f}, "
+              f"join {1e3 * (join_start - started):.1f}-{1e3 * (join_stop - started):.1f}, "
+              f"client told {1e3 * (told[0] - started) if told else float('nan'):.1f}, "
+              f"frame on client {1e3 * (finished - started):.1f}", flush=True)
+
+
+def fetch_pieces(client, result, repeat: int) -> None:
+    """The pieces of fetching a joined output frame to the client."""
+    from distributed import wait
+    from distributed.protocol import deserialize, serialize
+
+    joined = client.compute(result)
+    wait(joined)
+    fetch = _median_ms(lambda: joined.result(), repeat)
+    who_has = _median_ms(lambda: client.who_has([joined]), repeat)
+    on_holder = [line for line in client.run(serialize_held, joined.key, repeat).values()
+                 if line]
+    frame = joined.result()
+    header, frames = serialize(frame, serializers=("dask", "pickle"))
+    deserialize_ms = _median_ms(lambda: deserialize(header, frames), repeat)
+    noop = _median_ms(lambda: client.run(len, []), repeat)
+    print(f"  joined frame ({len(frame):,} rows): fetch to the client {fetch:.1f} ms; "
+          f"who_has {who_has:.1f} ms; on its worker {on_holder}; deserialize on the client "
+          f"{deserialize_ms:.2f} ms; a no-op client.run {noop:.1f} ms", flush=True)
+
+
 def _set_offload(threshold: int) -> None:
     from distributed.comm import utils
 
@@ -80,6 +144,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--database", type=int, default=None, help="first N proteins only")
+    parser.add_argument("--trim-host-memory", action="store_true",
+                        help="workers with Dask's MALLOC_TRIM_THRESHOLD_=65536, as before "
+                             "(gpualign_df.cluster(trim_host_memory=True))")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     args = parser.parse_args()
@@ -92,7 +159,8 @@ def main() -> int:
 
         import gpualign_df
 
-        with gpualign_df.cluster(gpus) as client:
+        with gpualign_df.cluster(
+                gpus, trim_host_memory=args.trim_host_memory or None) as client:
             import cudf
             import dask_cudf
 
@@ -107,6 +175,9 @@ def main() -> int:
             whole = _median_ms(
                 lambda: dask_queries.aln.search(dask_database, **options).compute(),
                 args.repeat)
+            # before the output is persisted: a job of the same keys would read it
+            split_tail(client, lambda: dask_queries.aln.search(dask_database, **options),
+                       args.repeat)
             result = dask_queries.aln.search(dask_database, **options).persist()
             wait(result)
             futures = futures_of(result)
@@ -114,6 +185,8 @@ def main() -> int:
             parts = client.gather(futures)
             client_concat = _median_ms(lambda: cudf.concat(parts), args.repeat)
             tail = _median_ms(lambda: result.compute(), args.repeat)
+            print("workers' MALLOC_TRIM_THRESHOLD_:", set(client.run(
+                os.environ.get, "MALLOC_TRIM_THRESHOLD_").values()))
             print(f"{gpus} GPU(s): trivial task round trip {trivial:.1f} ms; whole job "
                   f"{whole:.0f} ms; on the persisted output: compute() (concatenate on a "
                   f"worker, fetch) {tail:.1f} ms, gather the {len(futures)} partitions "
@@ -132,6 +205,7 @@ def main() -> int:
                   f"{gather:.1f} ms", flush=True)
             client.run(_set_offload, 10 << 20)
             _set_offload(10 << 20)
+            fetch_pieces(client, result, args.repeat)
     return 0
 
 

@@ -89,13 +89,15 @@ def task_stream_detail(records: list[dict], started: float) -> str:
 
 
 def time_search(client, dask_queries, dask_database, options: dict,
-                repeat: int, detail: bool = False) -> tuple[float, object]:
+                repeat: int, detail: bool = False, pause: float = 0.0) -> tuple[float, object]:
     """Median seconds from ``.aln.search(...)`` to the frame on the client, and the frame
-    (pandas); prints where the time of each run went."""
+    (pandas); prints where the time of each run went. ``pause``: seconds to wait, untimed,
+    before each run."""
     from distributed import get_task_stream
 
     times, planning = [], []
     for _ in range(repeat):
+        time.sleep(pause)
         with get_task_stream(client) as stream:
             started = time.time()
             job = dask_queries.aln.search(dask_database, **options)
@@ -142,6 +144,15 @@ def main() -> int:
     parser.add_argument("--detail", action="store_true",
                         help="print every compute and transfer span of every run")
     parser.add_argument("--in-memory", action="store_true", help="also time the in-memory path")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds to wait, untimed, before each timed run, so that it "
+                             "starts from an idle client as a single job does: a client "
+                             "sends its messages to the scheduler at most every 10 ms, so a "
+                             "job submitted right after the previous run released its "
+                             "result waits for that batch")
+    parser.add_argument("--trim-host-memory", action="store_true",
+                        help="workers with Dask's MALLOC_TRIM_THRESHOLD_=65536, as before "
+                             "(gpualign_df.cluster(trim_host_memory=True))")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
         "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     args = parser.parse_args()
@@ -160,6 +171,7 @@ def main() -> int:
 
         cluster_options = {} if args.rmm == "async" else {"rmm_async": False}
         cluster_options["keep_replicas"] = not args.memory_manager
+        cluster_options["trim_host_memory"] = args.trim_host_memory or None
         with gpualign_df.cluster(gpus, **cluster_options) as client:
             import cudf
             import dask_cudf
@@ -193,7 +205,7 @@ def main() -> int:
                                                                 **sizing))
                     seconds, frame = time_search(client, dask_queries, dask_database,
                                                  {**options, **sizing}, args.repeat,
-                                                 args.detail)
+                                                 args.detail, args.pause)
                     results[(gpus, database_partitions, per_partition, replicated)] = (
                         seconds, frame, plan["tasks"])
                     if args.cold_database:
@@ -203,7 +215,8 @@ def main() -> int:
                                                     sort=False).persist()
                         wait(fresh)
                         cold, cold_frame = time_search(client, dask_queries, fresh,
-                                                       {**options, **sizing}, 1, args.detail)
+                                                       {**options, **sizing}, 1, args.detail,
+                                                       args.pause)
                         same = cold_frame.reset_index(drop=True).equals(
                             frame.reset_index(drop=True))
                         print(f"{gpus} GPU(s), a newly persisted database: {cold:.2f} s "

@@ -597,6 +597,23 @@ def test_cluster_helper_keeps_replicas(keep_replicas):
         client.close()
 
 
+@pytest.mark.parametrize("trim_host_memory", [None, True, False])
+def test_cluster_helper_sets_the_workers_host_memory_trimming(trim_host_memory, monkeypatch):
+    """A CPU cluster's worker processes start with Dask's MALLOC_TRIM_THRESHOLD_ unless
+    trim_host_memory=False (a GPU cluster's default: tested on the GPU)."""
+    import os
+
+    pytest.importorskip("distributed")
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    client = gpualign_df.cluster(cpu=True, processes=True, dashboard_address=":0",
+                                 trim_host_memory=trim_host_memory)
+    try:
+        values = set(client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_").values())
+        assert values == ({None} if trim_host_memory is False else {"65536"})
+    finally:
+        client.close()
+
+
 def test_compute_joins_the_outputs_in_one_task_as_dask_does():
     """compute() ends with one task of this package's own joining the job's output
     partitions (no Dask repartition task), and returns the frame Dask's concatenation of

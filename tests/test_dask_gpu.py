@@ -4,6 +4,8 @@ equal the in-memory cuDF accessor. Run on the accelerator with ``-m cudf`` (1 GP
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -126,6 +128,9 @@ def test_cluster_helper_gives_workers_the_async_allocator(proteins):
 
         assert list(client.run(resource_name).values()) == ["CudaAsyncMemoryResource"]
         assert client.direct_to_workers
+        # host buffers not trimmed back to the OS (trim_host_memory=None on a GPU cluster)
+        assert list(client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_").values()) == [
+            os.environ.get("MALLOC_TRIM_THRESHOLD_")]
         check_all_shapes(proteins, 2)
     finally:
         client.close()
