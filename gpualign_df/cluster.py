@@ -77,9 +77,9 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         threshold for serving an allocation from fresh pages (mmap) at 128 KiB, so every
         large host buffer, e.g. each one a worker fills to send a result partition, is
         new memory, page faults included. None (the default): not on a GPU cluster, whose
-        data lives on the GPU and whose host buffers are such transient copies (the
-        joined frame of the issue-4 search serialized in 5.3 ms instead of 8.5 ms on an
-        H200); Dask's default (trimmed) on a ``cpu`` cluster, whose data is host memory.
+        data lives on the GPU and whose host buffers are such transient copies (on H200s,
+        two leases: the issue-4 search's joined frame serialized in 5.3 ms instead of 8.5
+        ms); Dask's default (trimmed) on a ``cpu`` cluster, whose data is host memory.
     **kwargs
         Passed to ``LocalCUDACluster``, ``LocalCluster`` or, with ``address``, ``Client``.
         A GPU cluster started here gets ``rmm_async=True`` (RMM's stream-ordered
