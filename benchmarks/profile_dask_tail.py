@@ -22,9 +22,8 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from dask_search_job import SEARCH_OPTIONS, add_job_arguments, read_proteins
 
 
 def _median_ms(function, repeat: int) -> float:
@@ -144,16 +143,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--database", type=int, default=None, help="first N proteins only")
-    parser.add_argument("--trim-host-memory", action="store_true",
-                        help="workers with Dask's MALLOC_TRIM_THRESHOLD_=65536, as before "
-                             "(gpualign_df.cluster(trim_host_memory=True))")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
-        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    add_job_arguments(parser)
     args = parser.parse_args()
-    from helpers import read_fasta
-
-    proteins = read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz", limit=args.database)
-    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=10)
+    proteins = read_proteins(args.data_dir, limit=args.database)
+    options = dict(SEARCH_OPTIONS)
     for gpus in args.gpus:
         from distributed import futures_of, wait
 

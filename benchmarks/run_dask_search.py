@@ -22,12 +22,10 @@ a database persisted anew, partitions not yet copied and lengths not yet planned
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from dask_search_job import SEARCH_OPTIONS, add_job_arguments, read_proteins
 
 
 def task_stream_summary(records: list[dict], started: float, planned: float,
@@ -150,16 +148,10 @@ def main() -> int:
                              "sends its messages to the scheduler at most every 10 ms, so a "
                              "job submitted right after the previous run released its "
                              "result waits for that batch")
-    parser.add_argument("--trim-host-memory", action="store_true",
-                        help="workers with Dask's MALLOC_TRIM_THRESHOLD_=65536, as before "
-                             "(gpualign_df.cluster(trim_host_memory=True))")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
-        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    add_job_arguments(parser)
     args = parser.parse_args()
-    from helpers import read_fasta
-
-    proteins = read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz")
-    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=10)
+    proteins = read_proteins(args.data_dir)
+    options = dict(SEARCH_OPTIONS)
     lengths = [len(p) for p in proteins]
     rows = -(-args.queries // args.partitions)   # from_cudf(sort=False): equal row counts
     widest = max(sum(lengths[first:first + rows]) for first in range(0, args.queries, rows))
