@@ -17,11 +17,12 @@ same frames.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from protein_search_job import SCORING, SEARCH_OPTIONS, add_data_dir, read_proteins  # noqa: E402
 
 
 def main() -> int:
@@ -30,25 +31,24 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--every", type=float, default=10.0, help="ms between copies")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
-        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    add_data_dir(parser)
     args = parser.parse_args()
     import numpy as np
     import pandas as pd
-    from helpers import copies_while, read_fasta
+    from helpers import copies_while
 
     import gpualign_df  # noqa: F401
     from gpualign_df import gpu
 
-    database = pd.Series(read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz"))
+    database = pd.Series(read_proteins(args.data_dir))
     queries = database[:args.queries]
-    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, backend="cuda")
+    options = dict(SCORING, backend="cuda")
     rng = np.random.default_rng(5)
     row_queries = database.iloc[rng.integers(0, len(database), args.pairs)].reset_index(drop=True)
     row_targets = database.iloc[rng.integers(0, len(database), args.pairs)].reset_index(drop=True)
     jobs = {
         f"search {args.queries} x {len(database)}":
-            lambda: queries.aln.search(database, top_k=10, **options),
+            lambda: queries.aln.search(database, top_k=SEARCH_OPTIONS["top_k"], **options),
         f"rowwise {args.pairs:,} pairs": lambda: row_queries.aln.rowwise(row_targets, **options)}
     same = True
     for name, job in jobs.items():

@@ -23,7 +23,8 @@ import os
 import sys
 import time
 
-from dask_search_job import SEARCH_OPTIONS, add_job_arguments, read_proteins
+from protein_search_job import (SEARCH_OPTIONS, add_cluster_arguments, add_data_dir,
+                                read_proteins)
 
 
 def _median_ms(function, repeat: int) -> float:
@@ -143,7 +144,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--database", type=int, default=None, help="first N proteins only")
-    add_job_arguments(parser)
+    add_cluster_arguments(parser)
+    add_data_dir(parser)
     args = parser.parse_args()
     proteins = read_proteins(args.data_dir, limit=args.database)
     options = dict(SEARCH_OPTIONS)

@@ -9,24 +9,22 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from protein_search_job import SEARCH_OPTIONS, add_data_dir, read_proteins  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunk", type=int, default=157)
     parser.add_argument("--pool", action="store_true", help="RMM pool allocator first")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
-        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    add_data_dir(parser)
     args = parser.parse_args()
-    from helpers import read_fasta
-
     if args.pool:
         import rmm
 
@@ -36,8 +34,8 @@ def main() -> int:
     import gpualign_df  # noqa: F401
     from gpualign_df import gpu
 
-    database = cudf.Series(read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz"))
-    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=10)
+    database = cudf.Series(read_proteins(args.data_dir))
+    options = dict(SEARCH_OPTIONS)
     database[:args.chunk].aln.search(database, **options)
     started = time.perf_counter()
     for first in range(0, 10_000, args.chunk):

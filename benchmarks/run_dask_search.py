@@ -25,7 +25,8 @@ import argparse
 import sys
 import time
 
-from dask_search_job import SEARCH_OPTIONS, add_job_arguments, read_proteins
+from protein_search_job import (SEARCH_OPTIONS, add_cluster_arguments, add_data_dir,
+                                read_proteins)
 
 
 def task_stream_summary(records: list[dict], started: float, planned: float,
@@ -148,7 +149,8 @@ def main() -> int:
                              "sends its messages to the scheduler at most every 10 ms, so a "
                              "job submitted right after the previous run released its "
                              "result waits for that batch")
-    add_job_arguments(parser)
+    add_cluster_arguments(parser)
+    add_data_dir(parser)
     args = parser.parse_args()
     proteins = read_proteins(args.data_dir)
     options = dict(SEARCH_OPTIONS)

@@ -15,9 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-GAP_OPEN, GAP_EXTEND = 11, 1
+from protein_search_job import (GAP_EXTEND, GAP_OPEN, SEARCH_OPTIONS, add_data_dir,  # noqa: E402
+                                read_proteins)
 
 
 def _parasail_best(job: tuple[str, list[str]]) -> int:
@@ -42,20 +43,16 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=os.cpu_count())
     parser.add_argument("--compare-32bit", action="store_true",
                         help="also time the search with packed 16-bit cells off")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get(
-        "GPUALIGN_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
+    add_data_dir(parser)
     args = parser.parse_args()
-    from helpers import read_fasta
-
     import pandas as pd
 
-    proteins = read_fasta(args.data_dir / "adept_proteins_30k.fasta.gz")
+    proteins = read_proteins(args.data_dir)
     database = pd.Series(proteins)
     queries = database[:args.queries]
     lengths = database.str.len()
     cells = int(lengths[:args.queries].sum()) * int(lengths.sum())
-    options = dict(mode="sw", matrix="BLOSUM62", gap_open=GAP_OPEN, gap_extend=GAP_EXTEND,
-                   top_k=10, progress=False)
+    options = dict(SEARCH_OPTIONS, progress=False)
     peer = None
     if args.parasail_queries:
         sample = proteins[:args.parasail_queries]
