@@ -10,12 +10,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numba
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 from numba import njit, prange
 
 from .scoring import INVALID_CODE, Scoring
+
+
+#: Bytes of sequence per encoding thread, and the most threads one encoding uses. The lookup
+#: is bound by memory, so a few threads reach its speed; every core (numba's default) only
+#: takes the cores from the node's other processes. On 2 H200s (32 cores), one search task's
+#: job (1,250 ADEPT proteins against 30,000, pandas in, ``benchmarks/per_gpu_speed.py``)
+#: took 0.455 s on either GPU alone and 0.476-0.483 s on both at once, one process each,
+#: when every encoding used all 32 cores; with this bound, 0.447-0.449 s either way.
+ENCODE_BYTES_PER_THREAD = 1 << 20
+ENCODE_MAX_THREADS = 8
+
+
+def encoding_threads(size: int) -> int:
+    """Threads to encode ``size`` bytes: one per ``ENCODE_BYTES_PER_THREAD``, at most
+    ``ENCODE_MAX_THREADS`` and numba's thread count."""
+    return max(1, min(numba.get_num_threads(), ENCODE_MAX_THREADS,
+                      size // ENCODE_BYTES_PER_THREAD))
 
 
 @njit(cache=True, parallel=True)
@@ -81,8 +99,8 @@ def to_arrow_strings(values: Any, labels: pd.Index) -> pa.LargeStringArray:
         for position, value in enumerate(values):
             if value is not None and not (isinstance(value, float) and np.isnan(value)) \
                     and value is not pd.NA and not isinstance(value, str):
-                raise ValueError(f"row {plain_label(labels[position])!r}: sequence must be a string, "
-                                 f"got {type(value).__name__}") from error
+                raise ValueError(f"row {plain_label(labels[position])!r}: sequence must be a "
+                                 f"string, got {type(value).__name__}") from error
         raise
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
@@ -128,7 +146,12 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
         else np.zeros(0, dtype=np.uint8)
     offsets = offsets - start
     codes = np.empty(len(data), dtype=np.uint8)
-    first_bad = _map_codes(data, scoring.lut, codes)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(encoding_threads(len(data)))
+    try:
+        first_bad = _map_codes(data, scoring.lut, codes)
+    finally:
+        numba.set_num_threads(threads)
     if first_bad >= 0:
         bad = [first_bad]
         row = int(np.searchsorted(offsets, bad[0], side="right") - 1)

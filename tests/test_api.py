@@ -185,6 +185,28 @@ def test_bad_character_in_any_input_is_reported(job):
     assert "'b2'" in message and "position 8" in message and "'z'" in message
 
 
+def test_encoding_bounds_its_threads_and_finds_the_first_bad_byte_of_a_large_input():
+    """Encoding runs on one thread per MiB, at most ENCODE_MAX_THREADS and numba's count, and
+    gives numba's thread count back, also when it raises; with several threads the first bad
+    byte is still the one reported."""
+    import numba
+
+    from gpualign_df import encode
+
+    threads = numba.get_num_threads()
+    assert encode.encoding_threads(100) == 1
+    assert encode.encoding_threads(3 * encode.ENCODE_BYTES_PER_THREAD) == min(threads, 3)
+    assert encode.encoding_threads(1 << 30) == min(threads, encode.ENCODE_MAX_THREADS)
+    scoring = make_scoring(**OPTIONS)
+    rows = ["ACGT" * 2500] * 400 + ["ACGTQ" + "ACGT" * 10, "ACGTZACGT"]   # 4 MB, then bad rows
+    encoded = encode.encode_sequences(rows[:400], scoring)
+    assert numba.get_num_threads() == threads
+    assert encoded.codes.tolist()[:8] == [0, 1, 2, 3, 0, 1, 2, 3]
+    with pytest.raises(ValueError, match=r"row 400, position 4: character 'Q'"):
+        encode.encode_sequences(rows, scoring)
+    assert numba.get_num_threads() == threads
+
+
 def test_bad_non_ascii_character_position_counts_characters():
     with pytest.raises(ValueError) as info:
         gpualign_df.align(pd.Series(["ACGT", "GGAé"], index=["x", "y"]), ["A", "C"], **OPTIONS)
