@@ -4,10 +4,11 @@ Tells apart two reasons why a task can take longer in a several-GPU run than in 
 run: the GPUs themselves differing in speed (each one alone), and the runs disturbing one
 another when they share the host (all at once, one process per GPU, every repeat started
 together behind a barrier). The job is a task of the issue-4 search: ``--queries`` ADEPT
-proteins against all 30,000 (BLOSUM62, gap 11/1, top_k 10, CIGARs for the hits), pandas in,
-GPU engine. Each GPU's frames must equal GPU 0's.
+proteins against all 30,000 (BLOSUM62, gap 11/1, top_k 10, CIGARs for the hits), pandas in
+(``--cudf``: cuDF in and out, as a task of the Dask search on cuDF), GPU engine. Each GPU's
+frames must equal GPU 0's.
 
-``python benchmarks/per_gpu_speed.py [--queries 1250] [--repeat 5]``
+``python benchmarks/per_gpu_speed.py [--queries 1250] [--repeat 5] [--cudf]``
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from protein_search_job import SEARCH_OPTIONS, add_data_dir, read_proteins  # no
 
 def _serve(gpu: int, connection, barrier, data_dir: Path, queries: int,
            database_rows: int | None, backend: str, threads: int | None,
-           kernel_times: bool) -> None:
+           kernel_times: bool, on_cudf: bool) -> None:
     """One process on one GPU: runs the job on request, ``repeat`` times, and answers the
     seconds of each run (and of its kernels) and a digest of the last frame."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -41,6 +42,10 @@ def _serve(gpu: int, connection, barrier, data_dir: Path, queries: int,
     engine.TIME_KERNELS = kernel_times
 
     database = pd.Series(read_proteins(data_dir, limit=database_rows))
+    if on_cudf:
+        import cudf
+
+        database = cudf.Series(database)
     query_rows = database[:queries]
     options = dict(SEARCH_OPTIONS, backend=backend, progress=False)
     query_rows.aln.search(database, **options)   # compile, warm the buffers
@@ -59,6 +64,8 @@ def _serve(gpu: int, connection, barrier, data_dir: Path, queries: int,
             frame = query_rows.aln.search(database, **options)
             seconds.append(time.perf_counter() - started)
             kernels.append(sum(engine.KERNEL_SECONDS.values()))
+        if on_cudf:
+            frame = frame.to_pandas()
         digest = int(pd.util.hash_pandas_object(frame, index=False).sum())
         connection.send((seconds, kernels, digest))
 
@@ -74,6 +81,7 @@ def main() -> int:
                         help="NUMBA_NUM_THREADS of each process (default: numba's, every core)")
     parser.add_argument("--kernel-times", action="store_true",
                         help="also time the kernels (CUDA events: the host waits on each)")
+    parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
     add_data_dir(parser)
     args = parser.parse_args()
     gpus = args.gpus
@@ -88,15 +96,16 @@ def main() -> int:
         ours, theirs = context.Pipe()
         process = context.Process(target=_serve, args=(gpu, theirs, barrier, args.data_dir,
                                                       args.queries, args.database, args.backend,
-                                                      args.threads, args.kernel_times))
+                                                      args.threads, args.kernel_times,
+                                                      args.cudf))
         process.start()
         connections.append(ours)
         processes.append(process)
     for connection in connections:
         assert connection.recv() == "ready"
     print(f"{args.queries} ADEPT queries x {args.database or 30_000:,} proteins, top_k 10, "
-          f"CIGARs; median of {args.repeat} runs per GPU; NUMBA_NUM_THREADS "
-          f"{args.threads or 'default'}")
+          f"CIGARs, {'cuDF' if args.cudf else 'pandas'} in; median of {args.repeat} runs per "
+          f"GPU; NUMBA_NUM_THREADS {args.threads or 'default'}")
     digests = set()
     for together in (False, True, False):
         answers = []
