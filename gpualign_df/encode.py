@@ -24,7 +24,8 @@ from .scoring import INVALID_CODE, Scoring
 #: takes the cores from the node's other processes. On 2 H200s (32 cores), one search task's
 #: job (1,250 ADEPT proteins against 30,000, pandas in, ``benchmarks/per_gpu_speed.py``)
 #: took 0.455 s on either GPU alone and 0.476-0.483 s on both at once, one process each,
-#: when every encoding used all 32 cores; with this bound, 0.447-0.449 s either way.
+#: when every encoding used all 32 cores; with this bound (another x2 machine), 0.447-0.449 s
+#: either way.
 ENCODE_BYTES_PER_THREAD = 1 << 20
 ENCODE_MAX_THREADS = 8
 
