@@ -8,6 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))   # helpers.read_fasta
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run_gpu import add_data_dir  # noqa: E402,F401  (the benchmarks' --data-dir)

@@ -198,11 +198,13 @@ def test_encoding_bounds_its_threads_and_finds_the_first_bad_byte_of_a_large_inp
     assert encode.encoding_threads(3 * encode.ENCODE_BYTES_PER_THREAD) == min(threads, 3)
     assert encode.encoding_threads(1 << 30) == min(threads, encode.ENCODE_MAX_THREADS)
     scoring = make_scoring(**OPTIONS)
-    rows = ["ACGT" * 2500] * 400 + ["ACGTQ" + "ACGT" * 10, "ACGTZACGT"]   # 4 MB, then bad rows
-    encoded = encode.encode_sequences(rows[:400], scoring)
+    rows = ["ACGT" * 2500] * 400                                 # 4 MB
+    encoded = encode.encode_sequences(rows, scoring)
     assert numba.get_num_threads() == threads
-    assert encoded.codes.tolist()[:8] == [0, 1, 2, 3, 0, 1, 2, 3]
-    with pytest.raises(ValueError, match=r"row 400, position 4: character 'Q'"):
+    assert encoded.codes.tolist()[:8] == [0, 1, 2, 3, 0, 1, 2, 3] and len(encoded.codes) == 4e6
+    rows[300] = "ACGTZ" + rows[300][5:]                           # bad bytes in two chunks:
+    rows[100] = "ACGTACGQ" + rows[100][8:]                        # the earlier one is reported
+    with pytest.raises(ValueError, match=r"row 100, position 7: character 'Q'"):
         encode.encode_sequences(rows, scoring)
     assert numba.get_num_threads() == threads
 
