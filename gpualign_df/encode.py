@@ -154,10 +154,9 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
     finally:
         numba.set_num_threads(threads)
     if first_bad >= 0:
-        bad = [first_bad]
-        row = int(np.searchsorted(offsets, bad[0], side="right") - 1)
+        row = int(np.searchsorted(offsets, first_bad, side="right") - 1)
         text = array[row].as_py()
-        byte_position = int(bad[0] - offsets[row])
+        byte_position = int(first_bad - offsets[row])
         position = len(text.encode("utf-8")[:byte_position].decode("utf-8", errors="ignore"))
         raise ValueError(f"row {plain_label(labels[row])!r}, position {position}: character "
                          f"{text[position]!r} is not in the {scoring.name} alphabet "
