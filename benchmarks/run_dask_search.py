@@ -1,6 +1,8 @@
 """Issue-4/5 benchmark: search of 10,000 ADEPT proteins against all 30,000 (BLOSUM62, gap 11/1,
 top_k 10, CIGAR for the hits) through the Dask accessor on a dask-cuda cluster of 1, 2, 4, 8...
 GPUs of this node, against the in-memory cuDF accessor on one GPU; outputs must be identical.
+Series backed by cuDF, or by pandas with ``--pandas`` (the tasks then run the GPU engine on
+pandas partitions, ``backend="cuda"``).
 
 The inputs are persisted on the cluster first (data already in Dask); the timed span runs
 from ``.aln.search(...)`` (planning included) to the computed frame on the client. The same
@@ -16,7 +18,7 @@ one untimed run of the job, do not move it; ``--cold-database`` also times one s
 a database persisted anew, partitions not yet copied and lengths not yet planned.
 
 ``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]
-[--cold-database] [--detail]``
+[--cold-database] [--detail] [--pandas]``
 """
 
 from __future__ import annotations
@@ -110,7 +112,34 @@ def time_search(client, dask_queries, dask_database, options: dict,
             print(task_stream_detail(stream.data, started), flush=True)
     print(f"  runs {[round(t, 2) for t in times]} s, planning "
           f"{[round(t, 3) for t in planning]} s", flush=True)
-    return sorted(times)[len(times) // 2], frame.to_pandas()
+    return sorted(times)[len(times) // 2], _on_host(frame)
+
+
+def _on_host(frame):
+    """A result frame as pandas (cuDF frames copied to the host)."""
+    return frame.to_pandas() if hasattr(frame, "to_pandas") else frame
+
+
+def _series(values: list[str], on_pandas: bool):
+    """The sequences as a cuDF Series, or a pandas one with ``--pandas``."""
+    if on_pandas:
+        import pandas as pd
+
+        return pd.Series(values)
+    import cudf
+
+    return cudf.Series(values)
+
+
+def _partitioned(series, npartitions: int):
+    """A Dask Series of ``series`` in ``npartitions`` equal partitions, in order."""
+    if hasattr(series, "to_pandas"):
+        import dask_cudf
+
+        return dask_cudf.from_cudf(series, npartitions=npartitions, sort=False)
+    import dask.dataframe as dd
+
+    return dd.from_pandas(series, npartitions=npartitions, sort=False)
 
 
 def main() -> int:
@@ -143,6 +172,9 @@ def main() -> int:
     parser.add_argument("--detail", action="store_true",
                         help="print every compute and transfer span of every run")
     parser.add_argument("--in-memory", action="store_true", help="also time the in-memory path")
+    parser.add_argument("--pandas", action="store_true",
+                        help="pandas-backed Series (the tasks run the GPU engine on pandas "
+                             "partitions: backend='cuda') instead of cuDF-backed ones")
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to wait, untimed, before each timed run, so that it "
                              "starts from an idle client as a single job does: a client "
@@ -153,7 +185,7 @@ def main() -> int:
     add_data_dir(parser)
     args = parser.parse_args()
     proteins = read_proteins(args.data_dir)
-    options = dict(SEARCH_OPTIONS)
+    options = dict(SEARCH_OPTIONS, backend="cuda") if args.pandas else dict(SEARCH_OPTIONS)
     lengths = [len(p) for p in proteins]
     rows = -(-args.queries // args.partitions)   # from_cudf(sort=False): equal row counts
     widest = max(sum(lengths[first:first + rows]) for first in range(0, args.queries, rows))
@@ -167,19 +199,14 @@ def main() -> int:
         cluster_options["keep_replicas"] = not args.memory_manager
         cluster_options["trim_host_memory"] = args.trim_host_memory or None
         with gpualign_df.cluster(gpus, **cluster_options) as client:
-            import cudf
-            import dask_cudf
-
             from gpualign_df.accessor.dask import summarize_plan
 
-            database = cudf.Series(proteins)
+            database = _series(proteins, args.pandas)
             queries = database[:args.queries]
-            dask_queries = dask_cudf.from_cudf(queries, npartitions=args.partitions,
-                                               sort=False).persist()
+            dask_queries = _partitioned(queries, args.partitions).persist()
             wait(dask_queries)
             for database_partitions in args.database_partitions:
-                dask_database = dask_cudf.from_cudf(database, npartitions=database_partitions,
-                                                    sort=False).persist()
+                dask_database = _partitioned(database, database_partitions).persist()
                 wait(dask_database)
                 # one untimed run of the job: every worker compiles / loads the kernels,
                 # copies the database partitions it lacks, and the scheduler learns the
@@ -204,9 +231,8 @@ def main() -> int:
                         seconds, frame, plan["tasks"])
                     if args.cold_database:
                         # a new name, so new keys: nothing of it on any worker but its holder
-                        fresh = dask_cudf.from_cudf(database.rename(f"cold{len(results)}"),
-                                                    npartitions=database_partitions,
-                                                    sort=False).persist()
+                        fresh = _partitioned(database.rename(f"cold{len(results)}"),
+                                             database_partitions).persist()
                         wait(fresh)
                         cold, cold_frame = time_search(client, dask_queries, fresh,
                                                        {**options, **sizing}, 1, args.detail,
@@ -231,9 +257,7 @@ def main() -> int:
         print(f"| {gpus} | {database_partitions} | {'yes' if replicated else 'no'} | "
               f"{per_partition or 'default'} | {tasks} | {seconds:.2f} | {speedup} | {same} |")
     if args.in_memory:
-        import cudf
-
-        database = cudf.Series(proteins)
+        database = _series(proteins, args.pandas)
         queries = database[:args.queries]
         queries[:200].aln.search(database, **options)
         times = []
@@ -242,8 +266,9 @@ def main() -> int:
             frame = queries.aln.search(database, **options)
             times.append(time.perf_counter() - started)
         seconds = sorted(times)[len(times) // 2]
-        same = frame.to_pandas().reset_index(drop=True).equals(base.reset_index(drop=True))
-        print(f"in-memory cuDF accessor, 1 GPU: median {seconds:.2f} s of "
+        same = _on_host(frame).reset_index(drop=True).equals(base.reset_index(drop=True))
+        print(f"in-memory {'pandas' if args.pandas else 'cuDF'} accessor, 1 GPU: median "
+              f"{seconds:.2f} s of "
               f"{[round(t, 2) for t in times]}; identical: {same}")
     return 0
 
