@@ -222,8 +222,9 @@ def main() -> int:
                     sizing = {} if per_partition == 0 else {
                         "cells_per_task": widest * sum(lengths) / per_partition * 1.0001,
                         "pairs_per_task": 1e12}
-                    plan = summarize_plan(dask_queries.aln.plan(dask_database, top_k=10,
-                                                                **sizing))
+                    plan = summarize_plan(dask_queries.aln.plan(
+                        dask_database, top_k=options["top_k"],
+                        backend=options.get("backend", "auto"), **sizing))
                     seconds, frame = time_search(client, dask_queries, dask_database,
                                                  {**options, **sizing}, args.repeat,
                                                  args.detail, args.pause)

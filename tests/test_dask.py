@@ -356,6 +356,26 @@ def test_plan_blocks_balances_and_reports(dna):
     assert even["spread"] <= 1.0 + 1e-9 and even["max_cells"] <= 1e5
 
 
+def test_plan_follows_the_jobs_backend():
+    """On pandas-backed Series, a job with backend='cuda' sizes its tasks as on the GPU
+    (DEFAULT_GPU_CELLS_PER_TASK), and the plan asked with that backend is the job's."""
+    from gpualign_df.accessor.dask import DEFAULT_GPU_CELLS_PER_TASK
+
+    sequences = pd.Series(["ACGT" * 250] * 4000)
+    queries = dd.from_pandas(sequences[:400], npartitions=4)
+    database = dd.from_pandas(sequences, npartitions=2)
+    with dask.config.set(scheduler="threads"):
+        on_gpu = queries.aln.plan(database, top_k=2, backend="cuda")
+        by_default = queries.aln.plan(database, top_k=2)
+        sized = queries.aln.plan(database, top_k=2, cells_per_task=DEFAULT_GPU_CELLS_PER_TASK)
+        job = queries.aln.search(database, top_k=2, **dict(DNA_OPTIONS, backend="cuda"))
+    pd.testing.assert_frame_equal(on_gpu, sized)
+    assert len(on_gpu) < len(by_default)
+    tasks = [key for key in dict(job.__dask_graph__())
+             if isinstance(key, tuple) and key[0].startswith("gpualign-search-broadcast")]
+    assert len(tasks) == len(on_gpu)
+
+
 def test_each_step_has_its_own_key_prefix_and_outputs_are_the_steps_tasks(dna):
     """The scheduler estimates durations per key prefix, so each kind of task has its own,
     alignment tasks with their job's size in it; and a job's output partitions are its last

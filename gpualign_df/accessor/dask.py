@@ -341,7 +341,7 @@ def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
 def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
                 how: str | None = None, cells_per_task: float | None = None,
                 pairs_per_task: float = DEFAULT_PAIRS_PER_TASK, top_k: int | None = None,
-                broadcast: bool | None = None) -> pd.DataFrame:
+                broadcast: bool | None = None, backend: str = "auto") -> pd.DataFrame:
     """The task plan of a Dask ``pairwise`` or ``search`` job, one row per task.
 
     Computes the sequence lengths of every partition (eagerly, one small Dask computation).
@@ -356,8 +356,8 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
         Default: ``"search"`` when ``database`` is given, else ``"pairwise"``.
     cells_per_task : float, optional
         Target DP cells (sum of ``len(query) * len(target)``) per task. Default:
-        ``DEFAULT_GPU_CELLS_PER_TASK`` (10**12) for cuDF-backed queries,
-        ``DEFAULT_CELLS_PER_TASK`` (10**11) otherwise.
+        ``DEFAULT_GPU_CELLS_PER_TASK`` (10**12) for cuDF-backed queries or
+        ``backend="cuda"``, ``DEFAULT_CELLS_PER_TASK`` (10**11) otherwise.
     pairs_per_task : float
         Upper bound (approximately) on pairs per task (on result rows per task for a
         broadcast search).
@@ -367,6 +367,9 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
         Search only: send the whole database to every task (one task per query chunk).
         Default: when the database holds at most ``BROADCAST_RESIDUES`` residues and each
         task still gets ``BROADCAST_MIN_QUERY_RESIDUES`` query residues.
+    backend : {"auto", "cuda", "cpu"}
+        The job's ``backend``: the default ``cells_per_task`` follows it as the job's does,
+        so that the plan is the job's.
 
     Returns
     -------
@@ -396,7 +399,7 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
     if how == "search" and database is None:
         raise ValueError("how='search' needs a database")
     if cells_per_task is None:
-        cells_per_task = _default_cells(queries, "auto")
+        cells_per_task = _default_cells(queries, backend)
     _check_sizing(cells_per_task, pairs_per_task)
     lengths = _partition_lengths(queries) if database is None else \
         _partition_lengths(queries, database)
@@ -1081,10 +1084,11 @@ class DaskSeriesAlignAccessor:
     def plan(self, database: dd.Series | None = None, *,
              cells_per_task: float | None = None,
              pairs_per_task: float = DEFAULT_PAIRS_PER_TASK, top_k: int | None = None,
-             broadcast: bool | None = None) -> pd.DataFrame:
+             broadcast: bool | None = None, backend: str = "auto") -> pd.DataFrame:
         """The task plan of ``pairwise()`` (no database) or ``search(database)``.
 
-        See :func:`plan_blocks`; :func:`summarize_plan` gives the per-task cost spread.
+        See :func:`plan_blocks`; :func:`summarize_plan` gives the per-task cost spread. Give
+        the job's ``backend`` where it is not ``"auto"`` (the default task size follows it).
 
         Examples
         --------
@@ -1095,4 +1099,5 @@ class DaskSeriesAlignAccessor:
         6
         """
         return plan_blocks(self._series, database, cells_per_task=cells_per_task,
-                           pairs_per_task=pairs_per_task, top_k=top_k, broadcast=broadcast)
+                           pairs_per_task=pairs_per_task, top_k=top_k, broadcast=broadcast,
+                           backend=backend)
