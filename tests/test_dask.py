@@ -374,6 +374,8 @@ def test_plan_follows_the_jobs_backend():
     tasks = [key for key in dict(job.__dask_graph__())
              if isinstance(key, tuple) and key[0].startswith("gpualign-search-broadcast")]
     assert len(tasks) == len(on_gpu)
+    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+        queries.aln.plan(database, backend="gpu")
 
 
 def test_each_step_has_its_own_key_prefix_and_outputs_are_the_steps_tasks(dna):
