@@ -25,10 +25,15 @@ OPS_PER_BATCH = 1 << 26
 PAIRS_PER_BATCH = 1 << 20
 
 
-def check_options(backend: str, cigar_style: str, clip: str | None) -> None:
-    """Validate engine options before any work."""
+def check_backend(backend: str) -> None:
+    """Refuse a backend name that is not one of ``BACKENDS``."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+
+
+def check_options(backend: str, cigar_style: str, clip: str | None) -> None:
+    """Validate engine options before any work."""
+    check_backend(backend)
     if cigar_style not in CIGAR_STYLES:
         raise ValueError(f"unknown cigar_style {cigar_style!r}; use '=' (=/X) or 'M'")
     if clip not in CLIPS:

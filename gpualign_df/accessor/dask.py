@@ -72,7 +72,7 @@ from dask.dataframe.dask_expr.io.io import FromGraph
 from dask.dataframe.extensions import register_series_accessor
 
 from ..api import align, best_first, pairwise_pairs
-from ..engine import BACKENDS, check_options
+from ..engine import check_backend, check_options
 
 __all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan", "forget_planned_lengths",
            "DEFAULT_CELLS_PER_TASK", "DEFAULT_GPU_CELLS_PER_TASK", "DEFAULT_PAIRS_PER_TASK"]
@@ -398,8 +398,7 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
                          "database")
     if how == "search" and database is None:
         raise ValueError("how='search' needs a database")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+    check_backend(backend)
     if cells_per_task is None:
         cells_per_task = _default_cells(queries, backend)
     _check_sizing(cells_per_task, pairs_per_task)
