@@ -85,6 +85,46 @@ class EncodedSequences:
         return np.diff(self.offsets)
 
 
+#: Letters that occur in protein sequences but not in nucleotide ones: a sequence holding one
+#: of them, refused by a nucleotide alphabet, is most likely a protein.
+PROTEIN_ONLY_LETTERS = frozenset("EFIJLOPQZX*efijlopqzx")
+
+
+class InvalidResidueError(ValueError):
+    """A character outside the scoring alphabet, with where it was found.
+
+    Attributes
+    ----------
+    label : object
+        Row label of the sequence (its position for a plain list).
+    row : int
+        0-based position of the sequence in its collection.
+    position : int
+        0-based position of the character in the sequence.
+    character : str
+        The character.
+    scoring_name, alphabet : str
+        The scoring scheme that refused it and its alphabet.
+    looks_like_protein : bool
+        The scheme is a nucleotide one and the character occurs only in proteins: pass a
+        protein matrix (``matrix="BLOSUM62"``).
+    """
+
+    def __init__(self, label: Any, row: int, position: int, character: str, scoring_name: str,
+                 alphabet: str, nucleotide: bool) -> None:
+        self.label = plain_label(label)
+        self.row = row
+        self.position = position
+        self.character = character
+        self.scoring_name = scoring_name
+        self.alphabet = alphabet
+        self.looks_like_protein = nucleotide and character in PROTEIN_ONLY_LETTERS
+        hint = (": the sequences look like protein; pass a protein matrix such as "
+                "matrix='BLOSUM62'" if self.looks_like_protein else "")
+        super().__init__(f"row {self.label!r}, position {position}: character {character!r} is "
+                         f"not in the {scoring_name} alphabet {alphabet!r}{hint}")
+
+
 def plain_label(label: Any) -> Any:
     """A label as Python shows it (``6``, not ``np.int64(6)``), for messages."""
     return label.item() if isinstance(label, np.generic) else label
@@ -158,9 +198,8 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
         text = array[row].as_py()
         byte_position = int(first_bad - offsets[row])
         position = len(text.encode("utf-8")[:byte_position].decode("utf-8", errors="ignore"))
-        raise ValueError(f"row {plain_label(labels[row])!r}, position {position}: character "
-                         f"{text[position]!r} is not in the {scoring.name} alphabet "
-                         f"{scoring.alphabet!r}")
+        raise InvalidResidueError(labels[row], row, position, text[position], scoring.name,
+                                  scoring.alphabet, scoring.nucleotide)
     valid = np.ones(count, dtype=bool) if array.null_count == 0 \
         else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False))
     return EncodedSequences(codes, np.ascontiguousarray(offsets), valid, pd.Index(labels))

@@ -83,6 +83,11 @@ class Scoring:
     gap_extend: int
     concrete: np.ndarray
 
+    @property
+    def nucleotide(self) -> bool:
+        """A built-in nucleotide scheme (``match``/``mismatch`` or EDNAFULL)."""
+        return self.name in ("match/mismatch", "EDNAFULL", "NUC.4.4")
+
     def max_abs_score(self, query_length: int, target_length: int) -> int:
         """Bound on the magnitude of any DP cell for sequences of these lengths."""
         shorter = min(query_length, target_length)

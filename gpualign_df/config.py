@@ -1,0 +1,85 @@
+"""Tuning settings: one frozen dataclass, read through :func:`settings`, changed for a block
+of code with :func:`override` (tests and benchmarks too), never through module globals.
+
+Examples
+--------
+>>> from gpualign_df import config
+>>> config.settings().host_memory_share
+0.5
+>>> with config.override(host_memory_share=0.25):
+...     config.settings().host_memory_share
+0.25
+>>> config.settings().host_memory_share
+0.5
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Iterator
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Tuning knobs that change speed or memory, never results.
+
+    Attributes
+    ----------
+    host_memory_share : float
+        Share of the host memory available when a CPU job starts that the job may use for
+        its traceback matrices, batch buffers and result columns; a job that cannot fit is
+        refused before any work.
+    stream_batch_pairs : int
+        Pairs per batch when a job is streamed (:func:`gpualign_df.api.align_batches`, the
+        command line writing to a file).
+    stream_batch_cells : float
+        DP cells per streamed batch (a batch holds at least one query's pairs).
+    progress_interval : float
+        Seconds between progress updates and Ctrl-C checks while an engine runs.
+    progress_delay : float
+        A progress bar appears once a job has run this many seconds (unless forced).
+    """
+
+    host_memory_share: float = 0.5
+    stream_batch_pairs: int = 1 << 20
+    stream_batch_cells: float = 2e10
+    progress_interval: float = 0.25
+    progress_delay: float = 2.0
+
+
+_DEFAULT = Settings()
+_local = threading.local()
+
+
+def settings() -> Settings:
+    """The settings in force in this thread: the innermost :func:`override` of this thread,
+    else the defaults. Read them once per job, in the calling thread."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else _DEFAULT
+
+
+@contextlib.contextmanager
+def override(**changes: object) -> Iterator[Settings]:
+    """Use changed settings inside a ``with`` block (this thread only).
+
+    Raises
+    ------
+    TypeError
+        For a name that is not a setting.
+    """
+    names = {field.name for field in dataclasses.fields(Settings)}
+    unknown = set(changes) - names
+    if unknown:
+        raise TypeError(f"unknown setting(s) {sorted(unknown)}; settings: {sorted(names)}")
+    new = dataclasses.replace(settings(), **changes)
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(new)
+    try:
+        yield new
+    finally:
+        stack.pop()
