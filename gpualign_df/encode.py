@@ -7,6 +7,7 @@ mapped through the scoring alphabet's 256-entry lookup table in one vectorised s
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -14,7 +15,7 @@ import numba
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from numba import njit, prange
+from numba import njit
 
 from .scoring import INVALID_CODE, Scoring
 
@@ -37,23 +38,35 @@ def encoding_threads(size: int) -> int:
                       size // ENCODE_BYTES_PER_THREAD))
 
 
-@njit(cache=True, parallel=True)
-def _map_codes(data, lut, codes):
-    """codes[k] = lut[data[k]]; returns the first position whose byte is not in the
-    alphabet, or -1."""
-    chunks = 64
-    size = (len(data) + chunks - 1) // chunks
-    first_bad = np.full(chunks, -1, dtype=np.int64)
-    for chunk in prange(chunks):
-        for k in range(chunk * size, min(len(data), (chunk + 1) * size)):
-            code = lut[data[k]]
-            codes[k] = code
-            if code == INVALID_CODE and first_bad[chunk] < 0:
-                first_bad[chunk] = k
-    for chunk in range(chunks):
-        if first_bad[chunk] >= 0:
-            return first_bad[chunk]
-    return -1
+@njit(cache=True, nogil=True)
+def _map_codes(data, lut, codes, start, stop):
+    """codes[k] = lut[data[k]] for k in [start, stop); returns the first such position whose
+    byte is not in the alphabet, or -1. Releases the GIL: chunks run on Python threads."""
+    first_bad = -1
+    for k in range(start, stop):
+        code = lut[data[k]]
+        codes[k] = code
+        if code == INVALID_CODE and first_bad < 0:
+            first_bad = k
+    return first_bad
+
+
+def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> int:
+    """``codes = lut[data]`` on :func:`encoding_threads` threads; the first position whose
+    byte is not in the alphabet, or -1.
+
+    Python threads over a GIL-free kernel, not a numba ``prange``: numba's ``workqueue``
+    threading layer aborts the process when two threads enter a parallel region at once, and
+    encodings run concurrently when several threads align at the same time."""
+    threads = encoding_threads(len(data))
+    if threads == 1:
+        return _map_codes(data, lut, codes, 0, len(data))
+    bounds = np.linspace(0, len(data), threads * 4 + 1).astype(np.int64)
+    with ThreadPoolExecutor(threads) as pool:
+        found = list(pool.map(lambda k: _map_codes(data, lut, codes, bounds[k], bounds[k + 1]),
+                              range(len(bounds) - 1)))
+    bad = [position for position in found if position >= 0]
+    return min(bad) if bad else -1
 
 
 @dataclass(frozen=True)
@@ -187,12 +200,7 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
         else np.zeros(0, dtype=np.uint8)
     offsets = offsets - start
     codes = np.empty(len(data), dtype=np.uint8)
-    threads = numba.get_num_threads()
-    numba.set_num_threads(encoding_threads(len(data)))
-    try:
-        first_bad = _map_codes(data, scoring.lut, codes)
-    finally:
-        numba.set_num_threads(threads)
+    first_bad = map_codes(data, scoring.lut, codes)
     if first_bad >= 0:
         row = int(np.searchsorted(offsets, first_bad, side="right") - 1)
         text = array[row].as_py()

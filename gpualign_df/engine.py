@@ -7,10 +7,16 @@ The engine sees encoded sequences and integer pair lists only; frames are built 
 from __future__ import annotations
 
 import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from functools import partial
+from typing import Callable
+
 import numba
 import numpy as np
+import psutil
 from tqdm.auto import tqdm
 
+from . import config
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from . import gpu
@@ -23,6 +29,11 @@ CLIPS = (None, "soft")
 #: Ops buffered per CPU batch (1 byte each); bounds host memory of a batch.
 OPS_PER_BATCH = 1 << 26
 PAIRS_PER_BATCH = 1 << 20
+
+
+class HostMemoryError(MemoryError):
+    """A job that cannot fit in host memory, refused before any work; the message says
+    what would fit."""
 
 
 def check_backend(backend: str) -> None:
@@ -135,14 +146,21 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
 def progress_bar(cells: int, progress: bool | None) -> tqdm:
     """A DP-cell progress bar on stderr: forced on/off by ``progress``, else shown once a
     job runs longer than 2 seconds."""
-    return tqdm(total=cells, unit="cell", unit_scale=True, delay=0 if progress else 2,
+    return tqdm(total=cells, unit="cell", unit_scale=True,
+                delay=0 if progress else config.settings().progress_delay,
                 disable=progress is False, leave=False)
 
 
 def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                    pair_target: np.ndarray, scoring: Scoring, mode: Mode, traceback: bool,
                    cigar_style: str, clip: str | None, progress: bool | None) -> AlignmentArrays:
-    """The CPU engine: lane groups for short pairs, one pair per thread for the rest."""
+    """The CPU engine: lane groups for short pairs, one pair per thread for the rest.
+
+    The work runs on worker threads (the kernels release the GIL) while the calling thread
+    updates the progress bar and stays responsive: Ctrl-C (or any error) sets the kernels'
+    stop flag, which they check once per DP row or lane group, so even one long pair stops
+    within a fraction of a second."""
+    tuning = config.settings()
     pairs = len(pair_query)
     query_lengths = queries.lengths[pair_query]
     target_lengths = targets.lengths[pair_target]
@@ -158,40 +176,137 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     order = np.flatnonzero(valid)
     order = order[np.argsort(-cells[order], kind="stable")]
     ops_sizes = query_lengths + target_lengths
+    in_lanes_all = (cpu_lanes.lane_eligible(
+        scoring.max_abs_score(int(query_lengths.max(initial=0)),
+                              int(target_lengths.max(initial=0))), scoring.gap_open)
+        & (query_lengths > 0) & (target_lengths > 0)
+        & (query_lengths <= cpu_lanes.MAX_LANE_LENGTH)
+        & (target_lengths <= cpu_lanes.MAX_LANE_LENGTH))
+    threads = _cpu_threads(query_lengths, target_lengths, order[~in_lanes_all[order]],
+                           traceback, tuning)
     op_counts = np.zeros(pairs, dtype=np.int64)
     ops_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     started = time.perf_counter()
-    bar = progress_bar(out.cells, progress)
     free = mode.flags()
-    lanes_allowed = cpu_lanes.lane_eligible(
-        scoring.max_abs_score(int(query_lengths.max(initial=0)), int(target_lengths.max(initial=0))),
-        scoring.gap_open)
-    with bar:
+    done_before = 0
+    with progress_bar(out.cells, progress) as bar:
         for batch in _batches(ops_sizes if traceback else np.ones(pairs, np.int64), order):
             batch_offsets = np.zeros(pairs, dtype=np.int64)
             batch_offsets[batch] = np.cumsum(ops_sizes[batch]) - ops_sizes[batch]
             ops = np.empty(int(ops_sizes[batch].sum()) if traceback else 0, dtype=np.uint8)
-            arguments = (scoring.matrix, scoring.concrete, scoring.gap_open, scoring.gap_extend, mode.code, *free,
-                         traceback, batch_offsets, ops, out.score, query_start, out.query_end,
-                         target_start, out.target_end, op_counts)
-            in_lanes = (lanes_allowed & (query_lengths[batch] > 0) & (target_lengths[batch] > 0)
-                        & (query_lengths[batch] <= cpu_lanes.MAX_LANE_LENGTH)
-                        & (target_lengths[batch] <= cpu_lanes.MAX_LANE_LENGTH))
-            groups = lane_groups(batch[in_lanes], query_lengths, target_lengths)
-            cpu_lanes.align_lane_groups(queries.codes, queries.offsets, targets.codes,
-                                        targets.offsets, pair_query, pair_target, groups,
-                                        *arguments)
-            with numba.parallel_chunksize(1):
-                cpu.align_pairs(queries.codes, queries.offsets, targets.codes, targets.offsets,
-                                pair_query, pair_target, batch[~in_lanes], *arguments)
+            arguments = (scoring.matrix, scoring.concrete, scoring.gap_open, scoring.gap_extend,
+                         mode.code, *free, traceback, batch_offsets, ops, out.score, query_start,
+                         out.query_end, target_start, out.target_end, op_counts)
+            in_lanes = in_lanes_all[batch]
+            work = [partial(cpu_lanes.align_lane_groups, queries.codes, queries.offsets,
+                            targets.codes, targets.offsets, pair_query, pair_target, groups,
+                            *arguments)
+                    for groups in _split_groups(
+                        lane_groups(batch[in_lanes], query_lengths, target_lengths), threads)]
+            work += [partial(cpu.align_pairs, queries.codes, queries.offsets, targets.codes,
+                             targets.offsets, pair_query, pair_target, chunk, *arguments)
+                     for chunk in _split_by_cells(batch[~in_lanes], cells, threads)]
+            run_interruptible(work, threads, lambda done: bar.update(done - bar.n + done_before),
+                              tuning.progress_interval)
+            done_before += int(cells[batch].sum())
+            bar.update(done_before - bar.n)
             if traceback:
                 ops_chunks.append((batch, batch_offsets[batch], ops))
-            bar.update(int(cells[batch].sum()))
     if traceback:
         out.query_start, out.target_start = query_start, target_start
         _assemble_cigars(out, ops_chunks, op_counts, query_lengths, cigar_style, clip)
     out.seconds = time.perf_counter() - started
     return out
+
+
+def run_interruptible(work: list[Callable[[np.ndarray, int], None]], threads: int,
+                      on_progress: Callable[[int], None], interval: float) -> None:
+    """Run ``work(control, slot)`` items on ``threads`` worker threads while this thread
+    reports progress every ``interval`` seconds.
+
+    ``control`` is one shared ``int64`` array: ``control[0]`` is the stop flag, and item
+    ``k`` adds the cells it has done to ``control[1 + k]``. ``on_progress`` receives the total
+    of cells done. On an exception in this thread (Ctrl-C) or in an item, the stop flag is
+    set, the items still running are waited for (they stop within one DP row or lane group),
+    and the exception propagates. Every call owns its threads and its flag, so concurrent
+    calls from several threads are independent.
+    """
+    if not work:
+        return
+    control = np.zeros(1 + len(work), dtype=np.int64)
+    pool = ThreadPoolExecutor(max(1, min(threads, len(work))), thread_name_prefix="gpualign")
+    futures = [pool.submit(item, control, slot) for slot, item in enumerate(work)]
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=interval, return_when=FIRST_EXCEPTION)
+            on_progress(int(control[1:].sum()))
+            for future in done:
+                future.result()
+    except BaseException:
+        control[0] = 1
+        for future in futures:
+            future.cancel()
+        wait(futures)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def _split_groups(groups: np.ndarray, threads: int) -> list[np.ndarray]:
+    """Lane groups (costliest first) in chunks, a few per thread so threads that finish
+    early take more."""
+    chunk = max(1, len(groups) // (threads * 16))
+    return [groups[start:start + chunk] for start in range(0, len(groups), chunk)]
+
+
+def _split_by_cells(order: np.ndarray, cells: np.ndarray, threads: int) -> list[np.ndarray]:
+    """Pairs (longest first) in runs of about a 16th of a thread's share of the cells: a
+    long pair alone, many short ones together (a thread call costs microseconds)."""
+    if len(order) == 0:
+        return []
+    cumulative = np.cumsum(np.maximum(cells[order], 1))
+    share = max(float(cumulative[-1]) / (threads * 16), 1e6)
+    cuts = np.searchsorted(cumulative, np.arange(share, float(cumulative[-1]), share))
+    bounds = np.unique(np.concatenate(([0], cuts + 1, [len(order)])))
+    bounds = bounds[bounds <= len(order)]
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def available_host_memory() -> int:
+    """Bytes of host memory available now (psutil: free plus reclaimable caches)."""
+    return int(psutil.virtual_memory().available)
+
+
+def host_budget(tuning: config.Settings) -> int:
+    """Bytes a job may use: ``host_memory_share`` of the memory available now."""
+    return int(available_host_memory() * tuning.host_memory_share)
+
+
+def _gib(size: float) -> str:
+    return f"{size / 2**30:.1f} GiB"
+
+
+def _cpu_threads(query_lengths: np.ndarray, target_lengths: np.ndarray, one_pair: np.ndarray,
+                 traceback: bool, tuning: config.Settings) -> int:
+    """Worker threads of a CPU job: numba's thread count, fewer when the one-pair path's
+    traceback matrices (each thread holds one) would not fit the host budget; refuses a pair
+    whose matrix alone does not fit."""
+    threads = numba.get_num_threads()
+    if not traceback or len(one_pair) == 0:
+        return threads
+    matrix = query_lengths[one_pair] * ((target_lengths[one_pair] + 1) // 2)
+    worst = int(np.argmax(matrix))
+    largest = int(matrix[worst])
+    budget = host_budget(tuning)
+    if largest > budget:
+        raise HostMemoryError(
+            f"the pair of lengths {int(query_lengths[one_pair][worst])} x "
+            f"{int(target_lengths[one_pair][worst])} needs {_gib(largest)} of host memory for "
+            f"its traceback, more than the {_gib(budget)} this job may use "
+            f"({tuning.host_memory_share:.0%} of the memory available): align it with "
+            f"traceback=False (score and end coordinates), or on a GPU with more memory")
+    return max(1, min(threads, budget // max(largest, 1)))
 
 
 def lane_groups(pairs: np.ndarray, query_lengths: np.ndarray,

@@ -187,7 +187,7 @@ def test_bad_character_in_any_input_is_reported(job):
 
 def test_encoding_bounds_its_threads_and_finds_the_first_bad_byte_of_a_large_input():
     """Encoding runs on one thread per MiB, at most ENCODE_MAX_THREADS and numba's count, and
-    gives numba's thread count back, also when it raises; with several threads the first bad
+    leaves numba's thread count alone, also when it raises; with several threads the first bad
     byte is still the one reported."""
     import numba
 

@@ -30,7 +30,7 @@ to whole bytes. Operations are emitted end to start as codes 0 ``=``, 1 ``X``, 2
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from . import common
 
@@ -49,11 +49,16 @@ def _border(index, go, ge, mode, free):
 
 
 @njit(cache=True)
-def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row, i_row):
+def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row, i_row, control,
+                slot):
     """Fill the DP matrix of one pair; return (score, query_end, target_end).
 
     ``tb`` is the traceback buffer (``m * ((n + 1) // 2)`` x 1 bytes) or an empty array for
     a score-only fill. ``h_row``/``i_row`` are scratch rows of length ``n + 1``.
+    ``control`` is shared with the thread that waits for the work (see
+    :func:`align_pairs`): after each row the fill adds the row's cells to
+    ``control[1 + slot]`` and stops early (its result then meaningless) once ``control[0]``
+    is set, so one long pair reports progress and can be interrupted.
     """
     m = query.shape[0]
     n = target.shape[0]
@@ -118,6 +123,9 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
                     tb[base + ((j - 1) >> 1), 0] = pending | (nibble << 4)
         if want_tb and (n & 1):
             tb[base + (n >> 1), 0] = pending
+        control[1 + slot] += n
+        if control[0] != 0:
+            return best, best_i, best_j
         # End-cell candidates of this row, found after the row so the cell loop stays lean;
         # rows come in ascending order, so a strictly better score alone replaces the best.
         if local or (fte and i == m):
@@ -204,16 +212,22 @@ def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, co
     return i, j, count
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True)
 def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_query, pair_target,
                 order, sub, concrete, go, ge, mode, fqs, fqe, fts, fte, traceback, op_offsets, ops,
-                score, query_start, query_end, target_start, target_end, op_counts):
-    """Align pairs ``(pair_query[p], pair_target[p])`` for every ``p`` in ``order``.
+                score, query_start, query_end, target_start, target_end, op_counts, control,
+                slot):
+    """Align pairs ``(pair_query[p], pair_target[p])`` for every ``p`` in ``order``, one
+    after another (callers run several calls on threads: the GIL is released).
 
     Sequences are slices ``codes[offsets[k]:offsets[k+1]]``. With ``traceback`` the ops of
     pair ``p`` land, end to start, in ``ops[op_offsets[p]:]`` (room for ``m + n`` ops).
+    ``control[1 + slot]`` counts the cells done; a nonzero ``control[0]`` stops the work
+    within one DP row (the outputs are then incomplete).
     """
-    for k in prange(order.shape[0]):
+    for k in range(order.shape[0]):
+        if control[0] != 0:
+            return
         p = order[k]
         qi = pair_query[p]
         ti = pair_target[p]
@@ -228,11 +242,11 @@ def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_q
         else:
             tb = np.empty((0, 1), dtype=np.uint8)
         best, end_i, end_j = fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte,
-                                         tb, h_row, i_row)
+                                         tb, h_row, i_row, control, slot)
         score[p] = best
         query_end[p] = end_i
         target_end[p] = end_j
-        if traceback:
+        if traceback and control[0] == 0:
             start_i, start_j, count = trace_back(query, target, tb, 0, (n + 1) // 2, end_i, end_j,
                                                  mode, fqs, fts, concrete,
                                                  ops[op_offsets[p]:op_offsets[p] + m + n])

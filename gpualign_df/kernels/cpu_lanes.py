@@ -9,9 +9,6 @@ int32). Cells beyond a lane's own lengths are computed on padding and never read
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
-import numba
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
@@ -318,37 +315,24 @@ def _score_bound(largest, rows, cols, go, ge):
 def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, pair_query,
                       pair_target, groups, sub, concrete, go, ge, mode, fqs, fqe, fts, fte,
                       traceback, op_offsets, ops, score, query_start, query_end, target_start,
-                      target_end, op_counts):
-    """Align groups of pairs (``groups[g, lane]`` = pair index, -1 for an unused lane).
+                      target_end, op_counts, control, slot):
+    """Align groups of pairs (``groups[g, lane]`` = pair index, -1 for an unused lane), one
+    group after another; callers run several calls on threads (the kernel releases the GIL).
 
-    Every pair in a group has non-empty sequences. Outputs as :func:`cpu.align_pairs`. A group
+    Every pair in a group has non-empty sequences. Outputs, ``control`` and ``slot`` as
+    :func:`cpu.align_pairs` (progress and the stop flag are checked once per group). A group
     runs in int16 when its cell bound is below ``NARROW_SCORE_LIMIT``, else in int32.
 
-    Chunks of groups run on ``numba.get_num_threads()`` Python threads (the kernel releases
-    the GIL) rather than in a numba ``prange``: compiling a parallel loop re-optimises every
-    function it calls, and with the four large specialisations of :func:`fill_lanes` that
-    nearly doubled the first-call compile time (18 s against 10 s on a 2-core machine).
+    Python threads rather than a numba ``prange``: compiling a parallel loop re-optimises
+    every function it calls, and with the four large specialisations of :func:`fill_lanes`
+    that nearly doubled the first-call compile time (18 s against 10 s on a 2-core machine);
+    and numba's ``workqueue`` threading layer aborts the process when two threads enter a
+    parallel region at once.
     """
-    tables = _tables(sub)
-    threads = numba.get_num_threads()
-    count = len(groups)
-    chunk = max(1, count // (threads * 16))
-    starts = range(0, count, chunk)
-
-    def run(start):
-        _align_groups(groups, start, min(start + chunk, count), query_codes, query_offsets,
-                      target_codes, target_offsets, pair_query, pair_target, *tables, concrete,
-                      go, ge, mode, fqs, fqe, fts, fte, traceback, op_offsets, ops, score,
-                      query_start, query_end, target_start, target_end, op_counts,
-                      NARROW_SCORE_LIMIT)
-
-    if threads == 1 or len(starts) <= 1:
-        for start in starts:
-            run(start)
-        return
-    with ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(run, starts):  # longest groups come first: chunks as threads free up
-            pass
+    _align_groups(groups, 0, len(groups), query_codes, query_offsets, target_codes,
+                  target_offsets, pair_query, pair_target, *_tables(sub), concrete, go, ge, mode,
+                  fqs, fqe, fts, fte, traceback, op_offsets, ops, score, query_start, query_end,
+                  target_start, target_end, op_counts, NARROW_SCORE_LIMIT, control, slot)
 
 
 @njit(cache=True)
@@ -375,12 +359,14 @@ def _align_groups(groups, start, stop, query_codes, query_offsets, target_codes,
                   pair_query, pair_target, sub_flat, narrow_sub_flat, largest, match_code,
                   match_score, mismatch_score, concrete, go, ge, mode, fqs, fqe, fts, fte,
                   traceback, op_offsets, ops, score, query_start, query_end, target_start,
-                  target_end, op_counts, narrow_limit):
+                  target_end, op_counts, narrow_limit, control, slot):
     """Align the pairs of ``groups[start:stop]``."""
     alphabet_size = match_code.shape[0]
     padding_code = alphabet_size - 1
     tb_buffer = np.empty(0, dtype=np.uint8)
     for g in range(start, stop):
+        if control[0] != 0:
+            return
         query_lengths = np.ones(LANES, dtype=np.int64)
         target_lengths = np.ones(LANES, dtype=np.int64)
         for lane in range(LANES):
@@ -449,3 +435,6 @@ def _align_groups(groups, start, stop, query_codes, query_offsets, target_codes,
                 query_start[p] = start_i
                 target_start[p] = start_j
                 op_counts[p] = count
+        for lane in range(LANES):
+            if groups[g, lane] >= 0:
+                control[1 + slot] += query_lengths[lane] * target_lengths[lane]

@@ -1,0 +1,174 @@
+"""The CPU engine as users meet it on long jobs: Ctrl-C stops it within a second, the
+progress bar moves during one long pair, concurrent calls from several threads are safe on
+every numba threading layer, and jobs that cannot fit in host memory are refused before any
+work with an error that says what would fit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from gpualign_df import config, engine
+
+DNA = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cpu")
+
+
+def random_dna(rng: np.random.Generator, length: int) -> str:
+    return "".join(rng.choice(list("ACGT"), length))
+
+
+def test_ctrl_c_stops_one_long_pair_within_a_second():
+    """One pair of 40 kbp x 40 kbp runs for several seconds on this machine; SIGINT in the
+    middle raises KeyboardInterrupt in the caller well within a second."""
+    script = textwrap.dedent("""
+        import time, numpy as np, gpualign_df
+        rng = np.random.default_rng(0)
+        a, b = ("".join(rng.choice(list("ACGT"), 40000)) for _ in range(2))
+        gpualign_df.align(["ACGT" * 600], ["ACGA" * 600], mode="nw", backend="cpu")  # compile
+        print("start", flush=True)
+        started = time.perf_counter()
+        try:
+            gpualign_df.align([a], [b], mode="nw", backend="cpu", progress=False)
+            print("finished", time.perf_counter() - started, flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", time.perf_counter() - started, flush=True)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "start"
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        sent = time.perf_counter()
+        out, err = process.communicate(timeout=60)
+        waited = time.perf_counter() - sent
+    finally:
+        process.kill()
+    assert out.startswith("interrupted"), (out, err)
+    assert waited < 1.5, f"the process took {waited:.2f} s to stop after SIGINT"
+
+
+def test_progress_moves_within_one_long_pair(monkeypatch):
+    """The bar of a one-pair job is updated while the pair computes, not once at its end."""
+    seen: list[int] = []
+
+    class Bar:
+        n = 0
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            return False
+
+        def update(self, step):
+            self.n += step
+            seen.append(self.n)
+
+    monkeypatch.setattr(engine, "progress_bar", lambda cells, progress: Bar())
+    rng = np.random.default_rng(1)
+    query, target = random_dna(rng, 5000), random_dna(rng, 5000)
+    with config.override(progress_interval=0.002):
+        frame = gpualign_df.align([query], [target], mode="nw", **DNA)
+    assert frame["score"].notna().all()
+    partial = [value for value in seen if 0 < value < 5000 * 5000]
+    assert len(partial) >= 2, f"progress values seen: {seen}"
+    assert seen == sorted(seen) and seen[-1] == 5000 * 5000
+
+
+def test_concurrent_calls_under_the_workqueue_layer():
+    """numba's workqueue layer aborts the process (SIGABRT) when two threads enter a parallel
+    region at once; the engine uses no such region, so concurrent calls give the results of
+    sequential ones."""
+    script = textwrap.dedent("""
+        import threading, numpy as np, gpualign_df
+        rng = np.random.default_rng(0)
+        queries = ["".join(rng.choice(list("ACGT"), n)) for n in (3000, 100, 2500, 40)]
+        targets = ["".join(rng.choice(list("ACGT"), n)) for n in (2900, 120, 2600, 50)]
+        big = ["ACGT" * 300_000]                              # 1.2 MB: encoded on threads
+        expected = gpualign_df.align(queries, targets, backend="cpu")
+        failures = []
+        def work():
+            for _ in range(3):
+                if not gpualign_df.align(queries, targets, backend="cpu").equals(expected):
+                    failures.append("differs")
+                gpualign_df.align(big, ["ACGT"], backend="cpu", traceback=False)
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print("done", len(failures))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env={**os.environ, "NUMBA_THREADING_LAYER": "workqueue"},
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["done", "0"]
+
+
+def test_a_pair_whose_traceback_cannot_fit_is_refused_before_any_work(monkeypatch):
+    monkeypatch.setattr(engine, "available_host_memory", lambda: 100 << 20)   # 100 MiB
+    started = time.perf_counter()
+    with pytest.raises(MemoryError, match=r"20000 x 20000 needs .* traceback=False") as info:
+        gpualign_df.align(["A" * 20000], ["C" * 20000], mode="nw", **DNA)
+    assert isinstance(info.value, engine.HostMemoryError)
+    assert time.perf_counter() - started < 2
+    # score only needs no traceback matrix and runs
+    frame = gpualign_df.align(["A" * 2000], ["A" * 2100], mode="nw", traceback=False, **DNA)
+    assert frame["score"].tolist() == [2000 - 7 - 99]
+
+
+def test_threads_shrink_so_traceback_matrices_fit(monkeypatch):
+    """Each one-pair thread holds one traceback matrix: with room for one at a time the job
+    still runs, on one thread, and gives the same frame."""
+    rng = np.random.default_rng(2)
+    queries = [random_dna(rng, 3000) for _ in range(3)]
+    targets = [random_dna(rng, 3000) for _ in range(3)]
+    expected = gpualign_df.align(queries, targets, mode="nw", **DNA)
+    threads_used = []
+    real = engine._cpu_threads
+
+    def spy(*args, **kwargs):
+        threads_used.append(real(*args, **kwargs))
+        return threads_used[-1]
+
+    monkeypatch.setattr(engine, "_cpu_threads", spy)
+    monkeypatch.setattr(engine, "available_host_memory", lambda: 2 * 3000 * 1501 * 3 // 2)
+    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="nw", **DNA),
+                                  expected)
+    assert threads_used == [1]
+
+
+def test_an_error_in_one_worker_stops_the_others():
+    """run_interruptible: an item that raises sets the stop flag; the exception propagates
+    once every running item has returned."""
+    stopped = threading.Event()
+
+    def failing(control, slot):
+        raise RuntimeError("boom")
+
+    def waiting(control, slot):
+        deadline = time.perf_counter() + 10
+        while control[0] == 0 and time.perf_counter() < deadline:
+            time.sleep(0.001)
+        if control[0]:
+            stopped.set()
+
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="boom"):
+        engine.run_interruptible([waiting, failing], 2, lambda done: None, 0.01)
+    assert stopped.is_set() and time.perf_counter() - started < 5
