@@ -549,7 +549,8 @@ def evalues_and_bitscores(scores: ArrayLike, query_lengths: ArrayLike, db_residu
     Parameters
     ----------
     scores : array_like
-        Raw alignment scores, one per row.
+        Raw alignment scores, one per row (a missing score, NaN or ``pd.NA``, gives NaN in
+        both outputs).
     query_lengths : array_like
         Query length of each row (broadcast against ``scores``; a scalar serves all rows).
     db_residues : int

@@ -338,6 +338,13 @@ def test_a_scalar_query_length_serves_every_row():
     assert bits.shape == (3,)
 
 
+def test_missing_scores_give_nan():
+    scores = pd.Series([50, None, 60], dtype="Int64")
+    evalues, bits = evalues_and_bitscores(scores, 300, 10**7, 10**4, BLOSUM62_11_1)
+    assert np.isnan(evalues[1]) and np.isnan(bits[1])
+    assert np.isfinite(evalues[[0, 2]]).all() and np.isfinite(bits[[0, 2]]).all()
+
+
 def test_no_rows():
     evalues, bits = evalues_and_bitscores([], [], 10**7, 10**4, BLOSUM62_11_1)
     assert evalues.shape == bits.shape == (0,)
