@@ -13,4 +13,4 @@ gpualign align "$data/gasal2_query_500.fasta.gz" "$data/gasal2_target_500.fasta.
 gpualign align "$data/adept_proteins_200.fasta.gz" --how pairwise --matrix BLOSUM62 \
     --gap-open 11 --gap-extend 1 --out "$out/proteins.blast6"
 head -n 3 "$out/reads.paf" "$out/proteins.blast6"
-grep -v '^@' "$out/reads.sam" | head -n 2 | cut -f 1-9
+grep -v -m 2 "^@" "$out/reads.sam" | cut -f 1-9  # -m: grep stops itself (no SIGPIPE from head)
