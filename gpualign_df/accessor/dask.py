@@ -1,7 +1,8 @@
 """The ``.aln`` accessor on Dask Series: alignment jobs split into cost-balanced Dask tasks.
 
-Importing :mod:`gpualign_df` (with Dask installed) registers ``.aln`` on every
-``dask.dataframe.Series`` (pandas-backed or cuDF-backed). Dask's own ``Series.align`` is left
+Importing :mod:`gpualign_df` registers ``.aln`` on every ``dask.dataframe.Series``
+(pandas-backed or cuDF-backed), as soon as ``dask.dataframe`` is imported (before or after
+:mod:`gpualign_df`). Dask's own ``Series.align`` is left
 alone. Each method returns a lazy ``dask.dataframe.DataFrame`` whose ``meta`` has the columns
 and dtypes of the in-memory result, and whose ``.compute()`` equals, row for row, what the
 in-memory accessor returns on the computed Series (``series.compute().aln.<method>(...)``),
@@ -71,8 +72,9 @@ from dask.dataframe.dask_expr._expr import Expr
 from dask.dataframe.dask_expr.io.io import FromGraph
 from dask.dataframe.extensions import register_series_accessor
 
-from ..api import align, best_first, pairwise_pairs
-from ..engine import check_backend, check_options
+# The engine (gpualign_df.api, .engine: numba, the GPU code) is imported inside the functions
+# that use it, not here: gpualign_df imports this module as soon as dask.dataframe is
+# imported, which must not cost the engine's import time.
 
 __all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan", "forget_planned_lengths",
            "DEFAULT_CELLS_PER_TASK", "DEFAULT_GPU_CELLS_PER_TASK", "DEFAULT_PAIRS_PER_TASK"]
@@ -391,6 +393,8 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
     >>> summarize_plan(plan)["tasks"], int(plan["pairs"].sum()) == 40 * 39 // 2
     (3, True)
     """
+    from ..engine import check_backend
+
     if how is None:
         how = "pairwise" if database is None else "search"
     if how == "pairwise" and database is not None:
@@ -459,6 +463,8 @@ def _align_positional(queries: Any, targets: Any, query_offset: int, target_offs
                       **options: Any) -> Any:
     """``align`` with rows labelled by global position; bad input is reported by the rows'
     own labels (a second call with them re-raises, before any alignment work)."""
+    from ..api import align
+
     try:
         return align(_with_positions(queries, query_offset),
                      _with_positions(targets, target_offset), **options)
@@ -489,6 +495,8 @@ def _take_sorted(frame: Any, order: np.ndarray) -> Any:
 
 def _triangle_task(part: Any, *, chunk: Chunk, options: dict) -> Any:
     """All pairs i < j inside one chunk, i-major (the in-memory pairwise order)."""
+    from ..api import align, pairwise_pairs
+
     queries = _rows(part, chunk)
     frame = align(queries, how="pairwise", **options)
     first, second = pairwise_pairs(len(queries))
@@ -526,6 +534,8 @@ def _pairwise_merge(*blocks: Any) -> Any:
 
 def _rank(frame: Any, top_k: int | None) -> np.ndarray:
     """Per query (global order), best score first, nulls last, ties by global target."""
+    from ..api import best_first
+
     return best_first(_int_array(frame[_QPOS]), _int_array(frame[_TPOS]),
                       _int_array(frame["score"]), _valid_array(frame["score"]), top_k)
 
@@ -553,6 +563,8 @@ def _search_top_k_final(query_part: Any, target_parts: list[Any], *blocks: Any,
                         query_chunk: Chunk, target_starts: np.ndarray, top_k: int,
                         traceback: bool, options: dict) -> Any:
     """Best ``top_k`` per query across the database blocks, then traceback of survivors."""
+    from ..api import align
+
     frame = _concat(list(blocks))
     keep = _rank(frame, top_k)
     if not traceback:
@@ -577,12 +589,16 @@ def _broadcast_search_task(query_part: Any, *database_parts: Any, query_chunk: C
     the worker that would hold the joined database. The database is whole and in its global
     order, so ``align``'s own order (ties by target position) is the global one: no
     relabelling by position is needed."""
+    from ..api import align
+
     database = _whole_series(*database_parts)
     queries = _rows(query_part, query_chunk)
     return align(queries, database, how="search", top_k=top_k, **options)
 
 
 def _rowwise_task(queries: Any, targets: Any, *, partition: int, options: dict) -> Any:
+    from ..api import align
+
     if len(queries) != len(targets):
         raise ValueError(
             f"rowwise needs co-partitioned Series (same rows in each partition): partition "
@@ -624,6 +640,9 @@ def _result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
 
 def _build_result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
                        top_k: int | None, options: dict) -> Any:
+    from ..api import align
+    from ..engine import check_options
+
     backend = options.get("backend", "auto")
     check_options(backend, options.get("cigar_style", "="), options.get("clip"))
     meta_options = dict(options, progress=False)

@@ -1,13 +1,17 @@
 """The ``.aln`` accessor on pandas Series (pandas' own ``Series.align`` is left alone), and
-``.align`` / ``.aln`` on cuDF Series where cuDF is installed (cuDF has no ``align``)."""
+``.align`` / ``.aln`` on cuDF Series (cuDF has no ``align``).
+
+Importing this module imports neither pandas, cuDF nor the engine: :mod:`gpualign_df`
+calls :func:`register_pandas` and :func:`register_cudf` once each library is imported, and
+each method imports :func:`gpualign_df.align` when it runs.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from ..api import align
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 
 class SeriesAlignAccessor:
@@ -41,6 +45,8 @@ class SeriesAlignAccessor:
         ...     ["query", "score", "cigar"]].values.tolist()
         [[10, 5, '2=1X1='], [11, <NA>, nan]]
         """
+        from ..api import align
+
         return align(self._series, other, how="rowwise", **options)
 
     def pairwise(self, **options: Any) -> pd.DataFrame:
@@ -52,6 +58,8 @@ class SeriesAlignAccessor:
         >>> len(pd.Series(["ACGT", "ACGA", "TCGA"]).aln.pairwise(match=1, mismatch=-1))
         3
         """
+        from ..api import align
+
         return align(self._series, how="pairwise", **options)
 
     def search(self, database: pd.Series, top_k: int | None = None, **options: Any) -> pd.DataFrame:
@@ -65,22 +73,23 @@ class SeriesAlignAccessor:
         >>> queries.aln.search(db, top_k=2, match=1, mismatch=-2)[["target", "score"]].values.tolist()
         [['c', 8], ['b', 7]]
         """
+        from ..api import align
+
         return align(self._series, database, how="search", top_k=top_k, **options)
 
 
-pd.api.extensions.register_series_accessor("aln")(SeriesAlignAccessor)
+def register_pandas() -> None:
+    """Register ``.aln`` on ``pandas.Series`` (imports pandas); :mod:`gpualign_df` calls it
+    once pandas is imported. pandas' own ``Series.align`` stays as it is."""
+    import pandas as pd
+
+    pd.api.extensions.register_series_accessor("aln")(SeriesAlignAccessor)
 
 
-def register_cudf() -> bool:
-    """Register ``.align`` and ``.aln`` on ``cudf.Series`` (cuDF has no ``align`` of its own);
-    False where cuDF is not installed."""
-    try:
-        import cudf
-    except ImportError:
-        return False
+def register_cudf() -> None:
+    """Register ``.align`` and ``.aln`` on ``cudf.Series`` (imports cuDF, which has no
+    ``align`` of its own); :mod:`gpualign_df` calls it once cuDF is imported."""
+    import cudf
+
     for name in ("align", "aln"):
         cudf.api.extensions.register_series_accessor(name)(SeriesAlignAccessor)
-    return True
-
-
-CUDF_ACCESSORS = register_cudf()
