@@ -252,13 +252,27 @@ def device_table(name: str, host: np.ndarray) -> object:
 
 def release_scratch() -> None:
     """Free the cached device buffers (they are reused across calls otherwise) and the
-    blocks CuPy's pool keeps for the engine's temporaries."""
+    blocks CuPy's pool keeps for the engine's temporaries.
+
+    Safe to call anywhere: on a CPU install (no CuPy, no GPU) and under the CUDA simulator
+    it only drops the cached buffers. CuPy's pool is emptied only where CuPy has been
+    imported (the engine imports it to allocate, so a process that never did holds no
+    block of ours; importing it here would cost seconds) and a GPU is usable.
+
+    Examples
+    --------
+    >>> from gpualign_df import gpu
+    >>> gpu.release_scratch()      # on a CPU-only machine too
+    """
+    from .libraries import loaded
+
     _SCRATCH.clear()
     _TABLES.clear()
-    if not simulator():
-        import cupy
+    if simulator() or not loaded("cupy") or not gpu_usable():
+        return
+    import cupy
 
-        cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_memory_pool().free_all_blocks()
 
 
 @dataclass

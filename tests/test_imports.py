@@ -249,3 +249,45 @@ def test_installed_does_not_import():
                                                        if m in sys.modules]}))
     """)
     assert out == {"found": [True, True], "imported": []}
+
+
+# ---------------------------------------------------------------------------------------------
+# optional libraries absent or not imported
+
+
+def test_release_scratch_without_cupy_is_a_no_op():
+    """On a CPU install (this machine has no CuPy; the CUDA simulator off, as a user's
+    process has it) release_scratch drops the cached buffers and raises nothing."""
+    env_code = """
+        import json, os, sys
+        os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+        from gpualign_df import gpu
+        gpu._SCRATCH[("buffer", 0)] = object()
+        gpu._TABLES[("table", 0)] = (b"", object())
+        gpu.release_scratch()
+        print(json.dumps({"cached": len(gpu._SCRATCH) + len(gpu._TABLES),
+                          "simulator": gpu.simulator(), "cupy": "cupy" in sys.modules}))
+    """
+    out = run_python(env_code)
+    assert out == {"cached": 0, "simulator": False, "cupy": False}
+
+
+def test_release_scratch_empties_cupy_pool_where_cupy_is_used(monkeypatch):
+    """Where CuPy is imported and a GPU usable, its pool's cached blocks are freed (a
+    stand-in CuPy records the call); with CuPy imported but no usable GPU, nothing is."""
+    import types
+
+    from gpualign_df import gpu
+
+    freed = []
+    pool = types.SimpleNamespace(free_all_blocks=lambda: freed.append(True))
+    fake = types.ModuleType("cupy")
+    fake.get_default_memory_pool = lambda: pool
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(gpu, "simulator", lambda: False)
+    monkeypatch.setattr(gpu, "gpu_usable", lambda: False)
+    gpu.release_scratch()
+    assert freed == []
+    monkeypatch.setattr(gpu, "gpu_usable", lambda: True)
+    gpu.release_scratch()
+    assert freed == [True]
