@@ -297,6 +297,26 @@ def test_bad_residue_names_its_label():
             scheduler="threads")
 
 
+def test_pandas_database_is_the_same_type_error_for_search_and_plan(dna):
+    """search() and plan() (the accessor's and plan_blocks) refuse a pandas database with
+    one TypeError and one message, before any work; so does rowwise with a pandas other."""
+    lazy = partitioned(dna, 3)
+    messages = []
+    for call in (lambda: lazy.aln.search(dna, **DNA_OPTIONS),
+                 lambda: lazy.aln.plan(dna),
+                 lambda: plan_blocks(lazy, dna),
+                 lambda: plan_blocks(lazy, dna, how="search")):
+        with pytest.raises(TypeError) as error:
+            call()
+        messages.append(str(error.value))
+    assert len(set(messages)) == 1
+    assert "database" in messages[0] and "pandas.Series" in messages[0]
+    with pytest.raises(TypeError, match="queries"):
+        plan_blocks(dna)
+    with pytest.raises(TypeError, match="rowwise .* as other, got pandas.Series"):
+        lazy.aln.rowwise(dna, **DNA_OPTIONS)
+
+
 def test_dask_series_align_is_dasks_own():
     """gpualign_df registers .aln only: Dask's own Series.align still aligns indexes."""
     left = pd.Series([1.0, 2.0, 3.0], index=[0, 1, 2])

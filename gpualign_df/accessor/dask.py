@@ -340,6 +340,16 @@ def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
     return [list(arrays) for arrays in found]
 
 
+def _check_dask_series(value: Any, how: str, role: str) -> None:
+    """The one check that an input of a Dask job (``role``: queries, database, other) is a
+    Dask Series, with the one message for every entry point (``plan`` and ``search`` name
+    a pandas database alike)."""
+    if not isinstance(value, dd.Series):
+        raise TypeError(f"{how} on a Dask Series needs a Dask Series as {role}, got "
+                        f"{type(value).__module__.split('.')[0]}.{type(value).__name__}; "
+                        f"convert it with dask.dataframe.from_pandas(..., sort=False)")
+
+
 def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
                 how: str | None = None, cells_per_task: float | None = None,
                 pairs_per_task: float = DEFAULT_PAIRS_PER_TASK, top_k: int | None = None,
@@ -383,6 +393,12 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
         positions, stop exclusive), ``pairs``, ``cells``. :func:`summarize_plan` gives the
         spread.
 
+    Raises
+    ------
+    TypeError
+        Where ``queries`` or ``database`` is not a Dask Series (a pandas database, say), with
+        the message ``search()`` gives.
+
     Examples
     --------
     >>> import pandas as pd, dask.dataframe as dd
@@ -397,6 +413,9 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
 
     if how is None:
         how = "pairwise" if database is None else "search"
+    _check_dask_series(queries, how, "queries")
+    if database is not None:
+        _check_dask_series(database, how, "database")
     if how == "pairwise" and database is not None:
         raise ValueError("how='pairwise' aligns all pairs within one collection: give no "
                          "database")
@@ -935,9 +954,7 @@ class DaskSeriesAlignAccessor:
         >>> rows.compute()[["query", "score", "cigar"]].values.tolist()
         [[0, 5, '2=1X1='], [1, <NA>, nan], [2, 8, '4=']]
         """
-        if not isinstance(other, dd.Series):
-            raise TypeError(f"rowwise on a Dask Series needs a Dask Series, got "
-                            f"{type(other).__name__}")
+        _check_dask_series(other, "rowwise", "other")
         queries = self._series
         if queries.npartitions != other.npartitions:
             raise ValueError(
@@ -1050,9 +1067,7 @@ class DaskSeriesAlignAccessor:
         >>> hits.compute()[["query", "target", "score"]].values.tolist()
         [[7, 2, 8], [7, 1, 7]]
         """
-        if not isinstance(database, dd.Series):
-            raise TypeError(f"search on a Dask Series needs a Dask Series database, got "
-                            f"{type(database).__name__}")
+        _check_dask_series(database, "search", "database")
         queries = self._series
         options = dict(options)
         cells, pairs = _sizing(queries, options)
