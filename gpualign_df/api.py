@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .encode import EncodedSequences, encode_sequences
-from . import gpu
-from .engine import (check_options, check_score_range, progress_bar, resolve_backend,
-                     run_pairs)
+from . import config
+from .engine import (HostMemoryError, check_options, check_score_range, host_budget,
+                     progress_bar, resolve_backend, run_pairs)
 from .results import build_frame, empty_frame
 from .scoring import Mode, Scoring, make_scoring, parse_mode
 
@@ -64,6 +65,11 @@ def validate_job(how: str, queries: Any, targets: Any, top_k: int | None) -> Non
     """Check the job's shape before any work."""
     if how not in HOWS:
         raise ValueError(f"unknown how {how!r}; use one of {HOWS}")
+    for name, values in (("queries", queries), ("targets", targets)):
+        if isinstance(values, (str, bytes)):
+            raise TypeError(f"{name} must be a collection of sequences (a Series or a list), "
+                            f"not one string: pass [{values[:20]!r}{'...' if len(values) > 20 else ''}] "
+                            f"for a single sequence")
     if how == "pairwise" and targets is not None:
         raise ValueError("how='pairwise' aligns all pairs within one collection: give no targets")
     if how in ("rowwise", "search") and targets is None:
@@ -152,7 +158,7 @@ def align(
     [[16, 2, 10, '8=']]
     """
     validate_job(how, queries, targets, top_k)
-    check_options(backend, cigar_style, clip)
+    check_options(backend, cigar_style, clip, traceback, progress)
     resolve_backend(backend)  # backend="cuda" without a GPU fails before any work
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
@@ -163,26 +169,221 @@ def align(
         return align_cudf(queries, None if targets is None else as_cudf(targets), how=how,
                           scoring=scoring, mode=parsed_mode, top_k=top_k, traceback=traceback,
                           cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
+    job = _encode_job(queries, targets, how, scoring, parsed_mode, top_k, traceback,
+                      dict(cigar_style=cigar_style, clip=clip, backend=backend,
+                           progress=progress))
+    check_host_memory(job)
+    return _run_rows(job, 0, len(job.queries))
+
+
+@dataclass(frozen=True)
+class EncodedJob:
+    """A validated, encoded in-memory job: what :func:`align` and :func:`align_batches` run."""
+
+    how: str
+    queries: EncodedSequences
+    targets: EncodedSequences
+    scoring: Scoring
+    mode: Mode
+    top_k: int | None
+    traceback: bool
+    options: dict
+
+
+def _encode_job(queries: Any, targets: Any, how: str, scoring: Scoring, mode: Mode,
+                top_k: int | None, traceback: bool, options: dict) -> EncodedJob:
+    if _is_cudf(queries):
+        queries = queries.to_pandas()
     if _is_cudf(targets):
         targets = targets.to_pandas()
-    query_labels = _labels(queries)
-    encoded_queries = encode_sequences(queries, scoring, query_labels)
-    options = dict(cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
-    if how == "pairwise":
-        encoded_targets = encoded_queries
-        pair_query, pair_target = pairwise_pairs(len(encoded_queries))
+    encoded_queries = encode_sequences(queries, scoring, _labels(queries))
+    encoded_targets = encoded_queries if how == "pairwise" else \
+        encode_sequences(targets, scoring, _labels(targets))
+    return EncodedJob(how, encoded_queries, encoded_targets, scoring, mode, top_k, traceback,
+                      options)
+
+
+def _run_rows(job: EncodedJob, start: int, stop: int) -> pd.DataFrame:
+    """The result rows of queries ``start`` to ``stop`` (all their rows, in result order)."""
+    queries, targets = job.queries, job.targets
+    if job.how == "search":
+        return _search(queries.subset(start, stop), targets, job.scoring, job.mode, job.top_k,
+                       job.traceback, job.options)
+    if job.how == "pairwise":
+        pair_query, pair_target = pairwise_pairs_of_rows(len(queries), start, stop)
     else:
-        encoded_targets = encode_sequences(targets, scoring, _labels(targets))
-        if how == "search":
-            return _search(encoded_queries, encoded_targets, scoring, parsed_mode, top_k,
-                           traceback, options)
-        pair_query, pair_target = rowwise_pairs(len(encoded_queries))
+        pair_query = pair_target = np.arange(start, stop, dtype=np.int64)
     if len(pair_query) == 0:
-        return empty_frame(traceback, encoded_queries.labels, encoded_targets.labels)
-    arrays = run_pairs(encoded_queries, encoded_targets, pair_query, pair_target, scoring,
-                       parsed_mode, traceback=traceback, **options)
-    return build_frame(arrays, encoded_queries.labels, encoded_targets.labels, pair_query,
-                       pair_target)
+        return empty_frame(job.traceback, queries.labels, targets.labels)
+    arrays = run_pairs(queries, targets, pair_query, pair_target, job.scoring, job.mode,
+                       traceback=job.traceback, **job.options)
+    return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+
+
+def pairwise_pairs_of_rows(count: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (i, j), i < j < ``count``, of rows ``start <= i < stop``, i major: the rows
+    of :func:`pairwise_pairs` that those rows own.
+
+    Examples
+    --------
+    >>> [a.tolist() for a in pairwise_pairs_of_rows(4, 1, 3)]
+    [[1, 1, 2], [2, 3, 3]]
+    """
+    rows = np.arange(start, stop, dtype=np.int64)
+    partners = count - 1 - rows
+    first = np.repeat(rows, partners)
+    begin = np.cumsum(partners) - partners
+    second = np.arange(len(first), dtype=np.int64) - np.repeat(begin - rows - 1, partners)
+    return first, second
+
+
+#: Bytes of host memory per result row with traceback (pair lists, engine columns, the
+#: frame's columns and their copies while it is built), without the CIGAR text; per row
+#: without traceback; and per aligned residue of traceback ops and CIGAR text. Used to
+#: refuse in-memory jobs that cannot fit, so they are estimates that err upwards.
+ROW_BYTES_TRACEBACK = 200
+ROW_BYTES_SCORE_ONLY = 80
+BYTES_PER_ALIGNED_RESIDUE = 2
+
+
+def _rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None) -> tuple[int, int]:
+    """(result rows, sum over rows of min(m, n)) of queries ``start`` to ``stop``: the
+    rows a job returns and a floor for the residues its alignments cover."""
+    stop = len(job.queries) if stop is None else stop
+    q = np.where(job.queries.valid, job.queries.lengths, 0)[start:stop]
+    if job.how == "rowwise":
+        t = np.where(job.targets.valid, job.targets.lengths, 0)[start:stop]
+        return stop - start, int(np.minimum(q, t).sum())
+    if job.how == "pairwise":
+        count = len(job.queries)
+        lengths = np.where(job.queries.valid, job.queries.lengths, 0)
+        rows = int(((count - 1 - np.arange(start, stop)).clip(min=0)).sum())
+        # sum over i in the rows, j > i of min(L_i, L_j): bounded by L_i * (count - 1 - i)
+        span = int((q * (count - 1 - np.arange(start, stop)).clip(min=0)).sum())
+        return rows, min(span, rows * int(lengths.max(initial=0)))
+    t = np.sort(np.where(job.targets.valid, job.targets.lengths, 0))
+    kept = len(t) if job.top_k is None else min(job.top_k, len(t))
+    prefix = np.concatenate(([0], np.cumsum(t)))
+    shorter = np.searchsorted(t, q, side="left")        # targets shorter than each query
+    span_all = prefix[shorter] + q * (len(t) - shorter)  # sum over targets of min(q, t)
+    span = span_all if job.top_k is None else np.minimum(span_all, q * kept)
+    return len(q) * kept, int(span.sum())
+
+
+def job_host_bytes(job: EncodedJob, start: int = 0, stop: int | None = None) -> int:
+    """Estimated host memory of the result of queries ``start`` to ``stop`` of ``job``."""
+    rows, span = _rows_and_span(job, start, stop)
+    if not job.traceback:
+        return rows * ROW_BYTES_SCORE_ONLY
+    return rows * ROW_BYTES_TRACEBACK + span * BYTES_PER_ALIGNED_RESIDUE
+
+
+def check_host_memory(job: EncodedJob) -> None:
+    """Refuse an in-memory job whose result cannot fit in host memory, before any work,
+    saying what would: score only, streaming batches, Dask."""
+    need = job_host_bytes(job)
+    tuning = config.settings()
+    budget = host_budget(tuning)
+    if need <= budget:
+        return
+    rows, _ = _rows_and_span(job)
+    raise HostMemoryError(
+        f"this {job.how} job returns {rows:,} rows, about {need / 2**30:.1f} GiB of host memory "
+        f"with {'traceback' if job.traceback else 'scores'}, more than the "
+        f"{budget / 2**30:.1f} GiB it may use ({tuning.host_memory_share:.0%} of the memory "
+        f"available now): align with traceback=False (score and end coordinates only), "
+        f"stream the rows to a file in batches (gpualign_df.align_batches, or the gpualign "
+        f"command with --out), or run it through Dask (dask.dataframe Series .aln)")
+
+
+def align_batches(
+    queries: pd.Series | Sequence[str | None],
+    targets: pd.Series | Sequence[str | None] | None = None,
+    *,
+    how: str = "rowwise",
+    mode: str = "sw",
+    matrix: str | pd.DataFrame | tuple | None = None,
+    match: int | None = None,
+    mismatch: int | None = None,
+    gap_open: int = 10,
+    gap_extend: int = 1,
+    free_ends: Iterable[str] | str | None = None,
+    top_k: int | None = None,
+    traceback: bool = True,
+    cigar_style: str = "=",
+    clip: str | None = None,
+    backend: str = "auto",
+    progress: bool | None = None,
+) -> Iterator[pd.DataFrame]:
+    """:func:`align` in batches: yields pandas frames whose concatenation is the frame
+    :func:`align` returns, row for row, holding one batch in memory at a time.
+
+    The job is validated and its sequences encoded before the first batch. Each batch holds
+    every row of the queries it covers (all of a query's pairs, or its ``top_k`` hits), at
+    most ``stream_batch_pairs`` pairs and ``stream_batch_cells`` DP cells of
+    :func:`gpualign_df.config.settings` where one query allows. A job with no rows yields one
+    empty frame (the columns and dtypes). Options as :func:`align`; cuDF input is aligned
+    through pandas.
+
+    Examples
+    --------
+    >>> import gpualign_df
+    >>> from gpualign_df import config
+    >>> sequences = ["ACGTAC", "ACGTTC", "AGGTAC", "ACCTAC"]
+    >>> with config.override(stream_batch_pairs=2):
+    ...     frames = list(gpualign_df.align_batches(sequences, how="pairwise", match=1,
+    ...                                             mismatch=-1, gap_open=2, gap_extend=1))
+    >>> [len(frame) for frame in frames], sum(len(frame) for frame in frames)
+    ([3, 2, 1], 6)
+    """
+    validate_job(how, queries, targets, top_k)
+    check_options(backend, cigar_style, clip, traceback, progress)
+    resolve_backend(backend)
+    scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
+                           gap_extend=gap_extend)
+    job = _encode_job(queries, targets, how, scoring, parse_mode(mode, free_ends), top_k,
+                      traceback, dict(cigar_style=cigar_style, clip=clip, backend=backend,
+                                      progress=progress))
+    return _batches_of(job, config.settings())
+
+
+def _batches_of(job: EncodedJob, tuning: config.Settings) -> Iterator[pd.DataFrame]:
+    bounds = batch_bounds(job, tuning.stream_batch_pairs, tuning.stream_batch_cells)
+    if len(bounds) < 2:
+        yield empty_frame(job.traceback, job.queries.labels, job.targets.labels)
+        return
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        yield _run_rows(job, int(start), int(stop))
+
+
+def batch_bounds(job: EncodedJob, max_pairs: float, max_cells: float) -> np.ndarray:
+    """Query boundaries ``[0, b1, ..., count]`` of consecutive batches, each at most
+    ``max_pairs`` pairs and ``max_cells`` DP cells unless one query alone exceeds them."""
+    count = len(job.queries)
+    if count == 0:
+        return np.zeros(1, dtype=np.int64)
+    q = np.where(job.queries.valid, job.queries.lengths, 0).astype(np.float64)
+    if job.how == "rowwise":
+        pairs = np.ones(count)
+        cells = q * np.where(job.targets.valid, job.targets.lengths, 0)
+    elif job.how == "pairwise":
+        pairs = (count - 1 - np.arange(count)).astype(np.float64)
+        after = np.concatenate((np.cumsum(q[::-1])[::-1][1:], [0.0]))
+        cells = q * after
+    else:
+        database = float(np.where(job.targets.valid, job.targets.lengths, 0).sum())
+        pairs = np.full(count, float(len(job.targets)))
+        cells = q * database
+    pair_sums, cell_sums = np.cumsum(pairs), np.cumsum(cells)
+    bounds = [0]
+    while bounds[-1] < count:
+        start = bounds[-1]
+        base_pairs = pair_sums[start - 1] if start else 0.0
+        base_cells = cell_sums[start - 1] if start else 0.0
+        stop = min(np.searchsorted(pair_sums, base_pairs + max_pairs, side="right"),
+                   np.searchsorted(cell_sums, base_cells + max_cells, side="right"))
+        bounds.append(int(max(stop, start + 1)))
+    return np.asarray(bounds, dtype=np.int64)
 
 
 #: A search with ``top_k`` off the device scores at most this many pairs at a time (whole
@@ -217,6 +418,7 @@ def _search(queries: EncodedSequences, targets: EncodedSequences, scoring: Scori
 def _search_survivors(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring,
                       mode: Mode, top_k: int, options: dict) -> tuple[np.ndarray, np.ndarray]:
     """The (query, target) pairs a search with ``top_k`` keeps, in :func:`best_first` order."""
+    from . import gpu
     if resolve_backend(options["backend"]) == "cuda" \
             and len(scoring.alphabet) <= gpu.inter.MAX_ALPHABET:
         check_score_range(scoring, queries.lengths, targets.lengths)

@@ -97,6 +97,14 @@ class EncodedSequences:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def subset(self, start: int, stop: int) -> "EncodedSequences":
+        """Sequences ``start`` to ``stop`` (views of the codes, offsets from 0)."""
+        if start == 0 and stop == len(self):
+            return self
+        offsets = self.offsets[start:stop + 1]
+        return EncodedSequences(self.codes[offsets[0]:offsets[-1]], offsets - offsets[0],
+                                self.valid[start:stop], self.labels[start:stop])
+
 
 #: Letters that occur in protein sequences but not in nucleotide ones: a sequence holding one
 #: of them, refused by a nucleotide alphabet, is most likely a protein.
@@ -144,7 +152,10 @@ def plain_label(label: Any) -> Any:
 
 
 def to_arrow_strings(values: Any, labels: pd.Index) -> pa.LargeStringArray:
-    """Turn a Series / list of str-or-null into an Arrow large_string array, or raise."""
+    """Turn a Series / list of str-or-null into an Arrow large_string array, or raise.
+
+    A column of nothing but missing values (all-NaN floats, all-None objects) is a column of
+    nulls, whatever its dtype."""
     if isinstance(values, pd.Series):
         values = values.array
     try:
@@ -157,7 +168,9 @@ def to_arrow_strings(values: Any, labels: pd.Index) -> pa.LargeStringArray:
                                  f"string, got {type(value).__name__}") from error
         raise
     if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+        # pandas gives chunks of string and large_string for an all-NaN float column
+        array = pa.chunked_array([chunk.cast(pa.large_string()) for chunk in array.chunks],
+                                 type=pa.large_string()).combine_chunks()
     return array
 
 

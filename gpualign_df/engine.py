@@ -19,7 +19,6 @@ from tqdm.auto import tqdm
 from . import config
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
-from . import gpu
 from .kernels import cpu, cpu_lanes
 from .scoring import SCORE_LIMIT, Mode, Scoring
 
@@ -42,9 +41,14 @@ def check_backend(backend: str) -> None:
         raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
 
 
-def check_options(backend: str, cigar_style: str, clip: str | None) -> None:
+def check_options(backend: str, cigar_style: str, clip: str | None, traceback: bool = True,
+                  progress: bool | None = None) -> None:
     """Validate engine options before any work."""
     check_backend(backend)
+    if not isinstance(traceback, (bool, np.bool_)):
+        raise ValueError(f"traceback must be True or False, got {traceback!r}")
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise ValueError(f"progress must be True, False or None, got {progress!r}")
     if cigar_style not in CIGAR_STYLES:
         raise ValueError(f"unknown cigar_style {cigar_style!r}; use '=' (=/X) or 'M'")
     if clip not in CLIPS:
@@ -57,6 +61,8 @@ def resolve_backend(backend: str) -> str:
     ``"auto"`` picks the GPU when a real one is usable; ``"cuda"`` insists on it (the CUDA
     simulator counts, for tests) and raises ``RuntimeError`` when there is none.
     """
+    from . import gpu  # numba.cuda: imported on the first job, not with the package
+
     if backend == "cuda":
         if not (gpu.gpu_usable() or gpu.simulator()):
             if not gpu.cupy_installed():
@@ -128,6 +134,8 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     if engine == "cpu":
         return _run_pairs_cpu(queries, targets, pair_query, pair_target, scoring, mode,
                               traceback, cigar_style, clip, progress)
+    from . import gpu
+
     started = time.perf_counter()
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     cells = int((queries.lengths[pair_query] * targets.lengths[pair_target])[valid].sum())

@@ -12,6 +12,8 @@ COORDINATES = ("query_start", "query_end", "target_start", "target_end")
 STATISTICS = ("matches", "mismatches", "gap_opens", "gaps", "length")
 TRACEBACK_COLUMNS = ("query", "target", "score", *COORDINATES, "cigar", *STATISTICS, "identity")
 SCORE_ONLY_COLUMNS = ("query", "target", "score", "query_end", "target_end")
+#: The cigar column's dtype: strings whose missing value is ``pd.NA``.
+CIGAR_DTYPE = pd.StringDtype("pyarrow")
 
 
 def _nullable_int32(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
@@ -19,11 +21,14 @@ def _nullable_int32(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerA
 
 
 def cigar_strings(chars: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pd.Series:
-    """CIGAR characters + offsets -> a pandas string Series (no per-row Python work)."""
+    """CIGAR characters + offsets -> a pandas string Series (no per-row Python work).
+
+    The dtype is pandas' ``StringDtype`` with ``pd.NA`` as its missing value, the missing
+    value of every other result column (the default ``str`` dtype would show ``NaN``)."""
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
     array = pa.LargeStringArray.from_buffers(len(valid), pa.py_buffer(offsets.astype(np.int64)),
                                              pa.py_buffer(chars), bitmap)
-    return pd.Series(array.to_pandas(), dtype="str")
+    return pd.Series(pd.array(array, dtype=CIGAR_DTYPE))
 
 
 def empty_frame(traceback: bool, query_labels: pd.Index, target_labels: pd.Index) -> pd.DataFrame:

@@ -36,6 +36,10 @@ PROTEIN_WILDCARDS = "BZJOX*"
 
 #: Extra input symbols read as another symbol of the alphabet (``U`` is read as ``T``).
 DNA_ALIASES = {"U": "T"}
+#: Protein letters the built-in protein matrices have no row for (selenocysteine U,
+#: pyrrolysine O, the Leu/Ile ambiguity J, all in real UniProt sequences): scored as the
+#: matrix's wildcard X rather than refused.
+PROTEIN_ALIASES = {"U": "X", "O": "X", "J": "X"}
 
 INVALID_CODE = 255
 
@@ -204,6 +208,18 @@ def _check_penalty(name: str, value: object) -> int:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be given as a positive cost (>= 0), got {value}")
+    if value >= SCORE_LIMIT:
+        raise ValueError(f"{name} must be below {SCORE_LIMIT}, got {value}")
+    return int(value)
+
+
+def _check_score(name: str, value: object) -> int:
+    """An integer substitution score within the matrices' range (+-32767)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer, float, np.floating)) or value != int(value):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if abs(int(value)) >= 1 << 15:
+        raise ValueError(f"{name} must lie within +-32767, got {int(value)}")
     return int(value)
 
 
@@ -238,15 +254,25 @@ def make_scoring(
     """
     gap_open = _check_penalty("gap_open", gap_open)
     gap_extend = _check_penalty("gap_extend", gap_extend)
+    if gap_extend > gap_open:
+        raise ValueError(
+            f"gap_extend ({gap_extend}) must not exceed gap_open ({gap_open}): a gap of length "
+            f"k costs gap_open + (k-1) * gap_extend, and with a dearer extension two gaps side "
+            f"by side would cost less than one gap of their joint length; for linear gaps give "
+            f"gap_open == gap_extend")
     if match is not None or mismatch is not None:
         if matrix is not None:
             raise ValueError("give either matrix or match/mismatch, not both")
         if match is None or mismatch is None:
             raise ValueError("match and mismatch must be given together")
-        match_value = int(match)
-        mismatch_value = int(mismatch)
-        if match_value != match or mismatch_value != mismatch:
-            raise ValueError("match and mismatch must be integers")
+        match_value = _check_score("match", match)
+        mismatch_value = _check_score("mismatch", mismatch)
+        if mismatch_value > 0:
+            raise ValueError(f"mismatch must be a score <= 0 (a penalty given as a negative "
+                             f"number, e.g. -4), got {mismatch_value}")
+        if match_value <= mismatch_value:
+            raise ValueError(f"match ({match_value}) must score higher than mismatch "
+                             f"({mismatch_value})")
         size = len(DNA_ALPHABET)
         table = np.full((size, size), mismatch_value, dtype=np.int32)
         for code in range(4):
@@ -258,22 +284,31 @@ def make_scoring(
         matrix = "EDNAFULL"
     if isinstance(matrix, str):
         alphabet, table = load_matrix(matrix)
-        aliases = DNA_ALIASES if MATRIX_FILES[matrix.upper()] == "NUC.4.4" else None
+        if MATRIX_FILES[matrix.upper()] == "NUC.4.4":
+            aliases = DNA_ALIASES
+        else:
+            aliases = {alias: symbol for alias, symbol in PROTEIN_ALIASES.items()
+                       if symbol in alphabet and alias not in alphabet}
         name = matrix.upper()
-    elif isinstance(matrix, pd.DataFrame):
-        if list(matrix.index) != list(matrix.columns):
-            raise ValueError("a matrix DataFrame needs the same labels, in the same order, "
-                             "on its index and columns")
-        alphabet = "".join(str(label) for label in matrix.columns)
-        table = matrix.to_numpy()
-        aliases, name = None, "custom"
-    elif isinstance(matrix, tuple) and len(matrix) == 2:
-        alphabet, table = str(matrix[0]), np.asarray(matrix[1])
-        aliases, name = None, "custom"
+        concrete = concrete_symbols(alphabet)
     else:
-        raise ValueError("matrix must be a name, a square DataFrame or (alphabet, table)")
+        if isinstance(matrix, pd.DataFrame):
+            if list(matrix.index) != list(matrix.columns):
+                raise ValueError("a matrix DataFrame needs the same labels, in the same order, "
+                                 "on its index and columns")
+            symbols = [label for label in matrix.columns]
+            table = matrix.to_numpy()
+        elif isinstance(matrix, tuple) and len(matrix) == 2:
+            symbols, table = matrix[0], np.asarray(matrix[1])
+        else:
+            raise ValueError("matrix must be a name, a square DataFrame or (alphabet, table)")
+        alphabet = _custom_alphabet(symbols)
+        aliases, name = None, "custom"
+        # A custom alphabet's letters are plain letters: identical ones are "=" in a CIGAR,
+        # whatever they mean in IUPAC or protein code.
+        concrete = np.ones(len(alphabet), dtype=np.uint8)
     return Scoring(name, alphabet, _validate_table(alphabet, table),
-                   _lookup_table(alphabet, aliases), gap_open, gap_extend, concrete_symbols(alphabet))
+                   _lookup_table(alphabet, aliases), gap_open, gap_extend, concrete)
 
 
 def concrete_symbols(alphabet: str) -> np.ndarray:
@@ -293,6 +328,26 @@ def concrete_symbols(alphabet: str) -> np.ndarray:
     return np.array([symbol not in PROTEIN_WILDCARDS for symbol in upper], dtype=np.uint8)
 
 
+def _custom_alphabet(symbols: object) -> str:
+    """The alphabet of a custom matrix: distinct printable ASCII characters, one byte each
+    (sequences are compared byte by byte), case-insensitive."""
+    if isinstance(symbols, str):
+        symbols = list(symbols)
+    try:
+        symbols = list(symbols)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValueError(f"matrix alphabet must be a string of symbols, got {symbols!r}") \
+            from None
+    for symbol in symbols:
+        if not isinstance(symbol, str) or len(symbol) != 1:
+            raise ValueError(f"matrix alphabet symbols must be single characters, got {symbol!r}")
+        if not (symbol.isascii() and symbol.isprintable() and not symbol.isspace()):
+            raise ValueError(f"matrix alphabet symbol {symbol!r} is not a printable ASCII "
+                             f"character; sequences are read byte by byte, so a custom alphabet "
+                             f"holds ASCII letters, digits or punctuation")
+    return "".join(symbols)
+
+
 def _validate_table(alphabet: str, table: np.ndarray) -> np.ndarray:
     if any(len(symbol) != 1 for symbol in alphabet) or len(set(alphabet.upper())) != len(alphabet):
         raise ValueError("matrix alphabet must be distinct single characters (case-insensitive)")
@@ -301,8 +356,13 @@ def _validate_table(alphabet: str, table: np.ndarray) -> np.ndarray:
     if table.ndim != 2 or table.shape != (len(alphabet), len(alphabet)):
         raise ValueError(f"matrix must be {len(alphabet)}x{len(alphabet)} for alphabet "
                          f"{alphabet!r}, got shape {table.shape}")
+    if table.dtype == np.bool_ or not (np.issubdtype(table.dtype, np.integer)
+                                       or np.issubdtype(table.dtype, np.floating)):
+        example = table.flat[0].item() if table.size else None
+        raise ValueError(f"matrix entries must be integers, got {type(example).__name__} "
+                         f"entries such as {example!r}")
     if not np.issubdtype(table.dtype, np.integer):
-        if not np.all(np.mod(table, 1) == 0):
+        if not np.all(np.isfinite(table)) or not np.all(np.mod(table, 1) == 0):
             raise ValueError("matrix entries must be integers")
     if np.abs(table).max(initial=0) >= 1 << 15:
         raise ValueError("matrix entries must lie within +-32767")

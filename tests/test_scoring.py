@@ -58,6 +58,10 @@ def test_lookup_table_is_case_insensitive(name):
     allowed = {ord(c) for s in scoring.alphabet for c in (s.lower(), s.upper())}
     if MATRIX_FILES[name] == "NUC.4.4":
         allowed |= {ord("U"), ord("u")}
+    else:  # U, O, J (real UniProt letters the matrices lack) read as the wildcard X
+        for letter in "UOJuoj":
+            assert scoring.lut[ord(letter)] == scoring.alphabet.index("X"), (name, letter)
+            allowed.add(ord(letter))
     for byte in range(256):
         if byte not in allowed:
             assert scoring.lut[byte] == INVALID_CODE, (name, chr(byte))
@@ -157,9 +161,80 @@ def test_custom_matrix_tuple_and_dataframe_equal_built_in(mode):
                                                      columns=list(alphabet)), **options)
     as_list = gpualign_df.align(queries, targets, matrix=(alphabet, table.tolist()), **options)
     assert built_in["score"].notna().all()
-    pd.testing.assert_frame_equal(built_in, as_tuple)
-    pd.testing.assert_frame_equal(built_in, as_frame)
-    pd.testing.assert_frame_equal(built_in, as_list)
+    pd.testing.assert_frame_equal(as_tuple, as_frame)
+    pd.testing.assert_frame_equal(as_tuple, as_list)
+    # Same alignments; only a wildcard against itself differs: "X" for the built-in matrix,
+    # whose B, Z, X, * are wildcards, "=" for a custom one, whose letters are plain letters.
+    same = ["query", "target", "score", "query_start", "query_end", "target_start",
+            "target_end", "gap_opens", "gaps", "length"]
+    pd.testing.assert_frame_equal(built_in[same], as_tuple[same])
+    merged = dict(options, cigar_style="M")
+    pd.testing.assert_series_equal(
+        gpualign_df.align(queries, targets, matrix="BLOSUM62", **merged)["cigar"],
+        gpualign_df.align(queries, targets, matrix=(alphabet, table), **merged)["cigar"])
+    differs = built_in["cigar"] != as_tuple["cigar"]
+    wildcard = set("BZX*")
+    assert differs.any()
+    for row in np.flatnonzero(differs.to_numpy()):
+        assert set(queries[row]) & wildcard and set(targets[row]) & wildcard, row
+
+
+def test_custom_alphabet_letters_are_plain_letters():
+    """B is an IUPAC code and a protein wildcard, but in a custom alphabet it is a letter:
+    identical letters are "=" (identity 1), whatever they mean elsewhere."""
+    table = np.array([[1, -1], [-1, 1]])
+    frame = gpualign_df.align(["AB", "BBA"], ["AB", "BBA"], matrix=("AB", table), gap_open=2,
+                              gap_extend=1)
+    assert frame["cigar"].tolist() == ["2=", "3="]
+    assert frame["identity"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("matrix, message", [
+    (("Aé", [[1, -1], [-1, 1]]), "'é' is not a printable ASCII character"),
+    (("A\u4e00", [[1, -1], [-1, 1]]), "is not a printable ASCII character"),
+    (("A ", [[1, -1], [-1, 1]]), "is not a printable ASCII character"),
+    (("AB", [["1", "-1"], ["-1", "1"]]), "matrix entries must be integers, got str"),
+    (("AB", [[1.5, -1], [-1, 1]]), "matrix entries must be integers"),
+    ((["A", "BC"], [[1, -1], [-1, 1]]), "single characters"),
+])
+def test_bad_custom_matrices_are_refused_clearly(matrix, message):
+    with pytest.raises(ValueError, match=message):
+        make_scoring(matrix)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(gap_open=1, gap_extend=5), r"gap_extend \(5\) must not exceed gap_open \(1\)"),
+    (dict(gap_open=0, gap_extend=1), r"gap_extend \(1\) must not exceed gap_open \(0\)"),
+    (dict(match=1, mismatch=4), "mismatch must be a score <= 0"),
+    (dict(match=-2, mismatch=-1), r"match \(-2\) must score higher than mismatch \(-1\)"),
+    (dict(match=3_000_000_000, mismatch=-1), r"match must lie within \+-32767"),
+    (dict(match=1, mismatch=-1.5), "mismatch must be an integer"),
+    (dict(gap_open=1 << 40), "gap_open must be below"),
+])
+def test_scoring_rules_are_refused(options, message):
+    """Parameters whose scores would contradict the documented model are refused: with
+    gap_extend > gap_open the recurrences would price a gap of 2 as two gaps of 1 (the
+    documented cost of "2I" with open 1, extend 5 is 6, the recurrence charged 2)."""
+    with pytest.raises(ValueError, match=message):
+        gpualign_df.align(["ACGTTTACGT"], ["ACGTACGT"], mode="nw", **options)
+
+
+def test_linear_and_free_gaps_still_allowed():
+    frame = gpualign_df.align(["ACGTTTACGT"], ["ACGTACGT"], mode="nw", match=2, mismatch=-3,
+                              gap_open=2, gap_extend=2)
+    assert frame["score"].tolist() == [16 - 4]
+    free = gpualign_df.align(["ACGTTTACGT"], ["ACGTACGT"], mode="nw", match=2, mismatch=-3,
+                             gap_open=0, gap_extend=0)
+    assert free["score"].tolist() == [16]
+
+
+def test_uniprot_letters_score_as_the_wildcard():
+    """Selenocysteine U, pyrrolysine O and J are scored as X by the protein matrices."""
+    options = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1, mode="nw")
+    real = gpualign_df.align(["MKUVOJW"], ["MKCVKLW"], **options)
+    as_x = gpualign_df.align(["MKXVXXW"], ["MKCVKLW"], **options)
+    assert real["score"].tolist() == as_x["score"].tolist()
+    assert real["cigar"].tolist() == ["2=1X1=2X1="]
 
 
 def test_custom_dna_matrix_equals_match_mismatch():

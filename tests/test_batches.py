@@ -1,0 +1,108 @@
+"""Jobs larger than memory: in-memory jobs that cannot fit are refused before any work with
+an error that says what would fit, and ``align_batches`` streams any job in bounded batches
+whose concatenation is the in-memory frame, row for row."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from gpualign_df import api, config, engine
+
+DNA = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, backend="cpu")
+
+
+def sequences(count: int, seed: int = 0, low: int = 0, high: int = 40) -> pd.Series:
+    rng = np.random.default_rng(seed)
+    values = ["".join(rng.choice(list("ACGT"), rng.integers(low, high))) for _ in range(count)]
+    values[count // 3] = None
+    labels = [f"s{k}" for k in rng.permutation(count)]
+    return pd.Series(values, index=labels, dtype=object)
+
+
+JOBS = [
+    dict(how="rowwise", mode="sw"),
+    dict(how="pairwise", mode="nw"),
+    dict(how="pairwise", mode="sg", traceback=False),
+    dict(how="search", mode="sw"),
+    dict(how="search", mode="sg", top_k=3),
+]
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda job: "-".join(map(str, job.values())))
+@pytest.mark.parametrize("limits", [dict(stream_batch_pairs=7),
+                                    dict(stream_batch_cells=4000.0),
+                                    dict(stream_batch_pairs=1)])
+def test_batches_concatenate_to_the_in_memory_frame(job, limits):
+    queries = sequences(23, seed=1)
+    targets = None if job["how"] == "pairwise" else sequences(23 if job["how"] == "rowwise"
+                                                              else 11, seed=2)
+    expected = gpualign_df.align(queries, targets, **job, **DNA)
+    with config.override(**limits):
+        frames = list(gpualign_df.align_batches(queries, targets, **job, **DNA))
+    assert len(frames) > 2
+    joined = pd.concat(frames, ignore_index=True)
+    pd.testing.assert_frame_equal(joined, expected)
+    # a query's rows never straddle two batches
+    filled = [frame for frame in frames if len(frame)]
+    for before, after in zip(filled[:-1], filled[1:]):
+        assert before["query"].iloc[-1] != after["query"].iloc[0]
+
+
+def test_batches_respect_their_limits():
+    queries = sequences(40, seed=3, low=10, high=20)
+    with config.override(stream_batch_pairs=50):
+        sizes = [len(frame) for frame in gpualign_df.align_batches(queries, how="pairwise",
+                                                                  **DNA)]
+    assert sum(sizes) == 40 * 39 // 2
+    assert max(sizes) <= 50 or max(sizes) == 39        # one query alone may exceed the limit
+
+
+def test_an_empty_job_yields_one_empty_frame_with_the_columns():
+    frames = list(gpualign_df.align_batches([], [], **DNA))
+    assert len(frames) == 1 and len(frames[0]) == 0
+    assert list(frames[0].columns) == list(gpualign_df.align([], [], **DNA).columns)
+
+
+def test_a_result_too_large_for_memory_is_refused_before_any_work(monkeypatch):
+    """pairwise of 20,000 sequences is 2e8 rows: tens of GB of frame. Refused at once (the
+    engine is never called), naming what would fit; streaming the same job is allowed."""
+    called = []
+    monkeypatch.setattr(api, "run_pairs", lambda *args, **kwargs: called.append(1))
+    monkeypatch.setattr(engine, "available_host_memory", lambda: 16 << 30)
+    many = pd.Series(["ACGTACGTAC" * 15] * 20_000)
+    started = time.perf_counter()
+    with pytest.raises(MemoryError) as info:
+        gpualign_df.align(many, how="pairwise", **DNA)
+    assert time.perf_counter() - started < 5 and not called
+    message = str(info.value)
+    assert "199,990,000 rows" in message
+    for remedy in ("traceback=False", "align_batches", "--out", "Dask"):
+        assert remedy in message
+    assert isinstance(info.value, engine.HostMemoryError)
+    # score only fits in 16 GB * 0.5 at 80 bytes a row? 2e8 * 80 = 16 GB: no; with more memory
+    monkeypatch.setattr(engine, "available_host_memory", lambda: 64 << 30)
+    assert api.job_host_bytes(api._encode_job(many, None, "pairwise",
+                                              gpualign_df.make_scoring(match=1, mismatch=-1),
+                                              gpualign_df.parse_mode("sw"), None, False, {})) \
+        < 32 << 30
+    # the streamed job starts (its first batch is computed lazily)
+    batches = gpualign_df.align_batches(many, how="pairwise", **DNA)
+    assert not called
+    del batches
+
+
+def test_memory_estimate_grows_with_the_job():
+    scoring = gpualign_df.make_scoring(match=1, mismatch=-1)
+    mode = gpualign_df.parse_mode("sw")
+    small = api._encode_job(["ACGT"] * 10, None, "pairwise", scoring, mode, None, True, {})
+    large = api._encode_job(["ACGT" * 10] * 100, None, "pairwise", scoring, mode, None, True, {})
+    assert api.job_host_bytes(small) < api.job_host_bytes(large)
+    search = api._encode_job(["ACGT"] * 10, ["ACGTACGT"] * 50, "search", scoring, mode, 3, True,
+                             {})
+    rows, span = api._rows_and_span(search)
+    assert rows == 30 and span == 10 * 3 * 4
