@@ -288,10 +288,11 @@ def test_write_sam(tmp_path, results, queries, targets) -> None:
     header = [line for line in lines if line.startswith("@")]
     body = [line.split("\t") for line in lines if not line.startswith("@")]
     assert header[0] == "@HD\tVN:1.6\tSO:unsorted"
-    # only the targets of aligned records, in the order of the targets frame
-    assert header[1:4] == ["@SQ\tSN:chr1\tLN:14", "@SQ\tSN:chr2\tLN:10", "@SQ\tSN:chr3\tLN:10"]
-    assert header[4].startswith("@PG\tID:gpualign\tPN:gpualign")
-    assert len(header) == 5
+    # every target of the targets frame, in its order, also chr4 that no record names
+    assert header[1:5] == ["@SQ\tSN:chr1\tLN:14", "@SQ\tSN:chr2\tLN:10", "@SQ\tSN:chr3\tLN:10",
+                           "@SQ\tSN:chr4\tLN:4"]
+    assert header[5].startswith("@PG\tID:gpualign\tPN:gpualign")
+    assert len(header) == 6
     assert len(body) == len(results)
     assert all(len(rec) >= 11 for rec in body)
 
@@ -305,15 +306,21 @@ def test_write_sam(tmp_path, results, queries, targets) -> None:
     assert r3[:6] == ["readC", "0", "chr3", "3", "255", "3=1I3="]
     assert r3[11:] == ["AS:i:-3", "NM:i:1"]
     assert r4[:6] == ["readB", "4", "*", "0", "0", "*"] and len(r4) == 11
-    assert r5[:6] == r0[:6]  # soft clips already in the CIGAR are not added twice
-    assert r6[5] == "1S8M1S"
+    # rows 5 and 6 are one run of readA with equal scores: the first is primary with
+    # MAPQ 0 (s2 >= s1), the second secondary without SEQ/QUAL; soft clips already in
+    # the CIGAR are not added twice
+    assert r5[:6] == ["readA", "0", "chr1", "4", "0", "1S3=1X4=1S"] and r5[6:] == r0[6:]
+    assert r6[:6] == ["readA", "256", "chr1", "4", "0", "1S8M1S"]
+    assert r6[9:11] == ["*", "*"]
 
     sequences = dict(zip(targets["name"], targets["seq"], strict=True))
     for rec in body:
         flag, cigar, seq = int(rec[1]), rec[5], rec[9]
         if flag & 4:
             continue
-        assert _query_length(cigar) == len(seq) == len(rec[10])
+        assert _query_length(cigar) == (len(queries["seq"][queries["name"] == rec[0]].iloc[0]))
+        if not flag & 256:
+            assert _query_length(cigar) == len(seq) == len(rec[10])
         ops = _cigar_ops(cigar)
         assert ops[0][1] != "D" and ops[-1][1] != "D"
         # the reference span of the record stays inside the reference
@@ -367,11 +374,12 @@ def test_write_blast6(tmp_path, results, queries, targets) -> None:
     rows = _split(path.read_text())
     assert len(rows) == 5
     assert all(len(row) == 12 for row in rows)
-    assert rows[0] == ["readA", "chr1", "87.500", "8", "1", "0", "2", "9", "4", "11", "-1",
-                       "11"]
-    assert rows[1] == ["readB", "chr2", "83.333", "6", "0", "1", "1", "5", "2", "7", "-1", "5"]
-    assert rows[2] == ["readC", "chr3", "50.000", "12", "0", "3", "1", "7", "1", "10", "-1",
-                       "-3"]
+    # no scoring given: no statistics behind evalue and bitscore
+    assert rows[0] == ["readA", "chr1", "87.500", "8", "1", "0", "2", "9", "4", "11", "NA",
+                       "NA"]
+    assert rows[1] == ["readB", "chr2", "83.333", "6", "0", "1", "1", "5", "2", "7", "NA", "NA"]
+    assert rows[2] == ["readC", "chr3", "50.000", "12", "0", "3", "1", "7", "1", "10", "NA",
+                       "NA"]
     # 1-based inclusive coordinates span exactly the aligned residues
     seqs = dict(zip(queries["name"], queries["seq"], strict=True))
     refs = dict(zip(targets["name"], targets["seq"], strict=True))
@@ -424,22 +432,22 @@ def test_write_rejects_unknown_mode(tmp_path, results, queries, targets) -> None
                       mode="banded")
 
 
-def test_write_many_rows_in_blocks(tmp_path, results, queries, targets, monkeypatch) -> None:
+@pytest.mark.parametrize("name", ["b.sam", "b.paf", "b.m8", "b.tsv", "b.tsv.gz"])
+def test_write_many_rows_in_blocks(tmp_path, results, queries, targets, monkeypatch,
+                                   name) -> None:
+    """Writing in blocks of 3 rows gives the bytes of one block: blocks split query runs
+    (SAM's primary choice) and gzip members nowhere."""
     import gpualign_df.io as gio
 
-    monkeypatch.setattr(gio, "_CHUNK_ROWS", 3)
     big = pd.concat([results] * 5, ignore_index=True)
-    for name, per_copy in (("b.sam", 7), ("b.paf", 5), ("b.m8", 5), ("b.tsv", 7)):
-        write_results(big, tmp_path / name, queries=queries, targets=targets)
-        text = (tmp_path / name).read_text()
-        lines = [ln for ln in text.splitlines() if not ln.startswith("@")]
-        if name.endswith(".tsv"):
-            lines = lines[1:]
-        assert len(lines) == 5 * per_copy
-        assert lines[:per_copy] * 5 == lines
-    sam_header = [ln for ln in (tmp_path / "b.sam").read_text().splitlines() if ln[0] == "@"]
-    assert len(sam_header) == 5
-    assert np.array_equal(
-        [ln.split("\t")[1] for ln in sam_header if ln.startswith("@SQ")],
-        ["SN:chr1", "SN:chr2", "SN:chr3"],
-    )
+    (tmp_path / "whole").mkdir()
+    whole = tmp_path / "whole" / name  # the same name: gzip's header holds it
+    write_results(big, whole, queries=queries, targets=targets)
+    monkeypatch.setattr(gio, "_CHUNK_ROWS", 3)
+    blocks = tmp_path / name
+    write_results(big, blocks, queries=queries, targets=targets)
+    assert blocks.read_bytes() == whole.read_bytes()
+    text = _read_text(blocks)
+    lines = [ln for ln in text.splitlines() if not ln.startswith("@")]
+    per_copy = {"b.sam": 7, "b.tsv": 7, "b.tsv.gz": 7}.get(name, 5)
+    assert len(lines) == 5 * per_copy + (1 if ".tsv" in name else 0)
