@@ -7,6 +7,7 @@ Importing this module imports nothing from Dask; :func:`cluster` imports ``distr
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,6 +18,10 @@ __all__ = ["cluster"]
 _NO_DASK = ("gpualign_df.cluster needs Dask's distributed scheduler: "
             "pip install 'gpualign_df[dask]' (CPU) or 'gpualign_df[gpu]' (dask-cuda)")
 
+
+#: Environment variable of a worker process: the CPU engine threads each alignment task of
+#: the Dask accessor runs on there (at most numba's thread count); unset, numba's count.
+TASK_THREADS_VARIABLE = "GPUALIGN_TASK_THREADS"
 
 #: LocalCUDACluster's memory options; when none is given, workers use RMM's asynchronous
 #: (``cudaMallocAsync``) allocator.
@@ -60,9 +65,22 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         ``dask scheduler`` and ``dask cuda worker`` on each node): connect to it, start
         nothing.
     cpu : bool
-        Start a CPU-only ``distributed.LocalCluster`` instead (no GPU needed): by default one
-        worker process running one task at a time, each task using every core through the
-        CPU engine's own threads; pass ``n_workers`` / ``threads_per_worker`` to change that.
+        Start a CPU-only ``distributed.LocalCluster`` instead (no GPU needed). By default
+        one worker process per core (Dask's count, ``dask.system.CPU_COUNT``: the cores this
+        process may use), each running one task at a time whose CPU engine runs on one
+        thread (``GPUALIGN_TASK_THREADS=1`` in the worker processes): every core busy, none
+        shared. Processes rather than the threads of one process: the engine's kernels
+        release the GIL (``nogil``) but a task's other work (encoding, building and merging
+        result frames) is Python holding it, so tasks in one process would take turns; and
+        the engine starts its own threads (numba's thread count) in every call, so tasks
+        sharing a process would run cores x cores threads. Tasks are sized for one core
+        (``cells_per_task``: tens of seconds on one core), so a job of fewer tasks than
+        cores leaves cores idle: give it a smaller ``cells_per_task``. A broadcast search
+        database is copied to each worker process. ``n_workers`` / ``threads_per_worker``
+        choose another layout (Dask's rules fill in the one not given); each task's engine
+        then gets ``cores // (n_workers * threads_per_worker)`` threads, at least one
+        (with ``processes=False`` the workers are threads of this process, and each task's
+        engine uses numba's thread count).
     keep_replicas : bool
         For a cluster started here: do not start Dask's active memory manager, so the
         copies of a database's partitions that a search makes on every worker stay there
@@ -128,7 +146,15 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
     if cpu:
         if n_gpus is not None:
             raise ValueError("n_gpus does not apply to cpu=True; pass n_workers= instead")
-        options = {"n_workers": 1, "threads_per_worker": 1, **kwargs}
+        options = dict(kwargs)
+        workers, threads, engine_threads = _cpu_layout(options.get("n_workers"),
+                                                       options.get("threads_per_worker"))
+        options["n_workers"], options["threads_per_worker"] = workers, threads
+        if options.get("processes", True):
+            # the worker processes' environment (the Nanny's env; pre-spawn variables would
+            # also be written into this process's environment), read by every alignment task
+            options["env"] = {TASK_THREADS_VARIABLE: str(engine_threads),
+                              **(options.get("env") or {})}
         with _cluster_config(keep_replicas, trim_host_memory is not False):
             return _owns(Client(LocalCluster(**options), direct_to_workers=True))
     count = _gpu_count(n_gpus)
@@ -148,6 +174,22 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         options["rmm_async"] = True
     with _cluster_config(keep_replicas, trim_host_memory is True):
         return _owns(Client(LocalCUDACluster(**options), direct_to_workers=True))
+
+
+def _cpu_layout(n_workers: int | None, threads_per_worker: int | None) -> tuple[int, int, int]:
+    """(worker processes, threads per worker, engine threads per task) of a CPU cluster: one
+    single-threaded worker per core unless given; a missing one of the two as Dask's
+    ``LocalCluster`` fills it in; the cores shared out among the tasks that run at once."""
+    from dask.system import CPU_COUNT
+
+    if n_workers is None and threads_per_worker is None:
+        n_workers, threads_per_worker = CPU_COUNT, 1
+    elif n_workers is None:
+        n_workers = max(1, CPU_COUNT // threads_per_worker)
+    elif threads_per_worker is None:
+        threads_per_worker = max(1, math.ceil(CPU_COUNT / n_workers)) if n_workers else 1
+    return n_workers, threads_per_worker, max(1, CPU_COUNT // max(1, n_workers *
+                                                                 threads_per_worker))
 
 
 def _cluster_config(keep_replicas: bool, trim_host_memory: bool):

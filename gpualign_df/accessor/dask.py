@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
@@ -463,6 +464,27 @@ def _rows(part: Any, chunk: Chunk) -> Any:
     return part.iloc[chunk.start:chunk.stop]
 
 
+def _task_align(*args: Any, **options: Any) -> Any:
+    """:func:`gpualign_df.align` in a task: where the worker process sets
+    ``GPUALIGN_TASK_THREADS`` (:func:`gpualign_df.cluster` does, so that the tasks running
+    at once share the cores instead of each starting numba's thread count), the CPU engine
+    runs on that many threads; numba's count is a per-thread setting, restored after."""
+    from ..api import align
+    from ..cluster import TASK_THREADS_VARIABLE
+
+    wanted = os.environ.get(TASK_THREADS_VARIABLE)
+    if not wanted:
+        return align(*args, **options)
+    import numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(wanted), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        return align(*args, **options)
+    finally:
+        numba.set_num_threads(before)
+
+
 def _int_array(column: Any) -> np.ndarray:
     return np.asarray(column.fillna(0).astype("int64").to_numpy(), dtype=np.int64)
 
@@ -482,13 +504,11 @@ def _align_positional(queries: Any, targets: Any, query_offset: int, target_offs
                       **options: Any) -> Any:
     """``align`` with rows labelled by global position; bad input is reported by the rows'
     own labels (a second call with them re-raises, before any alignment work)."""
-    from ..api import align
-
     try:
-        return align(_with_positions(queries, query_offset),
+        return _task_align(_with_positions(queries, query_offset),
                      _with_positions(targets, target_offset), **options)
     except ValueError:
-        align(queries, targets, **options)
+        _task_align(queries, targets, **options)
         raise
 
 
@@ -514,10 +534,10 @@ def _take_sorted(frame: Any, order: np.ndarray) -> Any:
 
 def _triangle_task(part: Any, *, chunk: Chunk, options: dict) -> Any:
     """All pairs i < j inside one chunk, i-major (the in-memory pairwise order)."""
-    from ..api import align, pairwise_pairs
+    from ..api import pairwise_pairs
 
     queries = _rows(part, chunk)
-    frame = align(queries, how="pairwise", **options)
+    frame = _task_align(queries, how="pairwise", **options)
     first, second = pairwise_pairs(len(queries))
     frame[_QPOS] = first + chunk.offset
     frame[_TPOS] = second + chunk.offset
@@ -582,8 +602,6 @@ def _search_top_k_final(query_part: Any, target_parts: list[Any], *blocks: Any,
                         query_chunk: Chunk, target_starts: np.ndarray, top_k: int,
                         traceback: bool, options: dict) -> Any:
     """Best ``top_k`` per query across the database blocks, then traceback of survivors."""
-    from ..api import align
-
     frame = _concat(list(blocks))
     keep = _rank(frame, top_k)
     if not traceback:
@@ -592,7 +610,7 @@ def _search_top_k_final(query_part: Any, target_parts: list[Any], *blocks: Any,
     target_positions = _int_array(frame[_TPOS])[keep]
     queries = _rows(query_part, query_chunk).iloc[query_positions - query_chunk.offset]
     targets = _gather(target_parts, target_starts, target_positions)
-    return align(queries, targets, how="rowwise", traceback=True, **options)
+    return _task_align(queries, targets, how="rowwise", traceback=True, **options)
 
 
 def _whole_series(*parts: Any) -> Any:
@@ -608,22 +626,18 @@ def _broadcast_search_task(query_part: Any, *database_parts: Any, query_chunk: C
     the worker that would hold the joined database. The database is whole and in its global
     order, so ``align``'s own order (ties by target position) is the global one: no
     relabelling by position is needed."""
-    from ..api import align
-
     database = _whole_series(*database_parts)
     queries = _rows(query_part, query_chunk)
-    return align(queries, database, how="search", top_k=top_k, **options)
+    return _task_align(queries, database, how="search", top_k=top_k, **options)
 
 
 def _rowwise_task(queries: Any, targets: Any, *, partition: int, options: dict) -> Any:
-    from ..api import align
-
     if len(queries) != len(targets):
         raise ValueError(
             f"rowwise needs co-partitioned Series (same rows in each partition): partition "
             f"{partition} holds {len(queries)} queries and {len(targets)} targets; take both "
             f"columns from one Dask DataFrame or repartition them alike")
-    return align(queries, targets, how="rowwise", **options)
+    return _task_align(queries, targets, how="rowwise", **options)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -952,7 +966,7 @@ class DaskSeriesAlignAccessor:
         >>> rows = frame.read.aln.rowwise(frame.mate, match=2, mismatch=-1, gap_open=3,
         ...                               gap_extend=1, backend="cpu")
         >>> rows.compute()[["query", "score", "cigar"]].values.tolist()
-        [[0, 5, '2=1X1='], [1, <NA>, nan], [2, 8, '4=']]
+        [[0, 5, '2=1X1='], [1, <NA>, <NA>], [2, 8, '4=']]
         """
         _check_dask_series(other, "rowwise", "other")
         queries = self._series

@@ -43,7 +43,7 @@ class SeriesAlignAccessor:
         >>> mates = pd.Series(["ACTT", "AC"], index=[10, 11])
         >>> reads.aln.rowwise(mates, match=2, mismatch=-1, gap_open=3, gap_extend=1)[
         ...     ["query", "score", "cigar"]].values.tolist()
-        [[10, 5, '2=1X1='], [11, <NA>, nan]]
+        [[10, 5, '2=1X1='], [11, <NA>, <NA>]]
         """
         from ..api import align
 
