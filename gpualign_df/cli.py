@@ -13,6 +13,10 @@ What the command promises:
 * ``gpualign --help`` imports only the standard library here (the package's heavy parts,
   pandas, numba, pyarrow, are imported after the arguments are parsed), so help and usage
   errors come back at once.
+* In memory, results are streamed to the output batch by batch
+  (:func:`gpualign_df.api.align_batches` into :func:`gpualign_df.io.open_results`), so a
+  job of any number of rows runs in the memory of one batch; the file is committed
+  atomically when complete, and an error or Ctrl-C leaves no partial file.
 * Every error is one line, ``gpualign: error: <message>``, in the command's own terms (flags,
   file names, 1-based record numbers), with exit status 2; Ctrl-C prints
   ``gpualign: interrupted`` with exit status 130. ``--debug`` (or ``GPUALIGN_DEBUG=1``)
@@ -178,7 +182,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Align FASTA/FASTQ sequences (plain or gzip) and write TSV, Parquet, SAM, "
                     "PAF or BLAST tabular. Coordinates are 0-based, end exclusive in TSV and "
                     "Parquet (1-based in SAM and BLAST). A gap of length k costs "
-                    "GAP_OPEN + (k-1) * GAP_EXTEND.")
+                    "GAP_OPEN + (k-1) * GAP_EXTEND. Results are written batch by batch, in "
+                    "bounded memory; the output file appears only once complete.")
     run.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file (plain or .gz)")
     run.add_argument("targets", nargs="?", metavar="TARGETS",
                      help="FASTA/FASTQ file (default: none, for --how pairwise)")
@@ -307,8 +312,9 @@ def _check_residues(files: list[tuple[str, Any]], scoring: Any, scoring_flags: s
 
 def _describe(error: BaseException) -> str:
     """One line for an exception that reached the command."""
-    if isinstance(error, MemoryError):
-        return f"out of memory{': ' + str(error) if str(error) else ''}; try a smaller job"
+    if isinstance(error, MemoryError):  # the library's own (HostMemoryError) says what fits
+        return api_to_flags(str(error)) if str(error) else (
+            "out of memory; try --no-traceback, smaller inputs, or Dask (--gpus, --scheduler)")
     if isinstance(error, (ValueError, RuntimeError, OSError)) \
             and not isinstance(error, (OverflowError, SystemError, NotImplementedError)):
         return api_to_flags(str(error))
@@ -322,12 +328,17 @@ def _describe(error: BaseException) -> str:
 # --------------------------------------------------------------------------------------
 
 def _run_align(args: argparse.Namespace) -> int:
+    """Read, check, align and write. In memory the job is streamed: the result is written
+    batch by batch (``align_batches`` into ``open_results``), so memory holds one batch, not
+    the whole result; the Dask paths compute one frame and write it through the same writer.
+    The file appears, complete, only when every batch was written (an error or Ctrl-C leaves
+    no partial file and any existing file untouched)."""
     how = _job_shape(args)
-    from .io import format_from_path, read_sequences, write_results
+    from .io import format_from_path, open_results, read_sequences
 
     output_format = args.format or format_from_path(args.out)
     _check_flags(args, how, output_format)
-    from .api import align
+    from .api import align_batches
     from .scoring import make_scoring
 
     queries = read_sequences(args.queries)
@@ -349,15 +360,20 @@ def _run_align(args: argparse.Namespace) -> int:
                    backend=args.backend)
     query_seq = queries["seq"]
     target_seq = None if targets is None else targets["seq"]
-    if args.gpus is not None or args.scheduler is not None:
-        results = _run_on_dask(query_seq, target_seq, options, args)
-    else:
-        results = align(query_seq, target_seq, progress=False if args.no_progress else None,
-                        **options)
+    with open_results(args.out, output_format, queries=queries,
+                      targets=queries if targets is None else targets, mode=args.mode,
+                      scoring=scoring, how=how) as writer:
+        if args.gpus is not None or args.scheduler is not None:
+            writer.write(_run_on_dask(query_seq, target_seq, options, args))
+        else:
+            for frame in align_batches(query_seq, target_seq,
+                                       progress=False if args.no_progress else None, **options):
+                writer.write(frame)
+                # Dropped before the next batch is computed, so that two batches are never
+                # held at once (the loop variable would keep this one alive until then).
+                del frame
     seconds = time.perf_counter() - started
-    write_results(results, args.out, output_format, queries=queries,
-                  targets=queries if targets is None else targets, mode=args.mode)
-    print(f"gpualign: {len(results):,} alignments in {seconds:.2f} s -> {args.out} "
+    print(f"gpualign: {writer.rows_written:,} alignments in {seconds:.2f} s -> {args.out} "
           f"({output_format})", file=sys.stderr)
     return 0
 

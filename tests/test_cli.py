@@ -259,7 +259,7 @@ def test_rowwise_with_unequal_files_names_both_counts(tmp_path, capsys):
     assert "--how rowwise" in err
 
 
-def library_messages():
+def library_messages(directory):
     """Messages the library raises today for options the command passes on, each from a real
     call, so the rewrite table is tested against what the library says."""
     from gpualign_df.io import format_from_path, write_results
@@ -279,7 +279,7 @@ def library_messages():
         lambda: gpualign_df.align(["ACGT"], ["ACGT"], backend="gpu"),
         lambda: gpualign_df.align(["MKWVTFISLL"], ["ACGT"], match=1, mismatch=-1),
         lambda: write_results(gpualign_df.align(["ACGT"], ["ACGT"], traceback=False),
-                              "/nonexistent/o.sam", queries=reads, targets=reads),
+                              directory / "o.sam", queries=reads, targets=reads),
     ]
     reads = pd.DataFrame({"name": ["r"], "description": [""], "seq": ["ACGT"]})
     for call in calls:
@@ -289,8 +289,8 @@ def library_messages():
     return messages
 
 
-def test_library_messages_are_reworded_in_flags():
-    messages = library_messages()
+def test_library_messages_are_reworded_in_flags(tmp_path):
+    messages = library_messages(tmp_path)
     assert sum(bool(API_SPELLING.search(m)) for m in messages) >= 8  # the table has work
     for message in messages:
         reworded = cli.api_to_flags(message)
@@ -337,7 +337,9 @@ def test_scoring_rules_are_reworded_in_flags(message, reworded):
     (OverflowError("Python integer 3000000000 out of bounds for int32"),
      "internal error, OverflowError: Python integer 3000000000 out of bounds for int32"),
     (SystemError("error return without exception set"), "internal error, SystemError"),
-    (MemoryError(), "out of memory; try a smaller job"),
+    (MemoryError(), "out of memory; try --no-traceback"),
+    (MemoryError("this pairwise job returns 10 rows: align with traceback=False"),
+     "this pairwise job returns 10 rows: align with --no-traceback"),
     (ValueError("top_k must be a positive integer"), "--top-k must be a positive integer"),
 ])
 def test_any_exception_is_one_line_with_exit_status_2(tmp_path, capsys, monkeypatch, raised,
@@ -457,3 +459,111 @@ def test_help_loads_no_heavy_module():
         pytest.xfail(f"`import gpualign_df` itself loads {package} (gpualign_df/__init__.py "
                      f"is being made light in another change); the help loaded {loaded}")
     assert loaded == []
+
+
+# --------------------------------------------------------------------------------------
+# F. in memory, the job is streamed to the file batch by batch
+# --------------------------------------------------------------------------------------
+
+BLOSUM = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1)
+
+
+@pytest.fixture(scope="module")
+def protein_files(tmp_path_factory):
+    """60 query and 40 database proteins of the shipped ADEPT sample, as FASTA files."""
+    sequences = read_sequences(EXAMPLES / "adept_proteins_200.fasta.gz")
+    directory = tmp_path_factory.mktemp("proteins")
+    paths = []
+    for name, part in (("queries.fa", sequences[:60]), ("database.fa", sequences[100:140])):
+        path = directory / name
+        path.write_text("".join(f">{n}\n{s}\n" for n, s in zip(part.name, part.seq)))
+        paths.append(path)
+    return paths
+
+
+class BatchWatch:
+    """Wraps align_batches: counts the batches, and when the command asks for the next one
+    records whether it still holds the previous (it must not: one batch at a time)."""
+
+    def __init__(self, real):
+        self.real, self.sizes, self.held = real, [], []
+
+    def __call__(self, *args, **kwargs):
+        import gc
+        import weakref
+
+        batches = self.real(*args, **kwargs)
+        previous = None
+        while True:
+            gc.collect()
+            self.held.append(previous is not None and previous() is not None)
+            try:
+                frame = next(batches)
+            except StopIteration:
+                return
+            self.sizes.append(len(frame))
+            previous = weakref.ref(frame)
+            yield frame
+            del frame
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "parquet", "sam", "paf", "blast6"])
+@pytest.mark.parametrize("how", ["pairwise", "search"])
+def test_streamed_output_equals_the_unbatched_api_result(tmp_path, monkeypatch, protein_files,
+                                                         how, fmt):
+    from gpualign_df import api, config
+    from gpualign_df.io import write_results
+
+    query_file, database_file = protein_files
+    watch = BatchWatch(api.align_batches)
+    monkeypatch.setattr(api, "align_batches", watch)
+    out = tmp_path / f"streamed.{fmt}"
+    files = [str(query_file)] + ([str(database_file)] if how == "search" else [])
+    extra = ["--top-k", "7"] if how == "search" else []
+    with config.override(stream_batch_pairs=300):
+        assert main(["align", *files, "--how", how, "--matrix", "BLOSUM62", "--gap-open", "11",
+                     "--no-progress", *extra, "--out", str(out)]) == 0
+    assert len(watch.sizes) >= 4, watch.sizes  # streamed in several batches...
+    assert not any(watch.held)  # ...one at a time
+
+    queries = read_sequences(query_file)
+    targets = read_sequences(database_file) if how == "search" else queries
+    expected = gpualign_df.align(queries.seq, None if how == "pairwise" else targets.seq,
+                                 how=how, top_k=7 if how == "search" else None,
+                                 clip="soft" if fmt == "sam" else None, **BLOSUM)
+    assert sum(watch.sizes) == len(expected)
+    reference = tmp_path / f"expected.{fmt}"
+    write_results(expected, reference, queries=queries, targets=targets, mode="sw", how=how,
+                  scoring=gpualign_df.make_scoring(**BLOSUM))
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        written, wanted = pq.read_table(out), pq.read_table(reference)
+        assert written.equals(wanted)
+        assert written.schema.metadata == wanted.schema.metadata
+        assert pq.ParquetFile(out).num_row_groups == len(watch.sizes)
+    else:
+        assert out.read_bytes() == reference.read_bytes()
+
+
+def test_an_error_in_a_later_batch_leaves_no_partial_file(tmp_path, monkeypatch, protein_files,
+                                                          capsys):
+    from gpualign_df import api, config
+
+    real = api.align_batches
+
+    def fails_after_two(*args, **kwargs):
+        for number, frame in enumerate(real(*args, **kwargs)):
+            if number == 2:
+                raise KeyboardInterrupt  # Ctrl-C in the middle of the job
+            yield frame
+
+    monkeypatch.setattr(api, "align_batches", fails_after_two)
+    out = tmp_path / "pairs.tsv"
+    out.write_text("an earlier result\n")
+    with config.override(stream_batch_pairs=300):
+        assert main(["align", str(protein_files[0]), "--matrix", "BLOSUM62", "--no-progress",
+                     "--out", str(out)]) == 130
+    assert capsys.readouterr().err.endswith("gpualign: interrupted\n")
+    assert out.read_text() == "an earlier result\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["pairs.tsv"]
