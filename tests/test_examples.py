@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import gpualign_df
-from gpualign_df.io import read_sequences
+from gpualign_df.io import read_sequences, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -43,21 +43,30 @@ def tags(fields: list[str], name: str) -> int:
     return int(value)
 
 
+def same_as_api(path: Path, results, **writer_options) -> None:
+    """The command's file is byte for byte the API's result written by write_results."""
+    expected = path.with_name("expected" + path.suffix)
+    write_results(results, expected, **writer_options)
+    assert path.read_bytes() == expected.read_bytes(), path.name
+
+
 def check_command_line(result: subprocess.CompletedProcess, workdir: Path) -> None:
     out = workdir / "out"
     assert "gpualign demo: 500 GASAL2 read/reference pairs" in result.stdout
     queries = read_sequences(DATA / "gasal2_query_500.fasta.gz")
     targets = read_sequences(DATA / "gasal2_target_500.fasta.gz")
     dna = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    files = dict(queries=queries, targets=targets)
 
     sam = (out / "reads.sam").read_text().splitlines()
     assert sam[0].startswith("@HD")
     records = [line.split("\t") for line in sam if not line.startswith("@")]
-    local = gpualign_df.align(queries.seq, targets.seq, mode="sw", **dna)
-    assert len(records) == 500
-    assert all(len(fields) >= 11 for fields in records)
+    local = gpualign_df.align(queries.seq, targets.seq, mode="sw", clip="soft", **dna)
+    assert len(records) == 500 and all(len(fields) >= 11 for fields in records)
     assert [record[0] for record in records] == queries.name.tolist()
     assert [tags(record, "AS") for record in records] == local.score.tolist()
+    same_as_api(out / "reads.sam", local, mode="sw", how="rowwise",
+                scoring=gpualign_df.make_scoring(**dna), **files)
 
     paf = [line.split("\t") for line in (out / "reads.paf").read_text().splitlines()]
     glocal = gpualign_df.align(queries.seq, targets.seq, mode="sg",
@@ -66,16 +75,19 @@ def check_command_line(result: subprocess.CompletedProcess, workdir: Path) -> No
     # glocal: every read aligned end to end
     assert all(fields[2] == "0" and fields[3] == fields[1] for fields in paf)
     assert [tags(fields, "AS") for fields in paf] == glocal.score.tolist()
+    same_as_api(out / "reads.paf", glocal, mode="sg", how="rowwise",
+                scoring=gpualign_df.make_scoring(**dna), **files)
 
     blast = pd.read_csv(out / "proteins.blast6", sep="\t", header=None, dtype={0: str, 1: str})
     proteins = read_sequences(DATA / "adept_proteins_200.fasta.gz")
-    pairs = gpualign_df.align(proteins.seq, how="pairwise", matrix="BLOSUM62", gap_open=11,
-                              gap_extend=1)
+    blosum = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1)
+    pairs = gpualign_df.align(proteins.seq, how="pairwise", **blosum)
     aligned = pairs[pairs.length > 0]
     assert blast.shape == (len(aligned), 12) and len(aligned) > 19_000
     assert blast[0].tolist() == proteins.name[aligned["query"]].tolist()
     assert blast[1].tolist() == proteins.name[aligned["target"]].tolist()
-    assert blast[11].tolist() == aligned.score.tolist()  # bitscore column = raw score
+    same_as_api(out / "proteins.blast6", pairs, mode="sw", how="pairwise",
+                scoring=gpualign_df.make_scoring(**blosum), queries=proteins, targets=proteins)
 
 
 def check_protein_all_pairs(result: subprocess.CompletedProcess, workdir: Path) -> None:
