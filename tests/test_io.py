@@ -115,6 +115,94 @@ def test_read_bad_files_name_the_file(tmp_path: Path, name: str, content: str) -
         read_sequences(path)
 
 
+@pytest.mark.parametrize("name", ["lead.fa", "lead.fa.gz"])
+def test_read_leading_blank_lines(tmp_path: Path, name: str) -> None:
+    frame = read_sequences(_write(tmp_path / name, "\n  \r\n\t\n" + FASTA))
+    assert frame["name"].tolist() == ["chr1", "chr2", "chr3", "chr4"]
+    assert frame["seq"].tolist() == ["CCACGTTCGTAAGG", "TTTTGCATTT", "TTGGATCCTT", "AAAA"]
+    fastq = read_sequences(_write(tmp_path / "lead.fq", "\n\n" + FASTQ))
+    assert fastq["qual"].tolist() == ["ABCDEFGHIJ", "!!#$%", "FFFFFFF"]
+
+
+@pytest.mark.parametrize(
+    ("content", "names", "seqs"),
+    [
+        (">a\nACGT\n>b", ["a", "b"], ["ACGT", ""]),
+        (">a\nACGT\n>b\n", ["a", "b"], ["ACGT", ""]),
+        (">a\nACGT\n>b desc\n\n\n", ["a", "b"], ["ACGT", ""]),
+        (">a\r\nACGT\r\n>b\r\n", ["a", "b"], ["ACGT", ""]),
+        (">a\n>b\nAC\n>c\n>d", ["a", "b", "c", "d"], ["", "AC", "", ""]),
+        (">only", ["only"], [""]),
+        (">x\n>y\n", ["x", "y"], ["", ""]),
+        ("\n>a\nAC GT\n>b", ["a", "b"], ["ACGT", ""]),
+    ],
+)
+def test_read_empty_records_anywhere(tmp_path: Path, content: str, names: list[str],
+                                     seqs: list[str]) -> None:
+    for name in ("e.fa", "e.fa.gz"):
+        frame = read_sequences(_write(tmp_path / name, content))
+        assert frame["name"].tolist() == names
+        assert frame["seq"].tolist() == seqs
+        assert frame.index.tolist() == list(range(len(names)))
+    assert read_sequences(_write(tmp_path / "d.fa", ">a\nAC\n>b desc here"))[
+        "description"].tolist() == ["", "desc here"]
+
+
+def test_read_fastq_empty_last_record_without_newline(tmp_path: Path) -> None:
+    frame = read_sequences(_write(tmp_path / "e.fq", "@a\nAC\n+\nII\n@b\n\n+"))
+    assert frame["name"].tolist() == ["a", "b"]
+    assert frame["seq"].tolist() == ["AC", ""] and frame["qual"].tolist() == ["II", ""]
+
+
+@pytest.mark.parametrize(
+    ("content", "record", "name", "line"),
+    [
+        (">a\nACGT\n@b read\nAC\n+\nII\n", 2, "b", 3),
+        (">a\nAC\nGT\n>b\nGG\n@c\nAC\n+\nII\n>d\nA\n", 3, "c", 6),
+        ("\n\n>a\nACGT\n@b\nAC\n+\nII\n", 2, "b", 5),
+        ("@a\nAC\n+\nII\n>b\nACGT\n", 2, "b", 5),
+        ("@a\nAC\n+\nII\n@b\nGG\n+\nII\n>c x\nACGT\n>d\nAC\n", 3, "c", 9),
+        ("@a\nAC\n+\nII\n>b\nAC\n+\nII\n", 2, "b", 5),
+    ],
+)
+def test_read_refuses_mixed_fasta_and_fastq(tmp_path: Path, content: str, record: int,
+                                            name: str, line: int) -> None:
+    for file in ("mixed.txt", "mixed.txt.gz"):
+        path = _write(tmp_path / file, content)
+        with pytest.raises(ValueError, match=(
+                rf"{re.escape(file)}.*mixes FASTA and FASTQ.*record {record} "
+                rf"\('{name}', line {line}\)")):
+            read_sequences(path)
+
+
+@pytest.mark.parametrize("compression", ["bz2", "xz", "zst"])
+def test_read_other_compressions(tmp_path: Path, compression: str) -> None:
+    import bz2
+    import lzma
+
+    import pyarrow as pa
+
+    path = tmp_path / f"t.fa.{compression}"
+    if compression == "bz2":
+        path.write_bytes(bz2.compress(FASTA.encode()))
+    elif compression == "xz":
+        path.write_bytes(lzma.compress(FASTA.encode()))
+    else:
+        with pa.output_stream(str(path), compression="zstd") as out:
+            out.write(FASTA.encode())
+    assert read_sequences(path)["seq"].tolist() == ["CCACGTTCGTAAGG", "TTTTGCATTT",
+                                                    "TTGGATCCTT", "AAAA"]
+    path.write_bytes(path.read_bytes()[:-8])
+    with pytest.raises(ValueError, match=re.escape(path.name)):
+        read_sequences(path)
+
+
+def test_read_blank_files_name_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "blank.fa", "\n \n\n")
+    with pytest.raises(ValueError, match=r"blank\.fa.*no record"):
+        read_sequences(path)
+
+
 def test_read_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="nope.fa"):
         read_sequences(tmp_path / "nope.fa")
