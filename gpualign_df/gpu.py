@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
 
+from . import config
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from .memory import engine_allocations
@@ -196,6 +198,59 @@ def _beside_default_stream(cells: int):
         yield side.stream
     finally:  # buffers the launches use may be freed or reused once the block is left
         side.join()
+
+
+class FillControl:
+    """The stop flag and cell counter a long-pair fill shares with the host while it runs
+    (``device``: two int64 on the device, see :mod:`gpualign_df.kernels.intra`), and the
+    host's wait for such a fill: polled, so Ctrl-C is handled and the progress bar moves
+    within one long pair, instead of one blocking synchronize of minutes.
+
+    The host reads the counter and writes the flag with copies on a non-blocking stream
+    of their own, which run beside the fill whatever stream the fill is on.
+    """
+
+    def __init__(self) -> None:
+        xp = array_module()
+        self.device = xp.zeros(2, dtype=np.int64)
+        self._stream = None if simulator() else xp.cuda.Stream(non_blocking=True)
+
+    def cells(self) -> int:
+        """Cells the running fill has done (a copy that does not wait for it)."""
+        if self._stream is None:
+            return int(self.device[1])
+        return int(self.device[1:2].get(stream=self._stream)[0])
+
+    def stop(self) -> None:
+        """Ask the running fill to stop at its next pass."""
+        if self._stream is None:
+            self.device[0] = 1
+            return
+        self.device[0:1].set(np.ones(1, dtype=np.int64), stream=self._stream)
+        self._stream.synchronize()
+
+    def wait(self, stream, on_cells, interval: float) -> None:
+        """Wait for everything launched so far on ``stream`` (a numba stream, or None for
+        the default stream), reporting the fill's new cells to ``on_cells`` every
+        ``interval`` seconds; on Ctrl-C (or any exception) stop the fill, wait for it to
+        leave (one pass), and re-raise."""
+        if simulator():   # the simulator ran the kernel at its launch
+            on_cells(self.cells())
+            return
+        done = cuda.event(timing=False)
+        done.record(stream or 0)
+        reported = 0
+        try:
+            while not done.query():
+                time.sleep(interval)
+                now = self.cells()
+                on_cells(now - reported)
+                reported = now
+        except BaseException:
+            self.stop()
+            done.synchronize()
+            raise
+        on_cells(self.cells() - reported)
 
 
 _SCRATCH: dict[tuple[str, int], object] = {}
@@ -397,15 +452,22 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     for batch in batches:
         keyed = (KEYED_BEST and tracks_rows and
                  keyed_best_fits(scoring, batch.longest_query, batch.longest_target))
+        reported = [0]
+
+        def on_cells(done: int) -> None:
+            done = min(done, batch.cells - reported[0])
+            reported[0] += done
+            if progress is not None and done > 0:
+                progress(done)
+
         piece = _run_batch(xp, batch, queries, targets, pair_query, pair_target, sub, sub16,
                            concrete, len(scoring.alphabet), scoring.gap_open,
                            scoring.gap_extend, flags, keyed, merge_matches, soft_clip, columns,
-                           direct)
+                           direct, on_cells)
         if piece is not None:
             pieces.append(piece)
         cells += batch.cells
-        if progress is not None:
-            progress(batch.cells)
+        on_cells(batch.cells - reported[0])
     if not traceback:
         return DeviceResults(columns, None, None, cells)
     if direct is not None:
@@ -471,11 +533,12 @@ def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns
 
 def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub, sub16,
                concrete, alphabet_size, go, ge, flags, keyed, merge_matches, soft_clip,
-               columns, direct):
+               columns, direct, on_cells):
     """Gather, fill, walk and write one batch. Returns its CIGAR piece (batch buffer, slot
     offsets, rows, lengths), or with ``direct`` (the job's validity; one batch only) the
     finished column (characters in a bound-sized buffer, row offsets); None without
-    traceback."""
+    traceback. A long-pair fill reports its cells to ``on_cells`` while it runs (see
+    :class:`FillControl`); other batches report nothing here."""
     def device64(values):
         return xp.asarray(values, dtype=np.int64)
 
@@ -526,10 +589,12 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
                     target_lengths, *(warps[k] for k in (0, 1, 2, 3, 5)), *common,
                     stream=stream)
         else:
+            control = FillControl()
             kernel = intra.long_fill_kernel(*flags, dpx.available())
             _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
                     target_lengths, query_start, target_start, row_start, tb_start, *common,
-                    stream=stream)
+                    control.device, stream=stream)
+            control.wait(stream, on_cells, config.settings().progress_interval)
     if not traceback:
         return None
     used = slot_row >= 0

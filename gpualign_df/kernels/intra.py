@@ -8,7 +8,10 @@ pass leaves its bottom row in a global row buffer for the first strip of the nex
 
 The cells are computed by the same device functions as the inter-task kernel
 (:func:`gpualign_df.kernels.inter.strip_functions`), so recurrences and tie-breaks are
-identical. Layout (one pair per "group", width 1): residues contiguous from
+identical. ``control`` (two int64) is shared with the host while the kernel runs: a
+nonzero ``control[0]`` stops every block at its next pass (Ctrl-C), and each pass adds
+its cells to ``control[1]`` (progress within one long pair). Layout (one pair per
+"group", width 1): residues contiguous from
 ``query_start[slot]``; traceback word of (strip, column j) at
 ``tb_start[slot] + strip * n + j - 1``, the walk kernel reads it with width 1.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32, uint64
+from numba import cuda, int32, int64, uint64
 
 from .cpu import NEG_INF
 from .inter import SHARED_TABLE, STRIP_ROWS, strip_functions
@@ -38,13 +41,14 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
     @cuda.jit
     def fill_long(query, target, query_lengths, target_lengths, query_start, target_start,
                   row_start, tb_start, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
-                  slot_row, score, end_i, end_j):
+                  slot_row, score, end_i, end_j, control):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         handoff_h = cuda.shared.array((2, THREADS), int32)
         handoff_i = cuda.shared.array((2, THREADS), int32)
         strip_score = cuda.shared.array(THREADS, int32)
         strip_i = cuda.shared.array(THREADS, int32)
         strip_j = cuda.shared.array(THREADS, int32)
+        stop = cuda.shared.array(1, int64)
         for k in range(cuda.threadIdx.x, alphabet_size * alphabet_size, cuda.blockDim.x):
             shared_sub[k] = sub[k]
         cuda.syncthreads()
@@ -71,6 +75,13 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
         total_j = 0
         strips = (m + rows - 1) // rows
         for pass_first in range(0, strips, threads):
+            # control[0]: the host's stop flag, read through an atomic (never a stale cached
+            # copy); every thread leaves together after the barrier, so none waits alone
+            if thread == 0:
+                stop[0] = cuda.atomic.add(control, 0, 0)
+            cuda.syncthreads()
+            if stop[0] != 0:
+                return
             strip = pass_first + thread
             active = min(threads, strips - pass_first)
             first = strip * rows + 1
@@ -110,6 +121,9 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
                 strip_j[thread] = best_j
             cuda.syncthreads()
             if thread == 0:  # rows ascending: strips ascending, strict > (corner: row m wins)
+                # control[1]: cells done, read by the host for its progress bar
+                cuda.atomic.add(control, 1, int64(min(active * rows, m - pass_first * rows))
+                                * int64(n))
                 for k in range(active):
                     if (corner_mode and strip_i[k] == m) or strip_score[k] > total:
                         if not corner_mode or strip_i[k] == m:

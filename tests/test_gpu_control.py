@@ -1,0 +1,96 @@
+"""The GPU engine on one long pair as users meet it: the progress bar moves while the pair
+computes, and Ctrl-C stops the kernel within a second or two (run on a real GPU:
+``GPUALIGN_REAL_GPU=1 python -m pytest -m gpu tests/test_gpu_control.py``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import gpualign_df
+from gpualign_df import config, engine, gpu
+
+pytestmark = pytest.mark.gpu
+
+DNA = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
+
+
+@pytest.fixture(autouse=True)
+def real_gpu():
+    if not gpu.gpu_usable():
+        pytest.skip("needs a real CUDA GPU (GPUALIGN_REAL_GPU=1)")
+
+
+def test_progress_moves_within_one_long_pair(monkeypatch):
+    seen: list[int] = []
+
+    class Bar:
+        n = 0
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            return False
+
+        def update(self, step):
+            self.n += step
+            seen.append(self.n)
+
+    rng = np.random.default_rng(0)
+    query, target = ("".join(rng.choice(list("ACGT"), 60_000)) for _ in range(2))
+    gpualign_df.align([query[:5000]], [target[:5000]], mode="nw", traceback=False, **DNA)
+    monkeypatch.setattr(engine, "progress_bar", lambda cells, progress: Bar())
+    with config.override(progress_interval=0.005):
+        frame = gpualign_df.align([query], [target], mode="nw", traceback=False, **DNA)
+    assert frame["score"].notna().all()
+    total = 60_000 * 60_000
+    partial = [value for value in seen if 0 < value < total]
+    assert len(partial) >= 2, seen
+    assert seen == sorted(seen) and seen[-1] == total
+
+
+def test_ctrl_c_stops_a_long_pair_on_the_gpu():
+    script = textwrap.dedent("""
+        import time, numpy as np, gpualign_df
+        rng = np.random.default_rng(0)
+        a, b = ("".join(rng.choice(list("ACGT"), 300_000)) for _ in range(2))
+        options = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda",
+                       mode="nw", traceback=False, progress=False)
+        gpualign_df.align([a[:5000]], [b[:5000]], **options)              # compile
+        print("start", flush=True)
+        started = time.perf_counter()
+        try:
+            gpualign_df.align([a], [b], **options)
+            print("finished", time.perf_counter() - started, flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", time.perf_counter() - started, flush=True)
+        started = time.perf_counter()
+        frame = gpualign_df.align([a[:20000]], [b[:20000]], **options)   # the GPU is free
+        print("next", time.perf_counter() - started, flush=True)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert process.stdout.readline().strip() == "start"
+        time.sleep(2.0)
+        process.send_signal(signal.SIGINT)
+        sent = time.perf_counter()
+        interrupted = process.stdout.readline().split()
+        waited = time.perf_counter() - sent
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert interrupted[0] == "interrupted", (interrupted, out, err)
+    assert waited < 2.0, f"{waited:.2f} s from SIGINT to KeyboardInterrupt"
+    assert out.split()[0] == "next" and float(out.split()[1]) < 5, out
