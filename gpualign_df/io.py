@@ -387,8 +387,8 @@ class _Destination:
                         fd = os.open(tmp, flags, 0o666)  # the umask applies, as for open()
                     except FileExistsError:
                         continue
+                    self._tmp = tmp
                     break
-                self._tmp = tmp
                 self._raw = os.fdopen(fd, "wb")
         except OSError as error:
             raise self.error(error) from error
@@ -854,6 +854,15 @@ class ResultWriter:
         self._destination.discard()
         self._state = "discarded"
 
+    def __del__(self) -> None:
+        # A writer dropped without close() or abort() (no ``with`` block, an exception on
+        # the way) must not leave its temporary file behind.
+        if getattr(self, "_state", None) == "open" and self._destination.opened:
+            try:
+                self.abort()
+            except Exception:  # noqa: BLE001 - nothing to report to in a finalizer
+                pass
+
     def _check_open(self) -> None:
         if self._state != "open":
             raise ValueError(f"the result writer of {self.path!r} is {self._state}; "
@@ -1223,9 +1232,6 @@ class _TsvEncoder(_Encoder):
             if named[name].dtype == object or pd.api.types.is_string_dtype(named[name]):
                 _check_text(_text(named[name]), f"column {name!r}")
         return named
-
-    def begin(self, stream: IO[bytes], destination: _Destination) -> None:
-        super().begin(stream, destination)
 
     def emit(self, destination: _Destination, named: pd.DataFrame) -> None:
         assert self.stream is not None

@@ -303,6 +303,20 @@ def test_an_exception_in_the_block_discards(tmp_path, hits) -> None:
         writer.write(hits)
 
 
+def test_a_writer_dropped_unclosed_leaves_no_temporary_file(tmp_path, hits) -> None:
+    import gc
+
+    path = tmp_path / "r.tsv"
+    path.write_bytes(OLD)
+    writer = open_results(path, queries=QUERIES, targets=TARGETS)
+    writer.write(hits)
+    assert len(os.listdir(tmp_path)) == 2  # the target and the temporary file
+    del writer
+    gc.collect()
+    assert path.read_bytes() == OLD
+    assert _leftovers(tmp_path, {"r.tsv"}) == []
+
+
 def test_a_refused_frame_writes_nothing_and_the_writer_goes_on(tmp_path, hits) -> None:
     path = tmp_path / "r.tsv"
     bad = hits.iloc[3:].copy()
