@@ -1091,13 +1091,13 @@ def _text(values: pd.Series | np.ndarray | pa.Array) -> pa.Array:
     return array
 
 
-def _check_text(array: pa.Array, what: str) -> None:
+def _check_text(frame: pd.DataFrame, column: str) -> None:
     """A field of a tab-separated line must hold no tab or line break."""
-    bad = pc.fill_null(pc.match_substring_regex(array, r"[\t\n\r]"), False)
+    bad = pc.fill_null(pc.match_substring_regex(_text(frame[column]), r"[\t\n\r]"), False)
     if pc.any(bad).as_py():
         row = int(np.flatnonzero(np.asarray(bad.to_numpy(zero_copy_only=False)))[0])
-        raise ValueError(f"{what} of result row {row} contains a tab or line break and "
-                         f"cannot be written: {array[row].as_py()!r}")
+        raise ValueError(f"the {column!r} field of {_where(frame, row)} contains a tab or "
+                         f"line break and cannot be written: {frame[column].iloc[row]!r}")
 
 
 def _suffix(values: np.ndarray, suffix: str, keep: np.ndarray) -> pa.Array:
@@ -1148,13 +1148,27 @@ def _aligned(frame: pd.DataFrame) -> np.ndarray:
     return ok
 
 
-def _check_bounds(ends: np.ndarray, lengths: np.ndarray, rows: np.ndarray, what: str) -> None:
+def _where(frame: pd.DataFrame, row: int) -> str:
+    """A result row in the user's terms: its index label and the pair it aligns."""
+    def shown(label: object) -> str:
+        return repr(label.item() if isinstance(label, np.generic) else label)
+
+    return (f"result row {shown(frame.index[row])} (query {shown(frame['query'].iloc[row])}, "
+            f"target {shown(frame['target'].iloc[row])})")
+
+
+def _check_bounds(frame: pd.DataFrame, column: str, lengths: np.ndarray,
+                  rows: np.ndarray) -> None:
+    """The alignment's end must lie within its sequence (else the results were computed
+    from other sequence frames than the ones given)."""
+    ends = _ints(frame[column])
     over = rows & (ends > lengths)
     if over.any():
         row = int(np.flatnonzero(over)[0])
-        raise ValueError(f"{what}_end {int(ends[row])} exceeds the {what} length "
-                         f"{int(lengths[row])} (result row {row}); were the results computed "
-                         f"from these {what} sequences?")
+        what = column.split("_")[0]
+        raise ValueError(f"{column} {int(ends[row])} exceeds the {what} length "
+                         f"{int(lengths[row])} at {_where(frame, row)}; were the results "
+                         f"computed from these {what} sequences?")
 
 
 # --------------------------------------------------------------------------------------
@@ -1228,9 +1242,10 @@ class _TsvEncoder(_Encoder):
         elif columns != self.columns:
             raise ValueError(f"every frame written to one TSV file needs the same columns; "
                              f"the first had {self.columns}, this one has {columns}")
+        labelled = named.set_axis(frame.index)  # errors name the caller's row labels
         for name in named.columns:
             if named[name].dtype == object or pd.api.types.is_string_dtype(named[name]):
-                _check_text(_text(named[name]), f"column {name!r}")
+                _check_text(labelled, name)
         return named
 
     def emit(self, destination: _Destination, named: pd.DataFrame) -> None:
@@ -1378,15 +1393,13 @@ class _SamEncoder(_Encoder):
 
     def prepare(self, frame: pd.DataFrame) -> dict[str, object]:
         _require_traceback(frame, self.format_name)
-        frame = frame.reset_index(drop=True)
         query_pos = self.queries.positions(frame["query"])
         target_pos = self.targets.positions(frame["target"])
         aligned = _aligned(frame)
-        _check_bounds(_ints(frame["query_end"]), self.queries.lengths[query_pos], aligned,
-                      "query")
-        _check_bounds(_ints(frame["target_end"]), self.targets.lengths[target_pos], aligned,
-                      "target")
-        _check_text(_text(frame["cigar"]), "the cigar")
+        _check_bounds(frame, "query_end", self.queries.lengths[query_pos], aligned)
+        _check_bounds(frame, "target_end", self.targets.lengths[target_pos], aligned)
+        _check_text(frame, "cigar")
+        frame = frame.reset_index(drop=True)
         roles = _sam_roles(frame["query"].to_numpy(), aligned, _ints(frame["score"]),
                            self.state)
         return {"frame": frame, "query_pos": query_pos, "target_pos": target_pos,
@@ -1568,15 +1581,13 @@ class _AlignedRowsEncoder(_Encoder):
 
     def prepare(self, frame: pd.DataFrame) -> dict[str, object]:
         _require_traceback(frame, self.format_name)
-        frame = frame.reset_index(drop=True)
         query_pos = self.queries.positions(frame["query"])
         target_pos = self.targets.positions(frame["target"])
         aligned = _aligned(frame)
         if self.needs_seq:
-            _check_bounds(_ints(frame["query_end"]), self.queries.lengths[query_pos],
-                          aligned, "query")
-            _check_bounds(_ints(frame["target_end"]), self.targets.lengths[target_pos],
-                          aligned, "target")
+            _check_bounds(frame, "query_end", self.queries.lengths[query_pos], aligned)
+            _check_bounds(frame, "target_end", self.targets.lengths[target_pos], aligned)
+        frame = frame.reset_index(drop=True)
         rows = np.flatnonzero(aligned)
         return {"frame": frame.iloc[rows].reset_index(drop=True),
                 "query_pos": query_pos[rows], "target_pos": target_pos[rows]}

@@ -510,8 +510,23 @@ def test_write_rejects_labels_not_in_frames(tmp_path, results, queries, targets)
 
 def test_write_rejects_wrong_sequences(tmp_path, results, queries, targets) -> None:
     short = queries.assign(seq=queries["seq"].str[:3])
-    with pytest.raises(ValueError, match="query_end"):
-        write_results(results, tmp_path / "r.sam", queries=short, targets=targets)
+    labelled = results.set_axis(range(10, 10 + len(results)))
+    for name in ("r.sam", "r.paf"):
+        with pytest.raises(ValueError, match=r"query_end 9 exceeds the query length 3 at "
+                                             r"result row 10 \(query 0, target 0\)"):
+            write_results(labelled, tmp_path / name, queries=short, targets=targets)
+
+
+def test_write_rejects_tabs_in_fields_naming_the_row(tmp_path, results, queries,
+                                                     targets) -> None:
+    bad = results.set_axis(range(10, 10 + len(results)))
+    bad["cigar"] = bad["cigar"].astype(object)
+    bad.loc[12, "cigar"] = "2=\t1D3="
+    for name in ("r.sam", "r.tsv"):
+        with pytest.raises(ValueError, match=r"'cigar' field of result row 12 \(query 1, "
+                                             r"target 1\) contains a tab"):
+            write_results(bad, tmp_path / name, queries=queries, targets=targets)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queries.fq", "targets.fa"]
 
 
 def test_write_rejects_unknown_mode(tmp_path, results, queries, targets) -> None:
