@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -348,32 +348,42 @@ def align_batches(
 
 
 def _batches_of(job: EncodedJob, tuning: config.Settings) -> Iterator[pd.DataFrame]:
-    bounds = batch_bounds(job, tuning.stream_batch_pairs, tuning.stream_batch_cells)
+    pairs, cells = _query_costs(job)
+    bounds = batch_bounds(pairs, cells, tuning.stream_batch_pairs, tuning.stream_batch_cells)
     if len(bounds) < 2:
         yield empty_frame(job.traceback, job.queries.labels, job.targets.labels)
         return
-    for start, stop in zip(bounds[:-1], bounds[1:]):
-        yield _run_rows(job, int(start), int(stop))
+    with progress_bar(int(cells.sum()), job.options["progress"]) as bar:  # one bar for all
+        batched = replace(job, options=dict(job.options, progress=bar))
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            yield _run_rows(batched, int(start), int(stop))
 
 
-def batch_bounds(job: EncodedJob, max_pairs: float, max_cells: float) -> np.ndarray:
-    """Query boundaries ``[0, b1, ..., count]`` of consecutive batches, each at most
-    ``max_pairs`` pairs and ``max_cells`` DP cells unless one query alone exceeds them."""
+def _query_costs(job: EncodedJob) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs and DP cells of each query's rows (float64 arrays, one entry per query)."""
     count = len(job.queries)
-    if count == 0:
-        return np.zeros(1, dtype=np.int64)
     q = np.where(job.queries.valid, job.queries.lengths, 0).astype(np.float64)
     if job.how == "rowwise":
-        pairs = np.ones(count)
-        cells = q * np.where(job.targets.valid, job.targets.lengths, 0)
-    elif job.how == "pairwise":
-        pairs = (count - 1 - np.arange(count)).astype(np.float64)
-        after = np.concatenate((np.cumsum(q[::-1])[::-1][1:], [0.0]))
-        cells = q * after
-    else:
-        database = float(np.where(job.targets.valid, job.targets.lengths, 0).sum())
-        pairs = np.full(count, float(len(job.targets)))
-        cells = q * database
+        return np.ones(count), q * np.where(job.targets.valid, job.targets.lengths, 0)
+    if job.how == "pairwise":
+        after = np.concatenate((np.cumsum(q[::-1])[::-1][1:], [0.0])) if count else q
+        return (count - 1 - np.arange(count)).astype(np.float64), q * after
+    database = float(np.where(job.targets.valid, job.targets.lengths, 0).sum())
+    return np.full(count, float(len(job.targets))), q * database
+
+
+def batch_bounds(pairs: np.ndarray, cells: np.ndarray, max_pairs: float,
+                 max_cells: float) -> np.ndarray:
+    """Boundaries ``[0, b1, ..., count]`` of consecutive runs of queries, each run at most
+    ``max_pairs`` pairs and ``max_cells`` DP cells unless one query alone exceeds them
+    (``pairs``/``cells``: each query's).
+
+    Examples
+    --------
+    >>> batch_bounds(np.array([3., 2., 1., 0.]), np.zeros(4), 3, 1e9).tolist()
+    [0, 1, 4]
+    """
+    count = len(pairs)
     pair_sums, cell_sums = np.cumsum(pairs), np.cumsum(cells)
     bounds = [0]
     while bounds[-1] < count:
@@ -401,6 +411,14 @@ def _search(queries: EncodedSequences, targets: EncodedSequences, scoring: Scori
     aligned again for the output columns."""
     if len(queries) == 0 or len(targets) == 0:
         return empty_frame(traceback, queries.labels, targets.labels)
+    cells = int(queries.lengths[queries.valid].sum()) * int(targets.lengths[targets.valid].sum())
+    with progress_bar(cells, options["progress"]) as bar:  # one bar for every block and pass
+        return _search_in(queries, targets, scoring, mode, top_k, traceback,
+                          dict(options, progress=bar))
+
+
+def _search_in(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring,
+               mode: Mode, top_k: int | None, traceback: bool, options: dict) -> pd.DataFrame:
     if top_k is not None:
         pair_query, pair_target = _search_survivors(queries, targets, scoring, mode, top_k,
                                                     options)

@@ -6,6 +6,7 @@ The engine sees encoded sequences and integer pair lists only; frames are built 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from functools import partial
@@ -151,12 +152,40 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     return out
 
 
-def progress_bar(cells: int, progress: bool | None) -> tqdm:
-    """A DP-cell progress bar on stderr: forced on/off by ``progress``, else shown once a
-    job runs longer than 2 seconds."""
-    return tqdm(total=cells, unit="cell", unit_scale=True,
-                delay=0 if progress else config.settings().progress_delay,
-                disable=progress is False, leave=False)
+def progress_bar(cells: int, progress: "bool | None | tqdm"):
+    """A DP-cell progress bar on stderr (a context manager): forced on/off by ``progress``,
+    else shown once a job runs longer than ``progress_delay`` seconds. ``progress`` may
+    also be the bar of an enclosing job (a search's blocks, streamed batches): its total
+    grows by ``cells`` and the work counts on it, so a long job made of short parts still
+    shows one moving bar."""
+    if progress is None or isinstance(progress, (bool, np.bool_)):
+        return tqdm(total=cells, unit="cell", unit_scale=True,
+                    delay=0 if progress else config.settings().progress_delay,
+                    disable=progress is False, leave=False)
+    return _Enclosing(progress, cells)
+
+
+class _Enclosing(contextlib.AbstractContextManager):
+    """A part's view of its enclosing job's bar: the part's cells join the total, and the
+    part's own count (``n``) starts at 0, as a bar of its own would."""
+
+    def __init__(self, bar: "tqdm | _Enclosing", cells: int) -> None:
+        bar = bar._bar if isinstance(bar, _Enclosing) else bar
+        self._bar = bar
+        self.n = 0
+        if bar.total is not None and not bar.disable:
+            bar.total = max(bar.total, bar.n + cells)
+
+    def __enter__(self) -> "_Enclosing":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def update(self, step: int) -> None:
+        if step > 0:
+            self.n += step
+            self._bar.update(step)
 
 
 def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,

@@ -172,3 +172,56 @@ def test_an_error_in_one_worker_stops_the_others():
     with pytest.raises(RuntimeError, match="boom"):
         engine.run_interruptible([waiting, failing], 2, lambda done: None, 0.01)
     assert stopped.is_set() and time.perf_counter() - started < 5
+
+
+class RecordingBar:
+    """A tqdm stand-in that records every bar created and its updates."""
+
+    made: list["RecordingBar"] = []
+
+    def __init__(self, total=None, disable=False, **kwargs):
+        self.total, self.disable, self.n, self.updates = total, disable, 0, []
+        RecordingBar.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        return False
+
+    def update(self, step):
+        self.n += step
+        self.updates.append(self.n)
+
+
+@pytest.fixture
+def bars(monkeypatch):
+    RecordingBar.made = []
+    monkeypatch.setattr(engine, "tqdm", RecordingBar)
+    return RecordingBar.made
+
+
+def test_a_search_in_many_blocks_shows_one_bar(bars, monkeypatch):
+    """A CPU search with top_k scores its queries in blocks, then traces back the
+    survivors: one bar covers all of it, so it appears and moves even when every block is
+    short."""
+    from gpualign_df import api
+
+    monkeypatch.setattr(api, "SEARCH_BLOCK_PAIRS", 20)
+    rng = np.random.default_rng(4)
+    queries = [random_dna(rng, 30) for _ in range(12)]
+    database = [random_dna(rng, 40) for _ in range(10)]
+    frame = gpualign_df.align(queries, database, how="search", top_k=2, **DNA)
+    assert len(frame) == 24
+    assert len(bars) == 1
+    (bar,) = bars
+    assert bar.n >= 12 * 30 * 10 * 40 and len(bar.updates) >= 6
+
+
+def test_streamed_batches_show_one_bar(bars):
+    rng = np.random.default_rng(5)
+    sequences_ = [random_dna(rng, 50) for _ in range(30)]
+    with config.override(stream_batch_pairs=40):
+        frames = list(gpualign_df.align_batches(sequences_, how="pairwise", **DNA))
+    assert len(frames) > 5 and len(bars) == 1
+    assert bars[0].n == bars[0].total == 50 * 50 * 30 * 29 // 2
