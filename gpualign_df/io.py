@@ -144,7 +144,8 @@ def read_sequences(path: str | os.PathLike[str]) -> pd.DataFrame:
     skipped_lines = text.count("\n", 0, skip)
     if skip:
         text = text[skip:]
-    if not text.strip(_ASCII_SPACE + "\n"):
+    # After the blank lines, only a last line of spaces without a newline can be blank.
+    if not text or (text[0] in _ASCII_SPACE and not text.strip(_ASCII_SPACE)):
         raise ValueError(f"cannot read sequences from {where!r}: the file holds no record")
     first = text[0]
     if first not in ">@":
@@ -533,9 +534,10 @@ def open_results(
     line, SAM ``@HD``/``@SQ``/``@PG``, the Parquet schema) is written once, and a clean exit
     of the ``with`` block commits the file atomically (a temporary file beside `path` is
     renamed onto it), while an exception inside the block discards it and leaves any
-    existing `path` untouched.  Writing several frames gives the same file as one
-    :func:`write_results` of their concatenation (for Parquet the same table; each frame
-    is one row group).
+    existing `path` untouched.  Frames that split the results between two queries' rows
+    give the same file as one :func:`write_results` of their concatenation (for Parquet
+    the same table; each frame is one row group); for SAM, see Notes on a query's rows
+    split across frames.
 
     Parameters
     ----------
