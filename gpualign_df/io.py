@@ -96,8 +96,9 @@ def read_sequences(path: str | os.PathLike[str]) -> pd.DataFrame:
         ``description``
             the rest of the header line, stripped (``""`` when there is none);
         ``seq``
-            the sequence as a string (for FASTA, line breaks and any spaces or tabs
-            inside the sequence lines are removed; the case is kept);
+            the sequence as a string (for FASTA, line breaks and any ASCII white space
+            inside the sequence lines -- space, tab, CR, VT, FF -- are removed; the case
+            is kept);
         ``qual``
             the quality string, present only when the file is FASTQ.
 
