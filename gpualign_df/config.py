@@ -41,6 +41,9 @@ class Settings:
         Seconds between progress updates and Ctrl-C checks while an engine runs.
     progress_delay : float
         A progress bar appears once a job has run this many seconds (unless forced).
+    gpu_launch_cells : float
+        DP cells at most per launch of a GPU search's score pass (one query aside), so the
+        host reports progress and answers Ctrl-C between launches of a long search.
     """
 
     host_memory_share: float = 0.5
@@ -48,6 +51,7 @@ class Settings:
     stream_batch_cells: float = 2e10
     progress_interval: float = 0.25
     progress_delay: float = 2.0
+    gpu_launch_cells: float = 2.0 ** 41
 
 
 _DEFAULT = Settings()

@@ -200,6 +200,17 @@ def _beside_default_stream(cells: int):
         side.join()
 
 
+def poll(event, interval: float):
+    """Yield while ``event`` (a numba CUDA event) is pending, sleeping between queries: 5 %
+    of the time waited so far (so a wait overshoots the work by about 5 %), at least 0.1 ms,
+    at most ``interval``. Unlike a blocking synchronize, the sleeps let Python handle Ctrl-C.
+    """
+    started = time.perf_counter()
+    while not event.query():
+        yield
+        time.sleep(min(interval, max(1e-4, 0.05 * (time.perf_counter() - started))))
+
+
 class FillControl:
     """The stop flag and cell counter a long-pair fill shares with the host while it runs
     (``device``: two int64 on the device, see :mod:`gpualign_df.kernels.intra`), and the
@@ -240,12 +251,13 @@ class FillControl:
         done = cuda.event(timing=False)
         done.record(stream or 0)
         reported = 0
+        last = time.perf_counter()
         try:
-            while not done.query():
-                time.sleep(interval)
-                now = self.cells()
-                on_cells(now - reported)
-                reported = now
+            for _ in poll(done, interval):
+                if time.perf_counter() - last >= interval:
+                    now = self.cells()
+                    on_cells(now - reported)
+                    reported, last = now, time.perf_counter()
         except BaseException:
             self.stop()
             done.synchronize()
@@ -719,7 +731,8 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     best_target = cuda.device_array((query_count, kept), np.int64)
     count = cuda.to_device(np.zeros(query_count, np.int32))
     valid_device = _upload("query_valid", query_valid.astype(np.uint8))
-    query_order = _upload("query_order", np.argsort(-query_lengths, kind="stable"))
+    sorted_queries = np.argsort(-query_lengths, kind="stable")
+    query_order = _upload("query_order", sorted_queries)
     packed = _search_16bit(scoring, mode, query_lengths, target_lengths)
     if packed:
         kernel = inter.search_kernel16(dpx.available())
@@ -753,15 +766,24 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         h_buffer = _scratch("h_row", chunk * row_words, np.int32)
         i_buffer = _scratch("i_row", chunk * row_words, np.int32)
         tile_cells = query_residues * int(target_lengths[tile][target_valid[tile]].sum())
+        tile_residues = int(target_lengths[tile][target_valid[tile]].sum())
+        tuning = config.settings()
         with _beside_default_stream(tile_cells) as stream:
-            for first in range(0, query_count, chunk):
-                chunk_queries = query_order[first:first + chunk]
+            pending = _Pending(stream, tuning.progress_interval, progress,
+                               follow=tile_cells > tuning.gpu_launch_cells)
+            for first, stop in _launch_chunks(query_lengths[sorted_queries] * tile_residues,
+                                              chunk, tuning.gpu_launch_cells):
+                chunk_queries = query_order[first:stop]
                 _launch("search", kernel, _blocks(len(chunk_queries) * threads_per_query),
                         THREADS_PER_BLOCK, queries.codes, queries.offsets, valid_device,
                         chunk_queries, residues, device["slot_lengths"], device["target_row"],
                         device["target_base"], device["row_base"], device["warp_columns"],
                         row_words, sub, len(scoring.alphabet), scoring.gap_open,
                         scoring.gap_extend, h_buffer, i_buffer, scores, stream=stream)
+                pending.launched(int((query_lengths[sorted_queries[first:stop]]
+                                      * query_valid[sorted_queries[first:stop]]).sum())
+                                 * tile_residues)
+            pending.finish()
         segments = max(1, min(inter.TOP_K_SEGMENTS, tile_count, -(-(1 << 16) // query_count),
                               (1 << 30) // (12 * kept * query_count)))
         part_score = _scratch("part_score", (segments + 1) * kept * query_count,
@@ -775,12 +797,68 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                 part_count)
         _launch("top_k", inter.top_k_merge, _blocks(query_count), THREADS_PER_BLOCK, kept,
                 segments, part_score, part_target, part_count, best_score, best_target, count)
-        if progress is not None:
-            progress(tile_cells)
     counts = count.copy_to_host()
     ranks = np.arange(kept)[None, :] < counts[:, None]
     pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)
     return pair_query, best_target.copy_to_host()[ranks]
+
+
+def _launch_chunks(cells: np.ndarray, most: int, cells_per_launch: float):
+    """``(first, stop)`` runs of consecutive queries (``cells``: each one's DP cells, in
+    launch order) of at most ``most`` queries and, one query aside, ``cells_per_launch``
+    cells."""
+    count = len(cells)
+    sums = np.cumsum(cells, dtype=np.float64)
+    first = 0
+    while first < count:
+        base = sums[first - 1] if first else 0.0
+        stop = int(np.searchsorted(sums, base + cells_per_launch, side="right"))
+        stop = min(max(stop, first + 1), first + most, count)
+        yield first, stop
+        first = stop
+
+
+class _Pending:
+    """Launches on one stream whose completion the host follows (``follow``; else their
+    cells count as done when launched): after each launch it waits, by polling, for the
+    launch before it (so one stays queued and the GPU never idles), reports that launch's
+    cells to ``progress``, and answers Ctrl-C between polls. On an exception it waits for
+    what is in flight (buffers are reused), then re-raises."""
+
+    def __init__(self, stream, interval: float, progress, follow: bool) -> None:
+        self._stream, self._interval, self._progress = stream, interval, progress
+        self._follow = follow
+        self._queue: list[tuple[object, int]] = []
+
+    def launched(self, cells: int) -> None:
+        if simulator() or not self._follow:
+            self._report(cells)
+            return
+        event = cuda.event(timing=False)
+        event.record(self._stream or 0)
+        self._queue.append((event, cells))
+        if len(self._queue) > 1:
+            self._wait_first()
+
+    def finish(self) -> None:
+        while self._queue:
+            self._wait_first()
+
+    def _wait_first(self) -> None:
+        event, cells = self._queue[0]
+        try:
+            for _ in poll(event, self._interval):
+                pass
+        except BaseException:
+            for queued, _ in self._queue:
+                queued.synchronize()
+            raise
+        self._queue.pop(0)
+        self._report(cells)
+
+    def _report(self, cells: int) -> None:
+        if self._progress is not None:
+            self._progress(cells)
 
 
 def _search_16bit(scoring: Scoring, mode: Mode, query_lengths: np.ndarray,
