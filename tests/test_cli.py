@@ -567,3 +567,10 @@ def test_an_error_in_a_later_batch_leaves_no_partial_file(tmp_path, monkeypatch,
     assert capsys.readouterr().err.endswith("gpualign: interrupted\n")
     assert out.read_text() == "an earlier result\n"
     assert [path.name for path in tmp_path.iterdir()] == ["pairs.tsv"]
+
+
+def test_version_is_read_when_asked(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"gpualign_df {gpualign_df.__version__}\n"
