@@ -134,7 +134,8 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         from . import __version__
 
-        parser.exit(message=f"gpualign_df {__version__}\n")
+        print(f"gpualign_df {__version__}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _int_within(low: int, high: int | None, what: str):
