@@ -391,7 +391,9 @@ def _run_on_dask(queries, targets, options: dict, args: argparse.Namespace):
     client = cluster(address=args.scheduler) if args.scheduler else cluster(gpus)
     try:
         partitions = max(1, 4 * len(client.scheduler_info()["workers"]))
-        to_dask = dd.from_pandas
+        def to_dask(series, npartitions):  # file order kept (no sort by label)
+            return dd.from_pandas(series, npartitions=npartitions, sort=False)
+
         if args.backend != "cpu":
             try:  # GPU workers take cuDF partitions
                 import cudf
