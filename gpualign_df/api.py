@@ -67,9 +67,9 @@ def validate_job(how: str, queries: Any, targets: Any, top_k: int | None) -> Non
         raise ValueError(f"unknown how {how!r}; use one of {HOWS}")
     for name, values in (("queries", queries), ("targets", targets)):
         if isinstance(values, (str, bytes)):
+            shown = f"{values[:20]!r}{'...' if len(values) > 20 else ''}"
             raise TypeError(f"{name} must be a collection of sequences (a Series or a list), "
-                            f"not one string: pass [{values[:20]!r}{'...' if len(values) > 20 else ''}] "
-                            f"for a single sequence")
+                            f"not one string: pass [{shown}] for a single sequence")
     if how == "pairwise" and targets is not None:
         raise ValueError("how='pairwise' aligns all pairs within one collection: give no targets")
     if how in ("rowwise", "search") and targets is None:

@@ -26,3 +26,14 @@ def no_work(monkeypatch):
 
     monkeypatch.setattr(api, "encode_sequences", forbidden)
     monkeypatch.setattr(api, "run_pairs", forbidden)
+
+
+@pytest.fixture
+def bars(monkeypatch):
+    """Every progress bar the engines make during the test (tests/helpers.RecordingBar)."""
+    from gpualign_df import engine
+    from helpers import RecordingBar
+
+    RecordingBar.made = []
+    monkeypatch.setattr(engine, "tqdm", RecordingBar)
+    return RecordingBar.made

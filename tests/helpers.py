@@ -160,3 +160,24 @@ def copies_while(job: Callable[[], Any], every: float = 0.01) -> tuple[float, li
         done.set()
         copier.join()
     return seconds, copies, result
+
+
+class RecordingBar:
+    """A tqdm stand-in recording every bar made (``made``) and each one's running count
+    after every update (``updates``)."""
+
+    made: list["RecordingBar"] = []
+
+    def __init__(self, total=None, disable=False, **kwargs):
+        self.total, self.disable, self.n, self.updates = total, disable, 0, []
+        RecordingBar.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        return False
+
+    def update(self, step):
+        self.n += step
+        self.updates.append(self.n)

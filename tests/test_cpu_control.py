@@ -58,35 +58,17 @@ def test_ctrl_c_stops_one_long_pair_within_a_second():
     assert waited < 1.5, f"the process took {waited:.2f} s to stop after SIGINT"
 
 
-def test_progress_moves_within_one_long_pair(monkeypatch):
+def test_progress_moves_within_one_long_pair(bars):
     """The bar of a one-pair job is updated while the pair computes, not once at its end."""
-    seen: list[int] = []
-
-    class Bar:
-        n = 0
-
-        def __init__(self, *args, **kwargs):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *args):
-            return False
-
-        def update(self, step):
-            self.n += step
-            seen.append(self.n)
-
-    monkeypatch.setattr(engine, "progress_bar", lambda cells, progress: Bar())
     rng = np.random.default_rng(1)
     query, target = random_dna(rng, 5000), random_dna(rng, 5000)
     with config.override(progress_interval=0.002):
         frame = gpualign_df.align([query], [target], mode="nw", **DNA)
     assert frame["score"].notna().all()
-    partial = [value for value in seen if 0 < value < 5000 * 5000]
-    assert len(partial) >= 2, f"progress values seen: {seen}"
-    assert seen == sorted(seen) and seen[-1] == 5000 * 5000
+    (bar,) = bars
+    partial = [value for value in bar.updates if 0 < value < 5000 * 5000]
+    assert len(partial) >= 2, f"progress values seen: {bar.updates}"
+    assert bar.updates == sorted(bar.updates) and bar.n == 5000 * 5000
 
 
 def test_concurrent_calls_under_the_workqueue_layer():
@@ -172,33 +154,6 @@ def test_an_error_in_one_worker_stops_the_others():
     with pytest.raises(RuntimeError, match="boom"):
         engine.run_interruptible([waiting, failing], 2, lambda done: None, 0.01)
     assert stopped.is_set() and time.perf_counter() - started < 5
-
-
-class RecordingBar:
-    """A tqdm stand-in that records every bar created and its updates."""
-
-    made: list["RecordingBar"] = []
-
-    def __init__(self, total=None, disable=False, **kwargs):
-        self.total, self.disable, self.n, self.updates = total, disable, 0, []
-        RecordingBar.made.append(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *args):
-        return False
-
-    def update(self, step):
-        self.n += step
-        self.updates.append(self.n)
-
-
-@pytest.fixture
-def bars(monkeypatch):
-    RecordingBar.made = []
-    monkeypatch.setattr(engine, "tqdm", RecordingBar)
-    return RecordingBar.made
 
 
 def test_a_search_in_many_blocks_shows_one_bar(bars, monkeypatch):

@@ -143,3 +143,51 @@ def test_cudf_collections_plan_gpu_sized_tasks(proteins):
     assert _default_cells(queries, "auto") == DEFAULT_GPU_CELLS_PER_TASK
     assert queries.aln.plan(queries).equals(
         queries.aln.plan(queries, cells_per_task=DEFAULT_GPU_CELLS_PER_TASK))
+
+
+def uneven(series, sizes, library):
+    """A Dask collection of ``series`` in its own row order, in partitions of ``sizes`` rows
+    (pandas-backed, or cuDF-backed with ``library="cudf"``)."""
+    import dask.dataframe as dd
+
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(series.iloc[start:start + size])
+        start += size
+    assert start == len(series)
+    if library == "cudf":
+        return dd.concat([dask_cudf.from_cudf(cudf.from_pandas(part), npartitions=1, sort=False)
+                          for part in parts])
+    return dd.concat([dd.from_pandas(part, npartitions=1, sort=False) for part in parts])
+
+
+@pytest.mark.parametrize("library", ["pandas", "cudf"])
+def test_uneven_partitions_on_dask_cuda_equal_in_memory(proteins, library):
+    """pairwise, search (top_k and not) and rowwise on a dask-cuda worker, with uneven
+    partitions, labels out of sorted order and null sequences: row for row the in-memory
+    result of the same Series."""
+    dask_cuda = pytest.importorskip("dask_cuda")
+    from distributed import Client
+
+    host = proteins.to_pandas()[:70].astype(object)
+    host.index = [f"s{k}" for k in range(70)][::-1]        # "s69", ..., "s0": not sorted
+    host.iloc[[5, 33]] = None
+    sizes = [1, 9, 23, 37]
+    with dask_cuda.LocalCUDACluster(n_workers=1) as cluster, Client(cluster):
+        lazy = uneven(host, sizes, library)
+        database = uneven(host[:40], [7, 33], library)
+        mates = uneven(host[::-1].set_axis(host.index), sizes, library)
+        small = dict(OPTIONS, cells_per_task=3e5)
+        jobs = [
+            (lazy.aln.pairwise(**small), host.aln.pairwise(**OPTIONS)),
+            (lazy.aln.search(database, top_k=3, **small),
+             host.aln.search(host[:40], top_k=3, **OPTIONS)),
+            (lazy.aln.search(database, **small), host.aln.search(host[:40], **OPTIONS)),
+            (lazy.aln.rowwise(mates, **OPTIONS),
+             host.aln.rowwise(host[::-1].set_axis(host.index), **OPTIONS)),
+        ]
+        for job, expected in jobs:
+            got = job.compute()
+            got = got.to_pandas() if hasattr(got, "to_pandas") else got
+            pd.testing.assert_frame_equal(plain(cudf.from_pandas(got)),
+                                          plain(cudf.from_pandas(expected)), check_dtype=False)

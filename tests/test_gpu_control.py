@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gpualign_df
-from gpualign_df import config, engine, gpu
+from gpualign_df import config, gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -28,36 +28,19 @@ def real_gpu():
         pytest.skip("needs a real CUDA GPU (GPUALIGN_REAL_GPU=1)")
 
 
-def test_progress_moves_within_one_long_pair(monkeypatch):
-    seen: list[int] = []
-
-    class Bar:
-        n = 0
-
-        def __init__(self, *args, **kwargs):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *args):
-            return False
-
-        def update(self, step):
-            self.n += step
-            seen.append(self.n)
-
+def test_progress_moves_within_one_long_pair(bars):
     rng = np.random.default_rng(0)
     query, target = ("".join(rng.choice(list("ACGT"), 60_000)) for _ in range(2))
     gpualign_df.align([query[:5000]], [target[:5000]], mode="nw", traceback=False, **DNA)
-    monkeypatch.setattr(engine, "progress_bar", lambda cells, progress: Bar())
+    bars.clear()
     with config.override(progress_interval=0.005):
         frame = gpualign_df.align([query], [target], mode="nw", traceback=False, **DNA)
     assert frame["score"].notna().all()
     total = 60_000 * 60_000
-    partial = [value for value in seen if 0 < value < total]
-    assert len(partial) >= 2, seen
-    assert seen == sorted(seen) and seen[-1] == total
+    (bar,) = bars
+    partial = [value for value in bar.updates if 0 < value < total]
+    assert len(partial) >= 2, bar.updates
+    assert bar.updates == sorted(bar.updates) and bar.n == total
 
 
 def test_ctrl_c_stops_a_long_pair_on_the_gpu():
