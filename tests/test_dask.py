@@ -3,6 +3,8 @@ threaded scheduler and on a distributed.LocalCluster (pandas-backed Dask, CPU en
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -245,6 +247,187 @@ def test_search_unordered_same_rows(dna):
     pd.testing.assert_frame_equal(
         got.sort_values(["query", "target"]).reset_index(drop=True),
         expected.sort_values(["query", "target"]).reset_index(drop=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# order: the collection's (that of .compute()), and dd.from_pandas' sort
+
+
+#: Partition sizes of the order tests (60 rows): a single row, an empty partition, and
+#: partitions that the tiny task size cuts into several chunks.
+UNEVEN = (1, 7, 0, 23, 29)
+DATABASE_UNEVEN = (3, 0, 11, 6)
+ORDER_MESSAGE = "Dask sorted the rows .* by their labels"
+
+
+@pytest.fixture(params=["sync", "distributed"])
+def sync_or_distributed(request):
+    """Run the test body on the synchronous scheduler or on a distributed.LocalCluster."""
+    if request.param == "sync":
+        with dask.config.set(scheduler="sync"):
+            yield "sync"
+        return
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(request.getfixturevalue("local_cluster")) as client:
+        yield client
+
+
+def labelled(rng: np.random.Generator, count: int, prefix: str) -> pd.Series:
+    """Sequences labelled ``prefix0 .. prefix{count-1}`` (not sorted as strings: "s10"
+    sorts before "s2"), with nulls and empty sequences."""
+    values = family(rng, count, DNA, 30)
+    values[3], values[count // 2] = None, ""
+    return pd.Series(values, index=[f"{prefix}{k}" for k in range(count)])
+
+
+def kept_order(data: pd.Series | pd.DataFrame, sizes: tuple) -> dd.Series:
+    """``data`` in its own order (from_pandas with sort=False) in partitions of ``sizes``;
+    no string conversion, so the results' dtypes are the in-memory accessor's on ``data``."""
+    bounds = np.cumsum([0, *sizes])
+    with dask.config.set({"dataframe.convert-string": False}):
+        lazy = dd.concat([dd.from_pandas(data.iloc[a:b], npartitions=1, sort=False)
+                          for a, b in zip(bounds[:-1], bounds[1:])])
+    assert [len(part) for part in lazy.partitions] == list(sizes)
+    return lazy
+
+
+def sorted_by_dask(data: pd.Series | pd.DataFrame, sizes: tuple) -> dd.Series:
+    """``dd.from_pandas(data)`` as users write it (Dask sorts the rows by label), then
+    repartitioned into partitions of ``sizes`` rows of the sorted order (an empty partition
+    lies between two neighbouring labels: ``label + "!"`` sorts right after ``label``)."""
+    with dask.config.set({"dataframe.convert-string": False}):
+        lazy = dd.from_pandas(data, npartitions=3)
+    labels = sorted(data.index)
+    bounds = np.cumsum([0, *sizes])
+    divisions = [labels[b] if sizes[k] else labels[b - 1] + "!"
+                 for k, b in enumerate(bounds[:-1])] + [labels[-1]]
+    lazy = lazy.repartition(divisions=divisions)
+    assert [len(part) for part in lazy.partitions] == list(sizes)
+    return lazy
+
+
+def run_job(how: str, queries, other=None, **extra) -> Any:
+    """The job ``how`` on the accessor of ``queries`` (Dask or pandas, the same options)."""
+    options = dict(mode="sw", **DNA_OPTIONS, **extra)
+    if how == "rowwise":
+        return queries.aln.rowwise(other, **options)
+    if how == "pairwise":
+        return queries.aln.pairwise(**options)
+    return queries.aln.search(other, top_k=2 if how == "search top_k" else None, **options)
+
+
+def order_inputs(how: str, arrange) -> tuple:
+    """The Dask inputs of job ``how`` arranged by ``arrange`` and the pandas objects they
+    came from (for rowwise, two columns of one frame, co-partitioned)."""
+    rng = np.random.default_rng(41)
+    reads = labelled(rng, 60, "s")
+    if how == "rowwise":
+        mates = [None if pd.isna(s) else mutate(rng, s, DNA, 0.15) for s in reads]
+        mates[7] = None
+        frame = pd.DataFrame({"read": reads, "mate": pd.Series(mates, index=reads.index,
+                                                               dtype=reads.dtype)})
+        lazy = arrange(frame, UNEVEN)
+        return (lazy.read, lazy.mate), (frame.read, frame.mate)
+    if how == "pairwise":
+        return (arrange(reads, UNEVEN), None), (reads, None)
+    database = labelled(rng, 20, "db")
+    return (arrange(reads, UNEVEN), arrange(database, DATABASE_UNEVEN)), (reads, database)
+
+
+ORDER_JOBS = ["pairwise", "search", "search top_k", "rowwise"]
+
+
+@pytest.mark.parametrize("how", ORDER_JOBS)
+def test_order_kept_by_from_pandas_sort_false_is_the_pandas_order(sync_or_distributed, how,
+                                                                   recwarn):
+    """Uneven partitions (an empty one), string labels not in sorted order, nulls and empty
+    sequences, chunks cut inside partitions: with the pandas order kept, the Dask result is
+    the in-memory result on the pandas objects themselves, every column, row for row; and no
+    warning about the order."""
+    (lazy, lazy_other), (data, other) = order_inputs(how, kept_order)
+    sizing = {} if how == "rowwise" else TINY
+    got = run_job(how, lazy, lazy_other, **sizing).compute()
+    pd.testing.assert_frame_equal(got.reset_index(drop=True),
+                                  run_job(how, data, other).reset_index(drop=True))
+    assert not [w for w in recwarn if "Dask sorted" in str(w.message)]
+
+
+@pytest.mark.parametrize("how", ORDER_JOBS)
+def test_order_sorted_by_from_pandas_is_the_collections_and_warns(sync_or_distributed, how):
+    """Where from_pandas sorted the rows (its default), the result is the in-memory result
+    on the computed collection (the sorted order), row for row, and building the job warns
+    that pairs and rows follow the sorted labels."""
+    (lazy, lazy_other), _ = order_inputs(how, sorted_by_dask)
+    sizing = {} if how == "rowwise" else TINY
+    with pytest.warns(UserWarning, match=ORDER_MESSAGE):
+        job = run_job(how, lazy, lazy_other, **sizing)
+    expected = run_job(how, lazy.compute(), None if lazy_other is None else
+                       lazy_other.compute())
+    pd.testing.assert_frame_equal(job.compute().reset_index(drop=True),
+                                  expected.reset_index(drop=True))
+
+
+def test_reported_case_warns_and_sort_false_gives_the_pandas_orientation(recwarn):
+    """The report: 60 random DNA sequences labelled "s0".."s59", dd.from_pandas(s,
+    npartitions=4) (sorted by Dask, "s10" before "s2"): 300 of the 1,770 pairs come out as
+    (j, i), exactly the pairs that the sort inverted. The job warns, naming sort=False; with
+    sort=False the result is s.aln.pairwise(), with no warning."""
+    rng = np.random.default_rng(5)
+    s = pd.Series(random_sequences(rng, 60, DNA, 40, min_length=1),
+                  index=[f"s{k}" for k in range(60)])
+    options = dict(mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2, backend="cpu")
+    in_memory_pairs = s.aln.pairwise(**options)
+    with pytest.warns(UserWarning, match=ORDER_MESSAGE + ".*pass sort=False to dd.from_pandas"):
+        lazy = dd.from_pandas(s, npartitions=4).aln.pairwise(**options)
+    got = lazy.compute(scheduler="sync")
+    position = {label: k for k, label in enumerate(s.index)}
+    swapped = sum(position[q] > position[t] for q, t in zip(got["query"], got["target"]))
+    inversions = sum(position[a] > position[b] for k, a in enumerate(sorted(s.index))
+                     for b in sorted(s.index)[k + 1:])
+    assert len(got) == 1770 and swapped == inversions == 300
+    recwarn.clear()
+    with dask.config.set({"dataframe.convert-string": False}):
+        kept = dd.from_pandas(s, npartitions=4, sort=False)
+    pd.testing.assert_frame_equal(
+        kept.aln.pairwise(**options).compute(scheduler="sync").reset_index(drop=True),
+        in_memory_pairs)
+    assert not [w for w in recwarn if "Dask sorted" in str(w.message)]
+
+
+def test_order_warning_only_where_dask_reordered(dna, recwarn):
+    """No warning for an index already sorted (from_pandas then keeps the order), for
+    sort=False, or for collections not made by from_pandas; a warning for a column of a
+    sorted DataFrame, anywhere in the expression (after a projection and a map), for a
+    sorted database and for plan(); and none when the expression cannot be read."""
+    from gpualign_df.accessor import dask as dask_accessor
+
+    unsorted = pd.Series(["ACGT", "ACGA", "TTGA"], index=["b", "a", "c"])
+    quiet = [dd.from_pandas(unsorted.sort_index(), npartitions=2),
+             dd.from_pandas(unsorted.reset_index(drop=True), npartitions=2),
+             dd.from_pandas(unsorted, npartitions=2, sort=False),
+             partitioned(unsorted, (1, 2))]
+    for lazy in quiet:
+        lazy.aln.pairwise(**DNA_OPTIONS)
+        lazy.aln.plan()
+        lazy.aln.search(lazy, **DNA_OPTIONS)
+    assert not [w for w in recwarn if "Dask sorted" in str(w.message)]
+    frame = dd.from_pandas(pd.DataFrame({"seq": unsorted, "n": [1, 2, 3]}), npartitions=2)
+    column = frame.seq.str.upper()
+    kept = dd.from_pandas(unsorted, npartitions=1, sort=False)
+    for build, roles in ((lambda: column.aln.pairwise(**DNA_OPTIONS), "Series"),
+                         (lambda: column.aln.plan(), "Series"),
+                         (lambda: kept.aln.search(column, **DNA_OPTIONS), "database"),
+                         (lambda: kept.aln.plan(column), "database"),
+                         (lambda: frame.seq.aln.rowwise(frame.seq, **DNA_OPTIONS),
+                          "queries and other Series")):
+        with pytest.warns(UserWarning, match=f"rows of the {roles} by their labels"):
+            build()
+    recwarn.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(column.expr), "walk", lambda self: iter(()).throw(RuntimeError))
+        assert dask_accessor._sorted_by_from_pandas(column) is False
+        column.aln.pairwise(**DNA_OPTIONS)
+    assert not [w for w in recwarn if "Dask sorted" in str(w.message)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,15 @@ and dtypes of the in-memory result, and whose ``.compute()`` equals, row for row
 in-memory accessor returns on the computed Series (``series.compute().aln.<method>(...)``),
 for any partitioning and any number of workers.
 
+Order: results follow the order of the Dask collection, which is the order of
+``series.compute()``: pairwise pairs are (i, j) with i before j *in the collection*, rows of
+every job come in the collection's order. ``dd.from_pandas(data)`` sorts the rows by their
+index labels unless ``sort=False`` is given (or the index is already sorted), so with
+labels such as ``"s0" .. "s59"`` the collection's order, and so the orientation of pairs,
+is not the pandas order (``"s10"`` comes before ``"s2"``); every method then emits a
+``UserWarning`` saying so. ``dd.from_pandas(data, sort=False)`` keeps the pandas order, and
+the result then equals the in-memory accessor on ``data`` itself.
+
 How the work is split
 ---------------------
 * ``rowwise(other)``: one task per partition pair (partition k of the queries against
@@ -56,6 +65,8 @@ import functools
 import logging
 import math
 import os
+import sys
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
@@ -341,6 +352,45 @@ def _partition_lengths(*series: dd.Series) -> list[list[np.ndarray]]:
     return [list(arrays) for arrays in found]
 
 
+def _sorted_by_from_pandas(series: dd.Series) -> bool:
+    """Whether ``series`` comes, anywhere in its expression, from ``dd.from_pandas(data,
+    sort=True)`` (Dask's default) of a pandas (or cuDF) object whose index was not monotonic
+    increasing: then Dask sorted the rows by their labels, and the collection's order (which
+    a Dask job follows) is not the order of ``data``. Reads Dask's expression (``FromPandas``
+    and its ``frame`` and ``sort`` operands); any failure to read it (another Dask version,
+    another kind of collection) is taken as False."""
+    try:
+        from dask.dataframe.dask_expr.io.io import FromPandas
+
+        for expr in series.expr.walk():
+            if isinstance(expr, FromPandas) and expr.operand("sort"):
+                frame = expr.operand("frame")
+                data = getattr(frame, "_data", frame)
+                if not bool(data.index.is_monotonic_increasing):
+                    return True
+    except Exception:  # noqa: BLE001 - a reading we cannot make means no warning
+        return False
+    return False
+
+
+def _warn_if_sorted_by_dask(how: str, inputs: dict[str, dd.Series]) -> None:
+    """A ``UserWarning`` where an input was reordered by ``dd.from_pandas`` (see
+    :func:`_sorted_by_from_pandas`): the job's pairs and rows then follow the sorted labels,
+    which surprises anyone comparing with the pandas Series they started from."""
+    sorted_inputs = [role for role, series in inputs.items() if _sorted_by_from_pandas(series)]
+    if not sorted_inputs:
+        return
+    level, frame = 1, sys._getframe(0)
+    while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1   # point at the caller outside this module
+    warnings.warn(
+        f"gpualign_df {how}: Dask sorted the rows of the {' and '.join(sorted_inputs)} by "
+        f"their labels (dd.from_pandas sorts unless the index is already sorted), so pairs "
+        f"are oriented and rows ordered by the sorted labels, not by the pandas order; pass "
+        f"sort=False to dd.from_pandas to keep the pandas order", UserWarning,
+        stacklevel=level)
+
+
 def _check_dask_series(value: Any, how: str, role: str) -> None:
     """The one check that an input of a Dask job (``role``: queries, database, other) is a
     Dask Series, with the one message for every entry point (``plan`` and ``search`` name
@@ -400,6 +450,12 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
         Where ``queries`` or ``database`` is not a Dask Series (a pandas database, say), with
         the message ``search()`` gives.
 
+    Warns
+    -----
+    UserWarning
+        Where ``dd.from_pandas`` sorted an input by its labels, as the jobs do (the plan's
+        positions are the collection's, the sorted order).
+
     Examples
     --------
     >>> import pandas as pd, dask.dataframe as dd
@@ -417,6 +473,9 @@ def plan_blocks(queries: dd.Series, database: dd.Series | None = None, *,
     _check_dask_series(queries, how, "queries")
     if database is not None:
         _check_dask_series(database, how, "database")
+        _warn_if_sorted_by_dask("plan", {"queries": queries, "database": database})
+    else:
+        _warn_if_sorted_by_dask("plan", {"Series": queries})
     if how == "pairwise" and database is not None:
         raise ValueError("how='pairwise' aligns all pairs within one collection: give no "
                          "database")
@@ -922,6 +981,12 @@ class DaskSeriesAlignAccessor:
     computed Series. ``pairwise`` and ``search`` also take ``cells_per_task``,
     ``pairs_per_task`` (task sizing; see :func:`plan_blocks`) and ``ordered``.
 
+    Rows and the orientation of pairs follow the collection's order (that of
+    ``series.compute()``). ``dd.from_pandas`` sorts rows by label unless ``sort=False``: a
+    Series it reordered (an unsorted index) makes every method warn (``UserWarning``), since
+    its pairs and rows then follow the sorted labels, not the pandas order; pass
+    ``sort=False`` to keep that.
+
     Examples
     --------
     >>> import pandas as pd, dask.dataframe as dd, gpualign_df
@@ -958,6 +1023,12 @@ class DaskSeriesAlignAccessor:
         ValueError
             When the two Series are not co-partitioned.
 
+        Warns
+        -----
+        UserWarning
+            Where ``dd.from_pandas`` sorted either Series by its labels (see the class
+            docstring): rows follow the collections' order, ``series.compute()``'s.
+
         Examples
         --------
         >>> import pandas as pd, dask.dataframe as dd, gpualign_df
@@ -969,6 +1040,7 @@ class DaskSeriesAlignAccessor:
         [[0, 5, '2=1X1='], [1, <NA>, <NA>], [2, 8, '4=']]
         """
         _check_dask_series(other, "rowwise", "other")
+        _warn_if_sorted_by_dask("rowwise", {"queries": self._series, "other Series": other})
         queries = self._series
         if queries.npartitions != other.npartitions:
             raise ValueError(
@@ -1001,7 +1073,15 @@ class DaskSeriesAlignAccessor:
         Returns
         -------
         dask.dataframe.DataFrame
-            Lazy; one row per unordered pair, computed exactly once.
+            Lazy; one row per unordered pair, computed exactly once. Pair (i, j) has i
+            before j in the collection's order (``series.compute()``'s).
+
+        Warns
+        -----
+        UserWarning
+            Where ``dd.from_pandas`` sorted the Series by its labels (its index was not
+            sorted and ``sort=False`` was not given): pairs are then oriented by the sorted
+            labels, not by the pandas order.
 
         Examples
         --------
@@ -1011,6 +1091,7 @@ class DaskSeriesAlignAccessor:
         6
         """
         series = self._series
+        _warn_if_sorted_by_dask("pairwise", {"Series": series})
         options = dict(options)
         cells, pairs = _sizing(series, options)
         meta = _result_meta(series, None, "pairwise", None, options)
@@ -1070,7 +1151,14 @@ class DaskSeriesAlignAccessor:
         Returns
         -------
         dask.dataframe.DataFrame
-            Lazy; one row per (query, target) pair kept.
+            Lazy; one row per (query, target) pair kept, queries in the collection's order
+            and ties by the database collection's order (those of ``.compute()``).
+
+        Warns
+        -----
+        UserWarning
+            Where ``dd.from_pandas`` sorted the queries or the database by their labels:
+            rows and ties then follow the sorted labels, not the pandas order.
 
         Examples
         --------
@@ -1082,6 +1170,7 @@ class DaskSeriesAlignAccessor:
         [[7, 2, 8], [7, 1, 7]]
         """
         _check_dask_series(database, "search", "database")
+        _warn_if_sorted_by_dask("search", {"queries": self._series, "database": database})
         queries = self._series
         options = dict(options)
         cells, pairs = _sizing(queries, options)
