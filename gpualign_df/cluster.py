@@ -148,7 +148,8 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
             raise ValueError("n_gpus does not apply to cpu=True; pass n_workers= instead")
         options = dict(kwargs)
         workers, threads, engine_threads = _cpu_layout(options.get("n_workers"),
-                                                       options.get("threads_per_worker"))
+                                                       options.get("threads_per_worker"),
+                                                       options.get("processes", True))
         options["n_workers"], options["threads_per_worker"] = workers, threads
         if options.get("processes", True):
             # the worker processes' environment (the Nanny's env; pre-spawn variables would
@@ -176,7 +177,8 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         return _owns(Client(LocalCUDACluster(**options), direct_to_workers=True))
 
 
-def _cpu_layout(n_workers: int | None, threads_per_worker: int | None) -> tuple[int, int, int]:
+def _cpu_layout(n_workers: int | None, threads_per_worker: int | None,
+                processes: bool = True) -> tuple[int, int, int]:
     """(worker processes, threads per worker, engine threads per task) of a CPU cluster: one
     single-threaded worker per core unless given; a missing one of the two as Dask's
     ``LocalCluster`` fills it in; the cores shared out among the tasks that run at once."""
@@ -185,7 +187,7 @@ def _cpu_layout(n_workers: int | None, threads_per_worker: int | None) -> tuple[
     if n_workers is None and threads_per_worker is None:
         n_workers, threads_per_worker = CPU_COUNT, 1
     elif n_workers is None:
-        n_workers = max(1, CPU_COUNT // threads_per_worker)
+        n_workers = max(1, CPU_COUNT // threads_per_worker) if processes else 1
     elif threads_per_worker is None:
         threads_per_worker = max(1, math.ceil(CPU_COUNT / n_workers)) if n_workers else 1
     return n_workers, threads_per_worker, max(1, CPU_COUNT // max(1, n_workers *
