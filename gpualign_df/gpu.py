@@ -200,15 +200,19 @@ def _beside_default_stream(cells: int):
         side.join()
 
 
-def poll(event, interval: float):
-    """Yield while ``event`` (a numba CUDA event) is pending, sleeping between queries: 5 %
-    of the time waited so far (so a wait overshoots the work by about 5 %), at least 0.1 ms,
-    at most ``interval``. Unlike a blocking synchronize, the sleeps let Python handle Ctrl-C.
-    """
+#: Longest sleep between two queries of a pending event: a polled wait overshoots the
+#: work it waits for by at most this (the query itself costs microseconds).
+POLL_SLEEP = 0.002
+
+
+def poll(event):
+    """Yield while ``event`` (a numba CUDA event) is pending, sleeping between queries (1 %
+    of the time waited so far, 0.05 ms to ``POLL_SLEEP``). Unlike a blocking synchronize,
+    the sleeps let Python handle Ctrl-C."""
     started = time.perf_counter()
     while not event.query():
         yield
-        time.sleep(min(interval, max(1e-4, 0.05 * (time.perf_counter() - started))))
+        time.sleep(min(POLL_SLEEP, max(5e-5, 0.01 * (time.perf_counter() - started))))
 
 
 class FillControl:
@@ -218,13 +222,22 @@ class FillControl:
     within one long pair, instead of one blocking synchronize of minutes.
 
     The host reads the counter and writes the flag with copies on a non-blocking stream
-    of their own, which run beside the fill whatever stream the fill is on.
+    (one per device, kept), which run beside the fill whatever stream the fill is on.
     """
+
+    _STREAMS: dict[int, object] = {}
 
     def __init__(self) -> None:
         xp = array_module()
         self.device = xp.zeros(2, dtype=np.int64)
-        self._stream = None if simulator() else xp.cuda.Stream(non_blocking=True)
+        self._done = None
+        if simulator():
+            self._stream = None
+            return
+        device = current_device()
+        if device not in self._STREAMS:
+            self._STREAMS[device] = xp.cuda.Stream(non_blocking=True)
+        self._stream = self._STREAMS[device]
 
     def cells(self) -> int:
         """Cells the running fill has done (a copy that does not wait for it)."""
@@ -240,20 +253,27 @@ class FillControl:
         self.device[0:1].set(np.ones(1, dtype=np.int64), stream=self._stream)
         self._stream.synchronize()
 
-    def wait(self, stream, on_cells, interval: float) -> None:
-        """Wait for everything launched so far on ``stream`` (a numba stream, or None for
-        the default stream), reporting the fill's new cells to ``on_cells`` every
-        ``interval`` seconds; on Ctrl-C (or any exception) stop the fill, wait for it to
-        leave (one pass), and re-raise."""
-        if simulator():   # the simulator ran the kernel at its launch
-            on_cells(self.cells())
+    def launched(self, stream) -> None:
+        """Mark the fill just launched on ``stream`` (a numba stream, or None for the
+        default stream): :meth:`wait` waits for everything launched on it until now, so
+        the host may queue the kernels that follow the fill before it waits."""
+        if not simulator():
+            self._done = cuda.event(timing=False)
+            self._done.record(stream or 0)
+
+    def wait(self, on_cells, interval: float) -> None:
+        """Wait for the fill, reporting its new cells to ``on_cells`` every ``interval``
+        seconds; on Ctrl-C (or any exception) stop the fill, wait for it to leave (within
+        one pass), and re-raise. Returns at once once waited for."""
+        if self._done is None:   # the simulator ran the kernel at its launch; or done
+            if simulator():
+                on_cells(self.cells())
             return
-        done = cuda.event(timing=False)
-        done.record(stream or 0)
+        done, self._done = self._done, None
         reported = 0
         last = time.perf_counter()
         try:
-            for _ in poll(done, interval):
+            for _ in poll(done):
                 if time.perf_counter() - last >= interval:
                     now = self.cells()
                     on_cells(now - reported)
@@ -588,6 +608,15 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     common = (sub, alphabet_size, go, ge, h_buffer, i_buffer, tb, slot_row, columns["score"],
               columns["end_i"], columns["end_j"])
     row_start = None if batch.kind == "inter" else device64(batch.row_start)
+    interval = config.settings().progress_interval
+    control = None
+
+    def settle() -> None:
+        """Wait (polled) for a long fill before the host's first wait for later work; the
+        walk and CIGAR kernels are queued behind the fill by then."""
+        if control is not None:
+            control.wait(on_cells, interval)
+
     with _beside_default_stream(batch.cells) as stream:
         if batch.packed:  # two pairs per thread; the table has a padding code (= alphabet)
             kernel = inter16.fill_kernel16(*flags[:-1], dpx.available())
@@ -606,8 +635,11 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
             _launch("fill", kernel, batch.slots, intra.THREADS, query, target, query_lengths,
                     target_lengths, query_start, target_start, row_start, tb_start, *common,
                     control.device, stream=stream)
-            control.wait(stream, on_cells, config.settings().progress_interval)
+            control.launched(stream)
+            if stream is not None:  # the side stream is joined (a blocking wait) at the end
+                control.wait(on_cells, interval)
     if not traceback:
+        settle()
         return None
     used = slot_row >= 0
     known_row = xp.maximum(slot_row, 0)
@@ -628,11 +660,13 @@ def _run_batch(xp, batch: Batch, queries, targets, pair_query, pair_target, sub,
     else:
         slot_offsets = _offsets(xp, xp.where(used, columns["cigar_length"][known_row],
                                              0).astype(np.int64))
+        settle()
         total = int(slot_offsets[-1])
     chars = xp.empty(max(total, 1), dtype=np.uint8)
     write = tb_kernels.cigar_kernel(merge_matches, soft_clip)
     _launch("cigar", write, blocks, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
             columns["start_i"], columns["end_i"], query_lengths, slot_offsets, chars)
+    settle()
     if direct is not None:
         return chars, row_offsets
     # fresh arrays (not scratch buffers): the piece outlives this batch
@@ -769,8 +803,7 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         tile_residues = int(target_lengths[tile][target_valid[tile]].sum())
         tuning = config.settings()
         with _beside_default_stream(tile_cells) as stream:
-            pending = _Pending(stream, tuning.progress_interval, progress,
-                               follow=tile_cells > tuning.gpu_launch_cells)
+            pending = _Pending(stream, progress, follow=tile_cells > tuning.gpu_launch_cells)
             for first, stop in _launch_chunks(query_lengths[sorted_queries] * tile_residues,
                                               chunk, tuning.gpu_launch_cells):
                 chunk_queries = query_order[first:stop]
@@ -825,8 +858,8 @@ class _Pending:
     cells to ``progress``, and answers Ctrl-C between polls. On an exception it waits for
     what is in flight (buffers are reused), then re-raises."""
 
-    def __init__(self, stream, interval: float, progress, follow: bool) -> None:
-        self._stream, self._interval, self._progress = stream, interval, progress
+    def __init__(self, stream, progress, follow: bool) -> None:
+        self._stream, self._progress = stream, progress
         self._follow = follow
         self._queue: list[tuple[object, int]] = []
 
@@ -847,7 +880,7 @@ class _Pending:
     def _wait_first(self) -> None:
         event, cells = self._queue[0]
         try:
-            for _ in poll(event, self._interval):
+            for _ in poll(event):
                 pass
         except BaseException:
             for queued, _ in self._queue:
