@@ -75,13 +75,6 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
         total_j = 0
         strips = (m + rows - 1) // rows
         for pass_first in range(0, strips, threads):
-            # control[0]: the host's stop flag, read through an atomic (never a stale cached
-            # copy); every thread leaves together after the barrier, so none waits alone
-            if thread == 0:
-                stop[0] = cuda.atomic.add(control, 0, 0)
-            cuda.syncthreads()
-            if stop[0] != 0:
-                return
             strip = pass_first + thread
             active = min(threads, strips - pass_first)
             first = strip * rows + 1
@@ -121,9 +114,11 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
                 strip_j[thread] = best_j
             cuda.syncthreads()
             if thread == 0:  # rows ascending: strips ascending, strict > (corner: row m wins)
-                # control[1]: cells done, read by the host for its progress bar
+                # control[1]: cells done, read by the host for its progress bar; control[0]:
+                # the host's stop flag, read through an atomic (never a stale cached copy)
                 cuda.atomic.add(control, 1, int64(min(active * rows, m - pass_first * rows))
                                 * int64(n))
+                stop[0] = cuda.atomic.add(control, 0, 0)
                 for k in range(active):
                     if (corner_mode and strip_i[k] == m) or strip_score[k] > total:
                         if not corner_mode or strip_i[k] == m:
@@ -131,6 +126,8 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
                             total_i = strip_i[k]
                             total_j = strip_j[k]
             cuda.syncthreads()
+            if stop[0] != 0:  # every thread leaves together, after the barrier
+                break
         if thread == 0:
             score[row] = total
             end_i[row] = total_i
