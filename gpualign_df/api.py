@@ -396,18 +396,14 @@ def batch_bounds(pairs: np.ndarray, cells: np.ndarray, max_pairs: float,
     return np.asarray(bounds, dtype=np.int64)
 
 
-#: A search with ``top_k`` off the device scores at most this many pairs at a time (whole
-#: queries against the whole database), so its memory stays bounded by the kept pairs.
-SEARCH_BLOCK_PAIRS = 4_000_000
-
-
 def _search(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring, mode: Mode,
             top_k: int | None, traceback: bool, options: dict) -> pd.DataFrame:
     """Score, rank best first per query, keep top_k, then trace back the survivors only.
 
     With ``top_k``, the score-only pass runs on the GPU over the cross product
     (:func:`gpualign_df.gpu.search_top_k`, no pair list), elsewhere in blocks of whole
-    queries of at most ``SEARCH_BLOCK_PAIRS`` pairs; either way only the kept pairs are
+    queries of at most ``search_block_pairs`` pairs (:mod:`gpualign_df.config`); either way
+    only the kept pairs are
     aligned again for the output columns."""
     if len(queries) == 0 or len(targets) == 0:
         return empty_frame(traceback, queries.labels, targets.labels)
@@ -446,7 +442,7 @@ def _search_survivors(queries: EncodedSequences, targets: EncodedSequences, scor
             return gpu.search_top_k(
                 gpu.upload(queries), gpu.upload(targets), queries.lengths, queries.valid,
                 targets.lengths, targets.valid, scoring, mode, top_k, progress=bar.update)
-    block = max(1, SEARCH_BLOCK_PAIRS // len(targets))
+    block = max(1, config.settings().search_block_pairs // len(targets))
     kept_query, kept_target = [], []
     for first in range(0, len(queries), block):
         pair_query, pair_target = search_pairs(min(block, len(queries) - first), len(targets))

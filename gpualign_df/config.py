@@ -44,6 +44,22 @@ class Settings:
     gpu_launch_cells : float
         DP cells at most per launch of a GPU search's score pass (one query aside), so the
         host reports progress and answers Ctrl-C between launches of a long search.
+    search_block_pairs : int
+        A search with ``top_k`` off the GPU scores whole queries against the database in
+        blocks of at most this many pairs, so its memory is bounded by the kept pairs.
+    cpu_batch_ops, cpu_batch_pairs : int
+        One CPU batch buffers at most this many traceback operations (1 byte each) and
+        pairs.
+    lane_max_length : int
+        Pairs with both sequences at most this long run on the CPU's SIMD lanes (the lane
+        kernel takes up to 4,095 columns); longer ones one pair per thread.
+    lane_narrow_score_limit : int
+        A lane group whose cell bound is below this runs in int16, else in int32 (0 forces
+        int32).
+    encode_bytes_per_thread, encode_max_threads : int
+        The encoding of host strings uses one thread per ``encode_bytes_per_thread`` bytes,
+        at most ``encode_max_threads``: the lookup is bound by memory, so a few threads reach
+        its speed and more only take cores from the node's other processes.
     """
 
     host_memory_share: float = 0.5
@@ -52,6 +68,13 @@ class Settings:
     progress_interval: float = 0.25
     progress_delay: float = 2.0
     gpu_launch_cells: float = 2.0 ** 41
+    search_block_pairs: int = 4_000_000
+    cpu_batch_ops: int = 1 << 26
+    cpu_batch_pairs: int = 1 << 20
+    lane_max_length: int = 2048
+    lane_narrow_score_limit: int = 1 << 13
+    encode_bytes_per_thread: int = 1 << 20
+    encode_max_threads: int = 8
 
 
 _DEFAULT = Settings()

@@ -17,25 +17,16 @@ import pandas as pd
 import pyarrow as pa
 from numba import njit
 
+from . import config
 from .scoring import INVALID_CODE, Scoring
 
 
-#: Bytes of sequence per encoding thread, and the most threads one encoding uses. The lookup
-#: is bound by memory, so a few threads reach its speed; every core (numba's default) only
-#: takes the cores from the node's other processes. On 2 H200s (32 cores), one search task's
-#: job (1,250 ADEPT proteins against 30,000, pandas in, ``benchmarks/per_gpu_speed.py``)
-#: took 0.455 s on either GPU alone and 0.476-0.483 s on both at once, one process each,
-#: when every encoding used all 32 cores; with this bound (another x2 machine), 0.447-0.449 s
-#: either way.
-ENCODE_BYTES_PER_THREAD = 1 << 20
-ENCODE_MAX_THREADS = 8
-
-
 def encoding_threads(size: int) -> int:
-    """Threads to encode ``size`` bytes: one per ``ENCODE_BYTES_PER_THREAD``, at most
-    ``ENCODE_MAX_THREADS`` and numba's thread count."""
-    return max(1, min(numba.get_num_threads(), ENCODE_MAX_THREADS,
-                      size // ENCODE_BYTES_PER_THREAD))
+    """Threads to encode ``size`` bytes: one per ``encode_bytes_per_thread``, at most
+    ``encode_max_threads`` (:mod:`gpualign_df.config`) and numba's thread count."""
+    tuning = config.settings()
+    return max(1, min(numba.get_num_threads(), tuning.encode_max_threads,
+                      size // tuning.encode_bytes_per_thread))
 
 
 @njit(cache=True, nogil=True)

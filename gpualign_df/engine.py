@@ -26,9 +26,6 @@ from .scoring import SCORE_LIMIT, Mode, Scoring
 BACKENDS = ("auto", "cpu", "cuda")
 CIGAR_STYLES = ("=", "M")
 CLIPS = (None, "soft")
-#: Ops buffered per CPU batch (1 byte each); bounds host memory of a batch.
-OPS_PER_BATCH = 1 << 26
-PAIRS_PER_BATCH = 1 << 20
 
 
 class HostMemoryError(MemoryError):
@@ -95,14 +92,14 @@ def check_score_bound(scoring: Scoring, longest_query: int, longest_target: int)
                          f"below {SCORE_LIMIT}: use smaller penalties or split the sequences")
 
 
-def _batches(costs_ops: np.ndarray, order: np.ndarray):
+def _batches(costs_ops: np.ndarray, order: np.ndarray, tuning: config.Settings):
     """Split ``order`` into consecutive batches bounded in ops and pairs."""
     start = 0
     total = 0
     for position, pair in enumerate(order):
         size = int(costs_ops[pair])
-        if position > start and (total + size > OPS_PER_BATCH
-                                 or position - start >= PAIRS_PER_BATCH):
+        if position > start and (total + size > tuning.cpu_batch_ops
+                                 or position - start >= tuning.cpu_batch_pairs):
             yield order[start:position]
             start, total = position, 0
         total += size
@@ -217,8 +214,8 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
         scoring.max_abs_score(int(query_lengths.max(initial=0)),
                               int(target_lengths.max(initial=0))), scoring.gap_open)
         & (query_lengths > 0) & (target_lengths > 0)
-        & (query_lengths <= cpu_lanes.MAX_LANE_LENGTH)
-        & (target_lengths <= cpu_lanes.MAX_LANE_LENGTH))
+        & (query_lengths <= tuning.lane_max_length)
+        & (target_lengths <= tuning.lane_max_length))
     threads = _cpu_threads(query_lengths, target_lengths, order[~in_lanes_all[order]],
                            traceback, tuning)
     op_counts = np.zeros(pairs, dtype=np.int64)
@@ -227,7 +224,8 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     free = mode.flags()
     done_before = 0
     with progress_bar(out.cells, progress) as bar:
-        for batch in _batches(ops_sizes if traceback else np.ones(pairs, np.int64), order):
+        for batch in _batches(ops_sizes if traceback else np.ones(pairs, np.int64), order,
+                              tuning):
             batch_offsets = np.zeros(pairs, dtype=np.int64)
             batch_offsets[batch] = np.cumsum(ops_sizes[batch]) - ops_sizes[batch]
             ops = np.empty(int(ops_sizes[batch].sum()) if traceback else 0, dtype=np.uint8)
@@ -237,7 +235,7 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
             in_lanes = in_lanes_all[batch]
             work = [partial(cpu_lanes.align_lane_groups, queries.codes, queries.offsets,
                             targets.codes, targets.offsets, pair_query, pair_target, groups,
-                            *arguments)
+                            *arguments, tuning.lane_narrow_score_limit)
                     for groups in _split_groups(
                         lane_groups(batch[in_lanes], query_lengths, target_lengths), threads)]
             work += [partial(cpu.align_pairs, queries.codes, queries.offsets, targets.codes,

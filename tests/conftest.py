@@ -29,6 +29,18 @@ def no_work(monkeypatch):
 
 
 @pytest.fixture
+def settings():
+    """``settings(name=value, ...)`` overrides gpualign_df.config settings until the test
+    ends (a ``with config.override(...)`` around the rest of the test)."""
+    import contextlib
+
+    from gpualign_df import config
+
+    with contextlib.ExitStack() as stack:
+        yield lambda **changes: stack.enter_context(config.override(**changes))
+
+
+@pytest.fixture
 def bars(monkeypatch):
     """Every progress bar the engines make during the test (tests/helpers.RecordingBar)."""
     from gpualign_df import engine

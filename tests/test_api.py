@@ -13,7 +13,6 @@ import gpualign_df
 import gpualign_df.api as api
 from gpualign_df import gpu
 from gpualign_df.accessor.series import SeriesAlignAccessor
-from gpualign_df.kernels import cpu_lanes
 from gpualign_df.scoring import make_scoring
 from helpers import mutate, random_sequences, rescore
 
@@ -186,7 +185,7 @@ def test_bad_character_in_any_input_is_reported(job):
 
 
 def test_encoding_bounds_its_threads_and_finds_the_first_bad_byte_of_a_large_input():
-    """Encoding runs on one thread per MiB, at most ENCODE_MAX_THREADS and numba's count, and
+    """Encoding runs on one thread per MiB, at most encode_max_threads and numba's count, and
     leaves numba's thread count alone, also when it raises; with several threads the first bad
     byte is still the one reported."""
     import numba
@@ -195,8 +194,9 @@ def test_encoding_bounds_its_threads_and_finds_the_first_bad_byte_of_a_large_inp
 
     threads = numba.get_num_threads()
     assert encode.encoding_threads(100) == 1
-    assert encode.encoding_threads(3 * encode.ENCODE_BYTES_PER_THREAD) == min(threads, 3)
-    assert encode.encoding_threads(1 << 30) == min(threads, encode.ENCODE_MAX_THREADS)
+    tuning = gpualign_df.config.settings()
+    assert encode.encoding_threads(3 * tuning.encode_bytes_per_thread) == min(threads, 3)
+    assert encode.encoding_threads(1 << 30) == min(threads, tuning.encode_max_threads)
     scoring = make_scoring(**OPTIONS)
     rows = ["ACGT" * 2500] * 400                                 # 4 MB
     encoded = encode.encode_sequences(rows, scoring)
@@ -344,14 +344,14 @@ def test_search_top_k_is_prefix_of_full_search(mode, top_k):
 
 
 @pytest.mark.parametrize("block_pairs", [1, 25, 10**9])
-def test_search_top_k_in_query_blocks_equals_full_search(monkeypatch, block_pairs):
+def test_search_top_k_in_query_blocks_equals_full_search(settings, block_pairs):
     """The CPU search with top_k scores whole queries in blocks of bounded pairs (one query
     per block, several, or all at once) and keeps the same rows as ranking every pair."""
     q, db = _search_inputs()
     q = pd.concat([q, pd.Series([None, ""], index=["null", "empty"])])
     full = q.aln.search(db, mode="sw", backend="cpu", **OPTIONS)
     expected = full.groupby("query", sort=False).head(3).reset_index(drop=True)
-    monkeypatch.setattr(api, "SEARCH_BLOCK_PAIRS", block_pairs)
+    settings(search_block_pairs=block_pairs)
     got = q.aln.search(db, top_k=3, mode="sw", backend="cpu", **OPTIONS)
     pd.testing.assert_frame_equal(got, expected)
 
@@ -526,10 +526,10 @@ def test_soft_clip_covers_the_unaligned_query(cigar_style, mode, free_ends):
 
 
 @pytest.fixture(params=["lanes", "one-pair"])
-def cpu_path(request, monkeypatch):
+def cpu_path(request, settings):
     """Run the test on the default CPU path and again with every pair on the one-pair path."""
     if request.param == "one-pair":
-        monkeypatch.setattr(cpu_lanes, "MAX_LANE_LENGTH", 0)
+        settings(lane_max_length=0)
     return request.param
 
 

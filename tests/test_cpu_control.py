@@ -156,13 +156,11 @@ def test_an_error_in_one_worker_stops_the_others():
     assert stopped.is_set() and time.perf_counter() - started < 5
 
 
-def test_a_search_in_many_blocks_shows_one_bar(bars, monkeypatch):
+def test_a_search_in_many_blocks_shows_one_bar(bars, settings):
     """A CPU search with top_k scores its queries in blocks, then traces back the
     survivors: one bar covers all of it, so it appears and moves even when every block is
     short."""
-    from gpualign_df import api
-
-    monkeypatch.setattr(api, "SEARCH_BLOCK_PAIRS", 20)
+    settings(search_block_pairs=20)
     rng = np.random.default_rng(4)
     queries = [random_dna(rng, 30) for _ in range(12)]
     database = [random_dna(rng, 40) for _ in range(10)]

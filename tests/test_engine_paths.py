@@ -1,7 +1,7 @@
 """The CPU engine's two code paths give identical results, bit for bit.
 
 Short non-empty pairs run in SIMD lane groups (``kernels/cpu_lanes.py``), everything else one
-pair per thread (``kernels/cpu.py``). Setting ``cpu_lanes.MAX_LANE_LENGTH`` to 0 sends every
+pair per thread (``kernels/cpu.py``). Setting ``lane_max_length`` to 0 sends every
 pair down the one-pair path; the whole result frame must not change. Spies on the two kernel
 entry points prove that each run really took the path it is meant to compare.
 """
@@ -15,9 +15,12 @@ import pandas as pd
 import pytest
 
 import gpualign_df
+from gpualign_df import config
 from gpualign_df.kernels import cpu, cpu_lanes
 from gpualign_df.scoring import make_scoring
 from helpers import mutate, random_sequences, rescore
+
+LANE_MAX = config.settings().lane_max_length
 
 DNA = "ACGT"
 PROTEIN = "ARNDCQEGHILKMFPSTWYV"
@@ -131,8 +134,7 @@ def run_both_paths(monkeypatch, spy, queries, targets, *, how="rowwise", **optio
     padded = spy.padded_groups
     spy.lane_pairs.clear()
     spy.one_pair_pairs.clear()
-    with monkeypatch.context() as patch:
-        patch.setattr(cpu_lanes, "MAX_LANE_LENGTH", 0)
+    with config.override(lane_max_length=0):
         forced = gpualign_df.align(queries, targets, **options)
     assert spy.lane_pairs == []
     assert sorted(spy.one_pair_pairs) == sorted(lane_pairs + one_pair_pairs)
@@ -141,7 +143,7 @@ def run_both_paths(monkeypatch, spy, queries, targets, *, how="rowwise", **optio
 
 def expected_lane_pairs(queries, targets):
     return [k for k, (q, t) in enumerate(zip(queries, targets))
-            if 0 < len(q) <= cpu_lanes.MAX_LANE_LENGTH and 0 < len(t) <= cpu_lanes.MAX_LANE_LENGTH]
+            if 0 < len(q) <= LANE_MAX and 0 < len(t) <= LANE_MAX]
 
 
 def test_pairs_cover_many_lengths_and_ties():
@@ -243,9 +245,9 @@ def _long_pairs(seed: int):
                                             ("sg", ("target_start", "target_end"))])
 def test_pairs_longer_than_lanes_mixed_with_short_pairs(monkeypatch, spy, mode, free_ends):
     queries, targets = _long_pairs(21)
-    long_pairs = [k for k, q in enumerate(queries) if len(q) > cpu_lanes.MAX_LANE_LENGTH]
+    long_pairs = [k for k, q in enumerate(queries) if len(q) > LANE_MAX]
     assert len(long_pairs) == 2
-    assert all(len(targets[k]) > cpu_lanes.MAX_LANE_LENGTH for k in long_pairs)
+    assert all(len(targets[k]) > LANE_MAX for k in long_pairs)
     options = dict(mode=mode, free_ends=free_ends, matrix="EDNAFULL", gap_open=10, gap_extend=1)
     default, forced, lane_pairs, one_pair_pairs, _ = run_both_paths(
         monkeypatch, spy, queries, targets, **options)
@@ -254,10 +256,9 @@ def test_pairs_longer_than_lanes_mixed_with_short_pairs(monkeypatch, spy, mode, 
     pd.testing.assert_frame_equal(default, forced)
     related_row = default.loc[long_pairs[0]]
     assert related_row["matches"] > 1800
-    # The lane kernel's own limit is 4095 columns: widening MAX_LANE_LENGTH to take the
+    # The lane kernel's own limit is 4095 columns: widening lane_max_length to take the
     # long pairs too (one group padded from ~40 to ~2100 columns) must not change anything.
-    with monkeypatch.context() as patch:
-        patch.setattr(cpu_lanes, "MAX_LANE_LENGTH", 2200)
+    with config.override(lane_max_length=2200):
         spy.lane_pairs.clear()
         widened = gpualign_df.align(queries, targets, backend="cpu", **options)
         assert sorted(spy.lane_pairs) == list(range(len(queries)))
@@ -266,9 +267,10 @@ def test_pairs_longer_than_lanes_mixed_with_short_pairs(monkeypatch, spy, mode, 
 
 @pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None), ("sg", None)])
 @pytest.mark.parametrize("scoring", ["dna-1-1-linear2", "blosum62-gap11+1"])
-def test_int32_lane_groups_equal_one_pair_path(monkeypatch, spy, mode, free_ends, scoring):
+def test_int32_lane_groups_equal_one_pair_path(monkeypatch, spy, settings, mode, free_ends,
+                                              scoring):
     """Lane groups forced to 32-bit cells (the int16 limit set to 0), ties included."""
-    monkeypatch.setattr(cpu_lanes, "NARROW_SCORE_LIMIT", 0)
+    settings(lane_narrow_score_limit=0)
     alphabet = "ACGT" if scoring.startswith("dna") else "ARNDCQEGHILKMFPSTWYV"
     queries, targets = make_pairs(alphabet, 41, count=120)
     ties = tie_pairs() if scoring.startswith("dna") else []

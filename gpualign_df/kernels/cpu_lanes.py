@@ -16,15 +16,10 @@ from numba.extending import overload
 from .cpu import MODE_GLOBAL, MODE_LOCAL, NEG_INF, _border, trace_back
 
 LANES = 32
-#: Pairs longer than this on either side take the one-pair path.
-MAX_LANE_LENGTH = 2048
 #: Substitution score of padding cells (beyond a lane's target): far below any real cell.
 PADDING_SCORE = -(1 << 19)
 #: Lane groups need every cell below this in magnitude (see :func:`fill_lanes`).
 LANE_SCORE_LIMIT = 1 << 18
-#: Groups whose cell bound (:func:`_score_bound`) is below this run in int16; read at each
-#: call of :func:`align_lane_groups`, so a test may set it to 0 to force int32.
-NARROW_SCORE_LIMIT = 1 << 13
 #: int16 versions of ``NEG_INF`` (I and D before the first row / column) and PADDING_SCORE.
 NARROW_NEG = -(1 << 14)
 NARROW_PADDING_SCORE = -(1 << 13)
@@ -102,7 +97,7 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
     :mod:`cpu`, so every comparison goes the same way. Padding columns score ``sub_flat``'s
     padding entry, ``< -B``, so that in local mode they stay below a real cell. int16
     (``NARROW_NEG``, ``NARROW_PADDING_SCORE``) thus holds every value when
-    ``B < NARROW_SCORE_LIMIT``, and int32 (``NEG_INF``, ``PADDING_SCORE``) when
+    ``B < narrow_limit`` (the ``lane_narrow_score_limit`` setting), and int32 (``NEG_INF``, ``PADDING_SCORE``) when
     ``B < LANE_SCORE_LIMIT``.
 
     The local row maximum and its first column are tracked in the cell loop (a maximum and
@@ -315,13 +310,13 @@ def _score_bound(largest, rows, cols, go, ge):
 def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, pair_query,
                       pair_target, groups, sub, concrete, go, ge, mode, fqs, fqe, fts, fte,
                       traceback, op_offsets, ops, score, query_start, query_end, target_start,
-                      target_end, op_counts, control, slot):
+                      target_end, op_counts, narrow_limit, control, slot):
     """Align groups of pairs (``groups[g, lane]`` = pair index, -1 for an unused lane), one
     group after another; callers run several calls on threads (the kernel releases the GIL).
 
     Every pair in a group has non-empty sequences. Outputs, ``control`` and ``slot`` as
     :func:`cpu.align_pairs` (progress and the stop flag are checked once per group). A group
-    runs in int16 when its cell bound is below ``NARROW_SCORE_LIMIT``, else in int32.
+    runs in int16 when its cell bound is below ``narrow_limit``, else in int32.
 
     Python threads rather than a numba ``prange``: compiling a parallel loop re-optimises
     every function it calls, and with the four large specialisations of :func:`fill_lanes`
@@ -332,7 +327,7 @@ def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, 
     _align_groups(groups, 0, len(groups), query_codes, query_offsets, target_codes,
                   target_offsets, pair_query, pair_target, *_tables(sub), concrete, go, ge, mode,
                   fqs, fqe, fts, fte, traceback, op_offsets, ops, score, query_start, query_end,
-                  target_start, target_end, op_counts, NARROW_SCORE_LIMIT, control, slot)
+                  target_start, target_end, op_counts, narrow_limit, control, slot)
 
 
 @njit(cache=True)
