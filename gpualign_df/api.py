@@ -8,57 +8,22 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from .encode import EncodedSequences, encode_sequences
 from . import config
-from .engine import (HostMemoryError, check_options, check_score_range, host_budget,
-                     progress_bar, resolve_backend, run_pairs)
+from .encode import EncodedSequences, encode_sequences
+from .engine import (HostMemoryError, check_options, choose_engine, host_budget, progress_bar,
+                     run_pairs, search_survivors)
+from .job import HOWS, Job
+from .libraries import is_cudf
+from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
+                    rowwise_pairs, search_pairs)
 from .results import build_frame, empty_frame
-from .scoring import Mode, Scoring, make_scoring, parse_mode
-
-HOWS = ("rowwise", "pairwise", "search")
-
-
-def _is_cudf(values: Any) -> bool:
-    return type(values).__module__.split(".")[0] == "cudf"
+from .scoring import make_scoring, parse_mode
 
 
 def _labels(values: Any) -> pd.Index:
     if isinstance(values, pd.Series):
         return values.index
     return pd.RangeIndex(len(values))
-
-
-def rowwise_pairs(query_count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pair k = (row k, row k)."""
-    rows = np.arange(query_count, dtype=np.int64)
-    return rows, rows
-
-
-def pairwise_pairs(count: int) -> tuple[np.ndarray, np.ndarray]:
-    """All pairs (i, j) with i < j, i major."""
-    first, second = np.triu_indices(count, k=1)
-    return first.astype(np.int64), second.astype(np.int64)
-
-
-def search_pairs(query_count: int, target_count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every query against every target, query major."""
-    return (np.repeat(np.arange(query_count, dtype=np.int64), target_count),
-            np.tile(np.arange(target_count, dtype=np.int64), query_count))
-
-
-def best_first(pair_query: np.ndarray, pair_target: np.ndarray, score: np.ndarray,
-               valid: np.ndarray, top_k: int | None) -> np.ndarray:
-    """Positions of pairs ordered per query by score, best first (nulls last, ties by
-    target order), keeping at most ``top_k`` per query."""
-    ranked_score = np.where(valid, score.astype(np.int64), np.iinfo(np.int64).min + 1)
-    order = np.lexsort((pair_target, -ranked_score, pair_query))
-    if top_k is None:
-        return order
-    sorted_queries = pair_query[order]
-    group_start = np.flatnonzero(np.r_[True, sorted_queries[1:] != sorted_queries[:-1]])
-    group_sizes = np.diff(np.r_[group_start, len(order)])
-    rank = np.arange(len(order)) - np.repeat(group_start, group_sizes)
-    return order[rank < top_k]
 
 
 def validate_job(how: str, queries: Any, targets: Any, top_k: int | None) -> None:
@@ -157,84 +122,101 @@ def align(
     >>> frame[["score", "target_start", "target_end", "cigar"]].values.tolist()
     [[16, 2, 10, '8=']]
     """
+    job = resolve_job(queries, targets, how=how, mode=mode, matrix=matrix, match=match,
+                      mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
+                      free_ends=free_ends, top_k=top_k, traceback=traceback,
+                      cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
+    if job.library == "cudf":
+        if job.engine == "cuda":
+            from .cudf_path import align_cudf, as_cudf
+
+            return align_cudf(queries, None if targets is None else as_cudf(targets), job)
+        import cudf  # the CPU engine: through pandas and back
+
+        encoded = encode_job(queries.to_pandas(),
+                             None if targets is None else as_pandas(targets), job)
+        check_host_memory(encoded)
+        return cudf.from_pandas(run_rows(encoded, 0, len(encoded.queries)))
+    encoded = encode_job(queries, as_pandas(targets) if is_cudf(targets) else targets, job)
+    check_host_memory(encoded)
+    return run_rows(encoded, 0, len(encoded.queries))
+
+
+def as_pandas(values: Any) -> Any:
+    """A cuDF Series as pandas; anything else as it is."""
+    return values.to_pandas() if is_cudf(values) else values
+
+
+def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
+                match: int | None, mismatch: int | None, gap_open: int, gap_extend: int,
+                free_ends: Any, top_k: int | None, traceback: bool, cigar_style: str,
+                clip: str | None, backend: str, progress: bool | None) -> Job:
+    """Validate every option of :func:`align` and make every choice once (output library,
+    engine), before any work; the :class:`~gpualign_df.job.Job` is passed down.
+
+    Examples
+    --------
+    >>> job = resolve_job(["ACGT"], ["ACGA"], how="rowwise", mode="sg", matrix=None,
+    ...                   match=1, mismatch=-1, gap_open=2, gap_extend=1, free_ends=None,
+    ...                   top_k=None, traceback=True, cigar_style="=", clip=None,
+    ...                   backend="cpu", progress=None)
+    >>> job.engine, job.library, job.mode.name
+    ('cpu', 'pandas', 'sg')
+    """
     validate_job(how, queries, targets, top_k)
     check_options(backend, cigar_style, clip, traceback, progress)
-    resolve_backend(backend)  # backend="cuda" without a GPU fails before any work
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
     parsed_mode = parse_mode(mode, free_ends)
-    if _is_cudf(queries):
-        from .cudf_path import align_cudf, as_cudf
-
-        return align_cudf(queries, None if targets is None else as_cudf(targets), how=how,
-                          scoring=scoring, mode=parsed_mode, top_k=top_k, traceback=traceback,
-                          cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
-    job = _encode_job(queries, targets, how, scoring, parsed_mode, top_k, traceback,
-                      dict(cigar_style=cigar_style, clip=clip, backend=backend,
-                           progress=progress))
-    check_host_memory(job)
-    return _run_rows(job, 0, len(job.queries))
+    # backend="cuda" without a GPU fails here, before any work
+    engine = choose_engine(backend, scoring)
+    return Job(how, "cudf" if is_cudf(queries) else "pandas", engine, scoring, parsed_mode,
+               top_k, bool(traceback), cigar_style, clip, progress)
 
 
 @dataclass(frozen=True)
 class EncodedJob:
-    """A validated, encoded in-memory job: what :func:`align` and :func:`align_batches` run."""
+    """A resolved job with its sequences encoded: what :func:`align` and
+    :func:`align_batches` run on the host."""
 
-    how: str
+    job: Job
     queries: EncodedSequences
     targets: EncodedSequences
-    scoring: Scoring
-    mode: Mode
-    top_k: int | None
-    traceback: bool
-    options: dict
+
+    @property
+    def how(self) -> str:
+        return self.job.how
+
+    @property
+    def traceback(self) -> bool:
+        return self.job.traceback
+
+    @property
+    def top_k(self) -> int | None:
+        return self.job.top_k
 
 
-def _encode_job(queries: Any, targets: Any, how: str, scoring: Scoring, mode: Mode,
-                top_k: int | None, traceback: bool, options: dict) -> EncodedJob:
-    if _is_cudf(queries):
-        queries = queries.to_pandas()
-    if _is_cudf(targets):
-        targets = targets.to_pandas()
-    encoded_queries = encode_sequences(queries, scoring, _labels(queries))
-    encoded_targets = encoded_queries if how == "pairwise" else \
-        encode_sequences(targets, scoring, _labels(targets))
-    return EncodedJob(how, encoded_queries, encoded_targets, scoring, mode, top_k, traceback,
-                      options)
+def encode_job(queries: Any, targets: Any, job: Job) -> EncodedJob:
+    """Encode a job's sequences (host strings; the targets are the queries for pairwise)."""
+    encoded_queries = encode_sequences(queries, job.scoring, _labels(queries))
+    encoded_targets = encoded_queries if job.how == "pairwise" else \
+        encode_sequences(targets, job.scoring, _labels(targets))
+    return EncodedJob(job, encoded_queries, encoded_targets)
 
 
-def _run_rows(job: EncodedJob, start: int, stop: int) -> pd.DataFrame:
+def run_rows(encoded: EncodedJob, start: int, stop: int) -> pd.DataFrame:
     """The result rows of queries ``start`` to ``stop`` (all their rows, in result order)."""
-    queries, targets = job.queries, job.targets
+    queries, targets, job = encoded.queries, encoded.targets, encoded.job
     if job.how == "search":
-        return _search(queries.subset(start, stop), targets, job.scoring, job.mode, job.top_k,
-                       job.traceback, job.options)
+        return _search(queries.subset(start, stop), targets, job)
     if job.how == "pairwise":
         pair_query, pair_target = pairwise_pairs_of_rows(len(queries), start, stop)
     else:
         pair_query = pair_target = np.arange(start, stop, dtype=np.int64)
     if len(pair_query) == 0:
         return empty_frame(job.traceback, queries.labels, targets.labels)
-    arrays = run_pairs(queries, targets, pair_query, pair_target, job.scoring, job.mode,
-                       traceback=job.traceback, **job.options)
+    arrays = run_pairs(queries, targets, pair_query, pair_target, job)
     return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
-
-
-def pairwise_pairs_of_rows(count: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs (i, j), i < j < ``count``, of rows ``start <= i < stop``, i major: the rows
-    of :func:`pairwise_pairs` that those rows own.
-
-    Examples
-    --------
-    >>> [a.tolist() for a in pairwise_pairs_of_rows(4, 1, 3)]
-    [[1, 1, 2], [2, 3, 3]]
-    """
-    rows = np.arange(start, stop, dtype=np.int64)
-    partners = count - 1 - rows
-    first = np.repeat(rows, partners)
-    begin = np.cumsum(partners) - partners
-    second = np.arange(len(first), dtype=np.int64) - np.repeat(begin - rows - 1, partners)
-    return first, second
 
 
 #: Bytes of host memory per result row with traceback (pair lists, engine columns, the
@@ -246,7 +228,7 @@ ROW_BYTES_SCORE_ONLY = 80
 BYTES_PER_ALIGNED_RESIDUE = 2
 
 
-def _rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None) -> tuple[int, int]:
+def rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None) -> tuple[int, int]:
     """(result rows, sum over rows of min(m, n)) of queries ``start`` to ``stop``: the
     rows a job returns and a floor for the residues its alignments cover."""
     stop = len(job.queries) if stop is None else stop
@@ -272,7 +254,7 @@ def _rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None) -> 
 
 def job_host_bytes(job: EncodedJob, start: int = 0, stop: int | None = None) -> int:
     """Estimated host memory of the result of queries ``start`` to ``stop`` of ``job``."""
-    rows, span = _rows_and_span(job, start, stop)
+    rows, span = rows_and_span(job, start, stop)
     if not job.traceback:
         return rows * ROW_BYTES_SCORE_ONLY
     return rows * ROW_BYTES_TRACEBACK + span * BYTES_PER_ALIGNED_RESIDUE
@@ -286,7 +268,7 @@ def check_host_memory(job: EncodedJob) -> None:
     budget = host_budget(tuning)
     if need <= budget:
         return
-    rows, _ = _rows_and_span(job)
+    rows, _ = rows_and_span(job)
     raise HostMemoryError(
         f"this {job.how} job returns {rows:,} rows, about {need / 2**30:.1f} GiB of host memory "
         f"with {'traceback' if job.traceback else 'scores'}, more than the "
@@ -336,15 +318,12 @@ def align_batches(
     >>> [len(frame) for frame in frames], sum(len(frame) for frame in frames)
     ([3, 2, 1], 6)
     """
-    validate_job(how, queries, targets, top_k)
-    check_options(backend, cigar_style, clip, traceback, progress)
-    resolve_backend(backend)
-    scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
-                           gap_extend=gap_extend)
-    job = _encode_job(queries, targets, how, scoring, parse_mode(mode, free_ends), top_k,
-                      traceback, dict(cigar_style=cigar_style, clip=clip, backend=backend,
-                                      progress=progress))
-    return _batches_of(job, config.settings())
+    job = resolve_job(queries, targets, how=how, mode=mode, matrix=matrix, match=match,
+                      mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
+                      free_ends=free_ends, top_k=top_k, traceback=traceback,
+                      cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
+    encoded = encode_job(as_pandas(queries), as_pandas(targets), replace(job, library="pandas"))
+    return _batches_of(encoded, config.settings())
 
 
 def _batches_of(job: EncodedJob, tuning: config.Settings) -> Iterator[pd.DataFrame]:
@@ -353,10 +332,10 @@ def _batches_of(job: EncodedJob, tuning: config.Settings) -> Iterator[pd.DataFra
     if len(bounds) < 2:
         yield empty_frame(job.traceback, job.queries.labels, job.targets.labels)
         return
-    with progress_bar(int(cells.sum()), job.options["progress"]) as bar:  # one bar for all
-        batched = replace(job, options=dict(job.options, progress=bar))
+    with progress_bar(int(cells.sum()), job.job.progress) as bar:  # one bar for all
+        batched = replace(job, job=replace(job.job, progress=bar))
         for start, stop in zip(bounds[:-1], bounds[1:]):
-            yield _run_rows(batched, int(start), int(stop))
+            yield run_rows(batched, int(start), int(stop))
 
 
 def _query_costs(job: EncodedJob) -> tuple[np.ndarray, np.ndarray]:
@@ -396,60 +375,21 @@ def batch_bounds(pairs: np.ndarray, cells: np.ndarray, max_pairs: float,
     return np.asarray(bounds, dtype=np.int64)
 
 
-def _search(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring, mode: Mode,
-            top_k: int | None, traceback: bool, options: dict) -> pd.DataFrame:
-    """Score, rank best first per query, keep top_k, then trace back the survivors only.
-
-    With ``top_k``, the score-only pass runs on the GPU over the cross product
-    (:func:`gpualign_df.gpu.search_top_k`, no pair list), elsewhere in blocks of whole
-    queries of at most ``search_block_pairs`` pairs (:mod:`gpualign_df.config`); either way
-    only the kept pairs are
-    aligned again for the output columns."""
+def _search(queries: EncodedSequences, targets: EncodedSequences, job: Job) -> pd.DataFrame:
+    """Score, rank best first per query, keep top_k, then trace back the survivors only
+    (:func:`gpualign_df.engine.search_survivors`); without top_k every pair is aligned and
+    ranked. One progress bar covers every block and pass."""
     if len(queries) == 0 or len(targets) == 0:
-        return empty_frame(traceback, queries.labels, targets.labels)
+        return empty_frame(job.traceback, queries.labels, targets.labels)
     cells = int(queries.lengths[queries.valid].sum()) * int(targets.lengths[targets.valid].sum())
-    with progress_bar(cells, options["progress"]) as bar:  # one bar for every block and pass
-        return _search_in(queries, targets, scoring, mode, top_k, traceback,
-                          dict(options, progress=bar))
-
-
-def _search_in(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring,
-               mode: Mode, top_k: int | None, traceback: bool, options: dict) -> pd.DataFrame:
-    if top_k is not None:
-        pair_query, pair_target = _search_survivors(queries, targets, scoring, mode, top_k,
-                                                    options)
-        arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
-                           traceback=traceback, **options)
-        return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
-    pair_query, pair_target = search_pairs(len(queries), len(targets))
-    arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
-                       traceback=traceback, **options)
-    keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, None)
-    frame = build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
-    return frame.take(keep).reset_index(drop=True)
-
-
-def _search_survivors(queries: EncodedSequences, targets: EncodedSequences, scoring: Scoring,
-                      mode: Mode, top_k: int, options: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The (query, target) pairs a search with ``top_k`` keeps, in :func:`best_first` order."""
-    from . import gpu
-    if resolve_backend(options["backend"]) == "cuda" \
-            and len(scoring.alphabet) <= gpu.inter.MAX_ALPHABET:
-        check_score_range(scoring, queries.lengths, targets.lengths)
-        cells = int(queries.lengths[queries.valid].sum()) * int(
-            targets.lengths[targets.valid].sum())
-        with progress_bar(cells, options["progress"]) as bar:
-            return gpu.search_top_k(
-                gpu.upload(queries), gpu.upload(targets), queries.lengths, queries.valid,
-                targets.lengths, targets.valid, scoring, mode, top_k, progress=bar.update)
-    block = max(1, config.settings().search_block_pairs // len(targets))
-    kept_query, kept_target = [], []
-    for first in range(0, len(queries), block):
-        pair_query, pair_target = search_pairs(min(block, len(queries) - first), len(targets))
-        pair_query += first
-        arrays = run_pairs(queries, targets, pair_query, pair_target, scoring, mode,
-                           traceback=False, **options)
-        keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, top_k)
-        kept_query.append(pair_query[keep])
-        kept_target.append(pair_target[keep])
-    return np.concatenate(kept_query), np.concatenate(kept_target)
+    with progress_bar(cells, job.progress) as bar:
+        job = replace(job, progress=bar)
+        if job.top_k is not None:
+            pair_query, pair_target = search_survivors(queries, targets, job)
+            arrays = run_pairs(queries, targets, pair_query, pair_target, job)
+            return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+        pair_query, pair_target = search_pairs(len(queries), len(targets))
+        arrays = run_pairs(queries, targets, pair_query, pair_target, job)
+        keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, None)
+        frame = build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+        return frame.take(keep).reset_index(drop=True)

@@ -441,7 +441,7 @@ def run_demo(backend: str = "auto") -> str:
     import numpy as np
 
     from .api import align
-    from .engine import resolve_backend
+    from .engine import choose_engine
     from .io import read_sequences
 
     queries = read_sequences(_example("gasal2_query_500.fasta.gz"))
@@ -460,7 +460,7 @@ def run_demo(backend: str = "auto") -> str:
     lines = [
         "gpualign demo: 500 GASAL2 read/reference pairs (local, match 1, mismatch -4, gap 7+1)",
         f"  time      {seconds * 1000:.1f} ms ({len(results) / seconds:,.0f} alignments/s, "
-        f"{cells / seconds / 1e9:.3f} GCUPS, {resolve_backend(backend)} engine)",
+        f"{cells / seconds / 1e9:.3f} GCUPS, {choose_engine(backend)} engine)",
         f"  score     min / q1 / median / q3 / max = {quartiles(score)}",
         f"  identity  min / q1 / median / q3 / max = {quartiles(identity)}",
         f"  best      pair {best['query']}: score {best['score']}, query "

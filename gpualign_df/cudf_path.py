@@ -14,20 +14,17 @@ import numpy as np
 from numba import cuda, int64
 
 from . import gpu
-from .api import best_first, pairwise_pairs, search_pairs
 from .encode import plain_label
 from .engine import check_score_bound
+from .job import Job
+from .libraries import is_cudf
+from .pairs import best_first, pairwise_pairs, search_pairs
 from .launch import launch
 from .memory import engine_allocations
-from .scoring import INVALID_CODE, Mode, Scoring
+from .scoring import INVALID_CODE, Scoring
 
 #: :func:`encode_device`'s first bad byte where every byte is in the alphabet.
 NO_BAD_BYTE = 1 << 62
-
-
-def is_cudf(values: Any) -> bool:
-    """True for a cuDF Series (or Index)."""
-    return type(values).__module__.split(".")[0] == "cudf"
 
 
 def as_cudf(values: Any):
@@ -203,33 +200,18 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     return frame
 
 
-def align_cudf(queries, targets, *, how: str, scoring: Scoring, mode: Mode, top_k: int | None,
-               traceback: bool, cigar_style: str, clip: str | None, backend: str,
-               progress: bool | None):
-    """:func:`gpualign_df.align` for cuDF Series: a cuDF frame, computed on the GPU."""
+def align_cudf(queries, targets, job: Job):
+    """:func:`gpualign_df.align` for cuDF Series on the GPU (``job.engine == "cuda"``): a
+    cuDF frame; residues, CIGARs and results never visit the host."""
     with engine_allocations():
-        return _align_cudf(queries, targets, how=how, scoring=scoring, mode=mode, top_k=top_k,
-                           traceback=traceback, cigar_style=cigar_style, clip=clip,
-                           backend=backend, progress=progress)
+        return _align_cudf(queries, targets, job)
 
 
-def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar_style, clip,
-                backend, progress):
-    import cudf
+def _align_cudf(queries, targets, job: Job):
     import cupy
 
-    from .api import align
-
-    if backend == "cpu":  # explicitly asked: through pandas and back
-        frame = align(queries.to_pandas(), None if targets is None else targets.to_pandas(),
-                      how=how, mode=mode.name, matrix=(scoring.alphabet, scoring.matrix),
-                      gap_open=scoring.gap_open, gap_extend=scoring.gap_extend,
-                      free_ends=_free_ends(mode), top_k=top_k, traceback=traceback,
-                      cigar_style=cigar_style, clip=clip, backend="cpu", progress=progress)
-        return cudf.from_pandas(frame)
-    if len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
-        raise ValueError(f"the GPU engine holds alphabets of up to {gpu.inter.MAX_ALPHABET} "
-                         f"symbols; this one has {len(scoring.alphabet)}")
+    how, scoring, mode, top_k = job.how, job.scoring, job.mode, job.top_k
+    traceback, cigar_style, clip = job.traceback, job.cigar_style, job.clip
     lut, summary = gpu.device_table("lut", scoring.lut), new_summary()
     device_queries, query_lengths, query_valid = encode_device(queries, lut, summary, 0)
     if how == "pairwise":
@@ -281,9 +263,3 @@ def _align_cudf(queries, targets, *, how, scoring, mode, top_k, traceback, cigar
         return run(*pairwise_pairs(len(queries)), traceback)
     rows = cupy.arange(len(queries), dtype=cupy.int64)  # rowwise: row k against row k
     return run(rows, rows, traceback, rowwise=True)
-
-
-def _free_ends(mode: Mode):
-    names = ("query_start", "query_end", "target_start", "target_end")
-    return tuple(name for name, free in zip(names, mode.flags()) if free) if mode.code == 2 \
-        else None

@@ -1,4 +1,5 @@
-"""Dispatch: runs a list of (query, target) pairs on an engine and returns raw columns.
+"""Engine dispatch: the one place that picks the CPU or the GPU (:func:`choose_engine`),
+and the runs of pair lists on the chosen engine, which return raw columns.
 
 The engine sees encoded sequences and integer pair lists only; frames are built in
 ``results.py``. Pairs with a null on either side are never computed and come back invalid.
@@ -20,6 +21,8 @@ from tqdm.auto import tqdm
 from . import config
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
+from .job import Job
+from .pairs import best_first, search_pairs
 from .kernels import cpu, cpu_lanes
 from .scoring import SCORE_LIMIT, Mode, Scoring
 
@@ -53,11 +56,13 @@ def check_options(backend: str, cigar_style: str, clip: str | None, traceback: b
         raise ValueError(f"unknown clip {clip!r}; use None or 'soft'")
 
 
-def resolve_backend(backend: str) -> str:
-    """The engine that will run: ``"cuda"`` or ``"cpu"``.
+def choose_engine(backend: str, scoring: Scoring | None = None) -> str:
+    """The engine that runs a job: ``"cuda"`` or ``"cpu"``; the one place that decides.
 
-    ``"auto"`` picks the GPU when a real one is usable; ``"cuda"`` insists on it (the CUDA
-    simulator counts, for tests) and raises ``RuntimeError`` when there is none.
+    ``"auto"`` takes the GPU when a real one is usable; ``"cuda"`` insists on it (the CUDA
+    simulator counts, for tests) and raises ``RuntimeError`` when there is none. Either way
+    an alphabet larger than the GPU kernels' shared table (``scoring`` given) runs on the
+    CPU, which has no such bound.
     """
     from . import gpu  # numba.cuda: imported on the first job, not with the package
 
@@ -69,10 +74,13 @@ def resolve_backend(backend: str) -> str:
                                    "'auto'")
             raise RuntimeError("backend='cuda' but no usable CUDA GPU was found (numba.cuda "
                                "reports none); use backend='cpu' or 'auto'")
-        return "cuda"
-    if backend == "auto" and gpu.gpu_usable():
-        return "cuda"
-    return "cpu"
+        engine = "cuda"
+    else:
+        engine = "cuda" if backend == "auto" and gpu.gpu_usable() else "cpu"
+    if engine == "cuda" and scoring is not None \
+            and len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
+        return "cpu"
+    return engine
 
 
 def check_score_range(scoring: Scoring, query_lengths: np.ndarray,
@@ -108,45 +116,70 @@ def _batches(costs_ops: np.ndarray, order: np.ndarray, tuning: config.Settings):
 
 
 def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
-              pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool = True,
-              cigar_style: str = "=", clip: str | None = None, backend: str = "auto",
-              progress: bool | None = None) -> AlignmentArrays:
-    """Align pairs and return their raw columns.
+              pair_target: np.ndarray, job: Job, traceback: bool | None = None
+              ) -> AlignmentArrays:
+    """Align pairs on the job's engine and return their raw columns.
 
     Parameters
     ----------
     queries, targets : EncodedSequences
         Encoded inputs; ``pair_query``/``pair_target`` index into them.
-    scoring, mode : Scoring, Mode
-        Validated parameters.
-    traceback : bool
-        False: score and end coordinates only, no traceback memory.
-    progress : bool or None
-        Show a progress bar; None shows one only for jobs that run more than 2 seconds.
+    job : Job
+        The resolved job (engine, scoring, mode, CIGAR options, progress).
+    traceback : bool, optional
+        Overrides ``job.traceback`` (a search's score-only pass).
     """
-    check_options(backend, cigar_style, clip)
-    engine = resolve_backend(backend)
-    check_score_range(scoring, queries.lengths, targets.lengths)
+    traceback = job.traceback if traceback is None else traceback
+    check_score_range(job.scoring, queries.lengths, targets.lengths)
     pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
-    if engine == "cpu":
-        return _run_pairs_cpu(queries, targets, pair_query, pair_target, scoring, mode,
-                              traceback, cigar_style, clip, progress)
+    if job.engine == "cpu":
+        return _run_pairs_cpu(queries, targets, pair_query, pair_target, job.scoring, job.mode,
+                              traceback, job.cigar_style, job.clip, job.progress)
     from . import gpu
 
     started = time.perf_counter()
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     cells = int((queries.lengths[pair_query] * targets.lengths[pair_target])[valid].sum())
-    with progress_bar(cells, progress) as bar:
+    with progress_bar(cells, job.progress) as bar:
         out = gpu.run_pairs_gpu(
-            queries, targets, pair_query, pair_target, scoring, mode, traceback=traceback,
-            cigar_style=cigar_style, clip=clip, progress=bar.update,
-            cpu_runner=lambda subset_query, subset_target: _run_pairs_cpu(
-                queries, targets, subset_query, subset_target, scoring, mode, traceback,
-                cigar_style, clip, False))
+            queries, targets, pair_query, pair_target, job.scoring, job.mode,
+            traceback=traceback, cigar_style=job.cigar_style, clip=job.clip,
+            progress=bar.update, cpu_runner=None)
     out.cells = cells
     out.seconds = time.perf_counter() - started
     return out
+
+
+def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
+                     job: Job) -> tuple[np.ndarray, np.ndarray]:
+    """The (query, target) pairs a search with ``job.top_k`` keeps, in best-first order.
+
+    On the GPU one score-only pass over the cross product keeps the best k per query on
+    the device (:func:`gpualign_df.gpu.search_top_k`, no pair list); on the CPU whole
+    queries are scored against the database in blocks of at most ``search_block_pairs``
+    pairs (:mod:`gpualign_df.config`), so memory is bounded by the kept pairs."""
+    if job.engine == "cuda":
+        from . import gpu
+
+        check_score_range(job.scoring, queries.lengths, targets.lengths)
+        cells = int(queries.lengths[queries.valid].sum()) * int(
+            targets.lengths[targets.valid].sum())
+        with progress_bar(cells, job.progress) as bar:
+            return gpu.search_top_k(
+                gpu.upload(queries), gpu.upload(targets), queries.lengths, queries.valid,
+                targets.lengths, targets.valid, job.scoring, job.mode, job.top_k,
+                progress=bar.update)
+    block = max(1, config.settings().search_block_pairs // len(targets))
+    kept_query, kept_target = [], []
+    for first in range(0, len(queries), block):
+        pair_query, pair_target = search_pairs(min(block, len(queries) - first), len(targets))
+        pair_query += first
+        arrays = run_pairs(queries, targets, pair_query, pair_target, job, traceback=False)
+        keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, job.top_k)
+        kept_query.append(pair_query[keep])
+        kept_target.append(pair_target[keep])
+    return np.concatenate(kept_query), np.concatenate(kept_target)
 
 
 def progress_bar(cells: int, progress: "bool | None | tqdm"):

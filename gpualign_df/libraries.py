@@ -27,7 +27,7 @@ import warnings
 from types import ModuleType
 from typing import Any, Callable
 
-__all__ = ["loaded", "installed", "when_imported"]
+__all__ = ["loaded", "installed", "when_imported", "is_cudf"]
 
 #: Callbacks by module name; run after every import of that module (in order of
 #: registration), and at once for a module already imported when registered.
@@ -51,6 +51,19 @@ def loaded(name: str) -> bool:
     """
     module = sys.modules.get(name)
     return module is not None and not _initializing(module)
+
+
+def is_cudf(values: Any) -> bool:
+    """Whether ``values`` is a cuDF object (Series, DataFrame, Index), known without
+    importing cuDF.
+
+    Examples
+    --------
+    >>> from gpualign_df import libraries
+    >>> libraries.is_cudf(["ACGT"])
+    False
+    """
+    return type(values).__module__.split(".")[0] == "cudf"
 
 
 def installed(name: str) -> bool:

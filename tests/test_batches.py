@@ -86,23 +86,25 @@ def test_a_result_too_large_for_memory_is_refused_before_any_work(monkeypatch):
     assert isinstance(info.value, engine.HostMemoryError)
     # score only fits in 16 GB * 0.5 at 80 bytes a row? 2e8 * 80 = 16 GB: no; with more memory
     monkeypatch.setattr(engine, "available_host_memory", lambda: 64 << 30)
-    assert api.job_host_bytes(api._encode_job(many, None, "pairwise",
-                                              gpualign_df.make_scoring(match=1, mismatch=-1),
-                                              gpualign_df.parse_mode("sw"), None, False, {})) \
-        < 32 << 30
+    assert api.job_host_bytes(encoded(many, None, "pairwise", None, False)) < 32 << 30
     # the streamed job starts (its first batch is computed lazily)
     batches = gpualign_df.align_batches(many, how="pairwise", **DNA)
     assert not called
     del batches
 
 
+def encoded(queries, targets, how, top_k, traceback):
+    job = api.resolve_job(queries, targets, how=how, mode="sw", matrix=None, match=1,
+                          mismatch=-1, gap_open=2, gap_extend=1, free_ends=None, top_k=top_k,
+                          traceback=traceback, cigar_style="=", clip=None, backend="cpu",
+                          progress=None)
+    return api.encode_job(queries, targets, job)
+
+
 def test_memory_estimate_grows_with_the_job():
-    scoring = gpualign_df.make_scoring(match=1, mismatch=-1)
-    mode = gpualign_df.parse_mode("sw")
-    small = api._encode_job(["ACGT"] * 10, None, "pairwise", scoring, mode, None, True, {})
-    large = api._encode_job(["ACGT" * 10] * 100, None, "pairwise", scoring, mode, None, True, {})
+    small = encoded(["ACGT"] * 10, None, "pairwise", None, True)
+    large = encoded(["ACGT" * 10] * 100, None, "pairwise", None, True)
     assert api.job_host_bytes(small) < api.job_host_bytes(large)
-    search = api._encode_job(["ACGT"] * 10, ["ACGTACGT"] * 50, "search", scoring, mode, 3, True,
-                             {})
-    rows, span = api._rows_and_span(search)
+    search = encoded(["ACGT"] * 10, ["ACGTACGT"] * 50, "search", 3, True)
+    rows, span = api.rows_and_span(search)
     assert rows == 30 and span == 10 * 3 * 4

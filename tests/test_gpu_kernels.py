@@ -126,7 +126,7 @@ def test_search_top_k_on_the_device_equals_cpu(monkeypatch, mode, free_ends):
 
 def test_search_top_k_pairs_follow_best_first():
     """search_top_k returns exactly best_first's pairs, in its order, from the score matrix."""
-    from gpualign_df.api import best_first, search_pairs
+    from gpualign_df.pairs import best_first, search_pairs
     from gpualign_df.encode import encode_sequences
     from gpualign_df.scoring import make_scoring, parse_mode
 
