@@ -25,7 +25,7 @@ from profile_gpu import profiled  # noqa: E402
 from run_gpu import OPTIONS, add_data_dir, w1_pairs  # noqa: E402
 
 #: (module, attribute) marked at entry and exit.
-MARKED = [("gpualign_df.api", "resolve_backend"), ("gpualign_df.api", "make_scoring"),
+MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"),
           ("gpualign_df.cudf_path", "align_cudf"), ("gpualign_df.cudf_path", "new_summary"),
           ("gpualign_df.cudf_path", "encode_device"),
           ("gpualign_df.cudf_path", "check_residues"), ("gpualign_df.gpu", "align_on_device"),
