@@ -66,7 +66,7 @@ __all__ = [
 _Row = tuple[int, int, float, float, float, float, float]
 
 #: Protein matrices: blosum45/50/62/80/90_values, pam30/70/250_values (gapped rows).
-_PROTEIN_TABLES: dict[str, tuple[_Row, ...]] = {
+PROTEIN_TABLES: dict[str, tuple[_Row, ...]] = {
     "BLOSUM45": (
         (13, 3, 0.207, 0.049, 0.14, 1.5, -22),
         (12, 3, 0.199, 0.039, 0.11, 1.8, -34),
@@ -171,7 +171,7 @@ _PROTEIN_TABLES: dict[str, tuple[_Row, ...]] = {
 #: with gap costs (0, 0) is BLAST's "non-affine" (megablast greedy) row: a linear gap cost
 #: of reward/2 - penalty per gapped position. The last column of these arrays (theta) is
 #: left out.
-_BLASTN_TABLES: dict[tuple[int, int], tuple[_Row, ...]] = {
+BLASTN_TABLES: dict[tuple[int, int], tuple[_Row, ...]] = {
     (1, -5): (
         (0, 0, 1.39, 0.747, 1.38, 1.00, 0),
         (3, 3, 1.39, 0.747, 1.38, 1.00, 0),
@@ -302,7 +302,7 @@ class KarlinAltschul:
 
 
 def _protein_params(name: str, blast_open: int, blast_extend: int) -> KarlinAltschul | None:
-    for row in _PROTEIN_TABLES[name]:
+    for row in PROTEIN_TABLES[name]:
         if row[0] == blast_open and row[1] == blast_extend:
             lam, k, h, alpha, beta = map(float, row[2:])
             return KarlinAltschul(lam, k, h, alpha, beta, f"{name} {blast_open}/{blast_extend}")
@@ -333,7 +333,7 @@ def _nucleotide_params(reward: int, penalty: int, blast_open: int,
     # the unit of the score.
     divisor = math.gcd(reward, penalty)
     base = (reward // divisor, penalty // divisor)
-    rows = _BLASTN_TABLES.get(base)
+    rows = BLASTN_TABLES.get(base)
     if rows is None:
         return None
     found = None
@@ -394,7 +394,7 @@ def karlin_altschul(scoring: Scoring) -> KarlinAltschul | None:
     True
     """
     blast_open, blast_extend = scoring.gap_open - scoring.gap_extend, scoring.gap_extend
-    if scoring.name in _PROTEIN_TABLES:
+    if scoring.name in PROTEIN_TABLES:
         return _protein_params(scoring.name, blast_open, blast_extend)
     if scoring.name in _NUCLEOTIDE_NAMES:
         pair = _reward_penalty(scoring)
@@ -440,11 +440,11 @@ def length_adjustment(params: KarlinAltschul, query_length: int, db_residues: in
     ...                   32, 6406, 20)
     7
     """
-    return _length_adjustment(params, query_length, db_residues, db_sequences)[0]
+    return solve_length_adjustment(params, query_length, db_residues, db_sequences)[0]
 
 
-def _length_adjustment(params: KarlinAltschul, query_length: int, db_residues: int,
-                       db_sequences: int) -> tuple[int, bool]:
+def solve_length_adjustment(params: KarlinAltschul, query_length: int, db_residues: int,
+                            db_sequences: int) -> tuple[int, bool]:
     """:func:`length_adjustment` and whether BLAST's iteration converged (when it has not,
     after 20 steps, the result is the best lower bound seen, as in BLAST)."""
     k, log_k = params.k, math.log(params.k)

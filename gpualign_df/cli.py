@@ -162,7 +162,14 @@ def _gpu_count(text: str) -> str | int:
     return _int_within(1, None, "the GPU count")(text)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gpualign`` argument parser (subcommands ``align`` and ``demo``).
+
+    Examples
+    --------
+    >>> build_parser().parse_args(["demo", "--backend", "cpu"]).backend
+    'cpu'
+    """
     parser = _Parser(prog="gpualign", formatter_class=_HelpFormatter,
                      description="Pairwise sequence alignment with traceback (GPU when "
                                  "available, else CPU).")
@@ -491,7 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = None
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
         if args.command == "demo":
             print(run_demo(args.backend))
             return 0

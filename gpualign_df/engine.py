@@ -249,7 +249,7 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
         & (query_lengths > 0) & (target_lengths > 0)
         & (query_lengths <= tuning.lane_max_length)
         & (target_lengths <= tuning.lane_max_length))
-    threads = _cpu_threads(query_lengths, target_lengths, order[~in_lanes_all[order]],
+    threads = cpu_threads(query_lengths, target_lengths, order[~in_lanes_all[order]],
                            traceback, tuning)
     op_counts = np.zeros(pairs, dtype=np.int64)
     ops_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -355,8 +355,8 @@ def _gib(size: float) -> str:
     return f"{size / 2**30:.1f} GiB"
 
 
-def _cpu_threads(query_lengths: np.ndarray, target_lengths: np.ndarray, one_pair: np.ndarray,
-                 traceback: bool, tuning: config.Settings) -> int:
+def cpu_threads(query_lengths: np.ndarray, target_lengths: np.ndarray, one_pair: np.ndarray,
+                traceback: bool, tuning: config.Settings) -> int:
     """Worker threads of a CPU job: numba's thread count, fewer when the one-pair path's
     traceback matrices (each thread holds one) would not fit the host budget; refuses a pair
     whose matrix alone does not fit."""

@@ -51,10 +51,10 @@ def test_blosum62_default_is_blasts_11_1_row():
                                     source="BLOSUM62 11/1", round_down=False)
 
 
-@pytest.mark.parametrize("name", sorted(blast_stats._PROTEIN_TABLES))
+@pytest.mark.parametrize("name", sorted(blast_stats.PROTEIN_TABLES))
 def test_every_protein_row_is_reached_through_our_gap_convention(name):
     # Each tabulated BLAST gap cost, converted to our convention, finds its own row.
-    for row in blast_stats._PROTEIN_TABLES[name]:
+    for row in blast_stats.PROTEIN_TABLES[name]:
         params = blast_params(name, blast_open=row[0], blast_extend=row[1])
         assert params is not None, (name, row)
         assert (params.lambda_, params.k, params.h, params.alpha, params.beta) == row[2:]
@@ -69,7 +69,7 @@ def test_protein_tables_are_sane():
     ungapped_lambda = {"BLOSUM45": 0.2291, "BLOSUM50": 0.2318, "BLOSUM62": 0.3176,
                        "BLOSUM80": 0.3430, "BLOSUM90": 0.3346, "PAM30": 0.3400,
                        "PAM70": 0.3345, "PAM250": 0.2252}
-    for name, rows in blast_stats._PROTEIN_TABLES.items():
+    for name, rows in blast_stats.PROTEIN_TABLES.items():
         assert len({(row[0], row[1]) for row in rows}) == len(rows), name
         for open_, extend, lam, k, h, alpha, beta in rows:
             assert 0 < lam < ungapped_lambda[name] and 0 < k < 1 and h > 0 and alpha > 0
@@ -248,10 +248,10 @@ def _fixed_point_map(params, m, n, big_n, ell):
 
 ALL_TABULATED = (
     [blast_params(name, blast_open=row[0], blast_extend=row[1])
-     for name, rows in blast_stats._PROTEIN_TABLES.items() for row in rows]
+     for name, rows in blast_stats.PROTEIN_TABLES.items() for row in rows]
     + [blast_params(match=reward * scale, mismatch=penalty * scale,
                     blast_open=row[0] * scale, blast_extend=row[1] * scale)
-       for (reward, penalty), rows in blast_stats._BLASTN_TABLES.items() for row in rows
+       for (reward, penalty), rows in blast_stats.BLASTN_TABLES.items() for row in rows
        if (row[0], row[1]) != (0, 0) for scale in (1, 3)])
 
 
@@ -268,7 +268,7 @@ def test_length_adjustment_is_the_largest_integer_below_the_fixed_point(params, 
     # with ell <= f(ell) that keeps K (m - ell)(n - N ell) >= max(m, n); when its
     # iteration converged, ell + 1 breaks one of the two -- ell is the largest such integer.
     n = big_n * mean_length + extra
-    ell, converged = blast_stats._length_adjustment(params, m, n, big_n)
+    ell, converged = blast_stats.solve_length_adjustment(params, m, n, big_n)
     assert ell == length_adjustment(params, m, n, big_n) >= 0
     # The search space is then (n - N ell)(m - ell), both factors positive, so BLAST's
     # floor of the effective database at 1 never acts on valid sizes.
@@ -292,7 +292,7 @@ def test_length_adjustment_keeps_blasts_answer_when_its_iteration_does_not_conve
     # best lower bound, 89. Reproducing BLAST means reproducing that too.
     params = blast_params("BLOSUM45", blast_open=18, blast_extend=1)
     assert _fixed_point_map(params, 666, 238696, 2337, 90) > 90
-    assert blast_stats._length_adjustment(params, 666, 238696, 2337) == (89, False)
+    assert blast_stats.solve_length_adjustment(params, 666, 238696, 2337) == (89, False)
 
 
 def test_search_space_is_exact_beyond_float_precision():

@@ -108,7 +108,7 @@ def test_scheduler_option_runs_through_dask_and_equals_in_memory(tmp_path):
 # --------------------------------------------------------------------------------------
 
 def subcommands():
-    parser = cli._parser()
+    parser = cli.build_parser()
     (commands,) = [action for action in parser._actions
                    if isinstance(action, cli.argparse._SubParsersAction)]
     return commands.choices

@@ -122,13 +122,13 @@ def test_threads_shrink_so_traceback_matrices_fit(monkeypatch):
     targets = [random_dna(rng, 3000) for _ in range(3)]
     expected = gpualign_df.align(queries, targets, mode="nw", **DNA)
     threads_used = []
-    real = engine._cpu_threads
+    real = engine.cpu_threads
 
     def spy(*args, **kwargs):
         threads_used.append(real(*args, **kwargs))
         return threads_used[-1]
 
-    monkeypatch.setattr(engine, "_cpu_threads", spy)
+    monkeypatch.setattr(engine, "cpu_threads", spy)
     monkeypatch.setattr(engine, "available_host_memory", lambda: 2 * 3000 * 1501 * 3 // 2)
     pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="nw", **DNA),
                                   expected)
