@@ -60,6 +60,10 @@ class Settings:
         The encoding of host strings uses one thread per ``encode_bytes_per_thread`` bytes,
         at most ``encode_max_threads``: the lookup is bound by memory, so a few threads reach
         its speed and more only take cores from the node's other processes.
+    write_chunk_rows : int
+        The text writers (:mod:`gpualign_df.io`) assemble and write the lines of a result
+        frame in blocks of at most this many rows (at least 1), so that the strings of one
+        block are in memory at a time; the bytes written do not depend on it.
     """
 
     host_memory_share: float = 0.5
@@ -75,6 +79,7 @@ class Settings:
     lane_narrow_score_limit: int = 1 << 13
     encode_bytes_per_thread: int = 1 << 20
     encode_max_threads: int = 8
+    write_chunk_rows: int = 1 << 17
 
 
 _DEFAULT = Settings()

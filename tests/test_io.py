@@ -536,19 +536,18 @@ def test_write_rejects_unknown_mode(tmp_path, results, queries, targets) -> None
 
 
 @pytest.mark.parametrize("name", ["b.sam", "b.paf", "b.m8", "b.tsv", "b.tsv.gz"])
-def test_write_many_rows_in_blocks(tmp_path, results, queries, targets, monkeypatch,
-                                   name) -> None:
+def test_write_many_rows_in_blocks(tmp_path, results, queries, targets, name) -> None:
     """Writing in blocks of 3 rows gives the bytes of one block: blocks split query runs
     (SAM's primary choice) and gzip members nowhere."""
-    import gpualign_df.io as gio
+    from gpualign_df import config
 
     big = pd.concat([results] * 5, ignore_index=True)
     (tmp_path / "whole").mkdir()
     whole = tmp_path / "whole" / name  # the same name: gzip's header holds it
     write_results(big, whole, queries=queries, targets=targets)
-    monkeypatch.setattr(gio, "_CHUNK_ROWS", 3)
     blocks = tmp_path / name
-    write_results(big, blocks, queries=queries, targets=targets)
+    with config.override(write_chunk_rows=3):
+        write_results(big, blocks, queries=queries, targets=targets)
     assert blocks.read_bytes() == whole.read_bytes()
     text = _read_text(blocks)
     lines = [ln for ln in text.splitlines() if not ln.startswith("@")]

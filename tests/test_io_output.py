@@ -21,9 +21,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-import gpualign_df.io as gio
 from gpualign_df import align
 from gpualign_df.io import ResultWriter, open_results, write_results
+from gpualign_df.io import parquet as io_parquet
+from gpualign_df.io import text as io_text
 
 QUERIES = pd.DataFrame({
     "name": ["q1", "q2", "q3", "q4"],
@@ -67,13 +68,13 @@ def _content(path: Path) -> bytes:
 @pytest.mark.parametrize("name", ["r.tsv", "r.tsv.gz", "r.sam", "r.paf", "r.m8"])
 @pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"),
                                      KeyboardInterrupt()], ids=["disk-full", "ctrl-c"])
-def test_failure_mid_write_keeps_the_old_output(tmp_path, hits, monkeypatch, name,
+def test_failure_mid_write_keeps_the_old_output(tmp_path, hits, monkeypatch, settings, name,
                                                 failure) -> None:
     """The second block of lines fails: the old output is intact, nothing is left over."""
     path = tmp_path / name
     path.write_bytes(OLD)
-    monkeypatch.setattr(gio, "_CHUNK_ROWS", 2)
-    real = gio._write_lines
+    settings(write_chunk_rows=2)
+    real = io_text.write_lines
     calls = []
 
     def failing(fh, lines):
@@ -82,7 +83,7 @@ def test_failure_mid_write_keeps_the_old_output(tmp_path, hits, monkeypatch, nam
             raise failure
         real(fh, lines)
 
-    monkeypatch.setattr(gio, "_write_lines", failing)
+    monkeypatch.setattr(io_text, "write_lines", failing)
     with pytest.raises(type(failure)):
         write_results(hits, path, queries=QUERIES, targets=TARGETS)
     assert len(calls) == 2
@@ -94,7 +95,7 @@ def test_parquet_failure_in_a_later_row_group_keeps_the_old_output(tmp_path, hit
                                                                    monkeypatch) -> None:
     path = tmp_path / "r.parquet"
     path.write_bytes(OLD)
-    real = gio._write_row_group
+    real = io_parquet.write_row_group
     calls = []
 
     def failing(writer, table):
@@ -103,7 +104,7 @@ def test_parquet_failure_in_a_later_row_group_keeps_the_old_output(tmp_path, hit
             raise OSError(errno.ENOSPC, "No space left on device")
         real(writer, table)
 
-    monkeypatch.setattr(gio, "_write_row_group", failing)
+    monkeypatch.setattr(io_parquet, "write_row_group", failing)
     with pytest.raises(OSError, match="r.parquet.*No space left"):
         with open_results(path, queries=QUERIES, targets=TARGETS) as writer:
             writer.write(hits.iloc[:3])
@@ -122,7 +123,7 @@ def test_failure_at_the_commit_keeps_the_old_output(tmp_path, hits, monkeypatch,
     def failing_fsync(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(gio.os, "fsync", failing_fsync)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
     with pytest.raises(OSError, match=rf"{name}.*Input/output error"):
         write_results(hits, path, queries=QUERIES, targets=TARGETS)
     assert path.read_bytes() == OLD
@@ -151,13 +152,13 @@ def test_output_goes_through_a_temporary_file_beside_the_target(tmp_path, hits,
     path = tmp_path / "r.tsv"
     path.write_bytes(OLD)
     seen = []
-    real = gio._write_lines
+    real = io_text.write_lines
 
     def watching(fh, lines):
         seen.append((_leftovers(tmp_path, {"r.tsv"}), path.read_bytes()))
         real(fh, lines)
 
-    monkeypatch.setattr(gio, "_write_lines", watching)
+    monkeypatch.setattr(io_text, "write_lines", watching)
     write_results(hits, path, queries=QUERIES, targets=TARGETS)
     (others, target_then), = seen
     # while writing: the target is still the old file, the rows go to .r.tsv.<random>.part
