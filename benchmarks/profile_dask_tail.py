@@ -58,7 +58,7 @@ def on_worker(keys, repeat, dask_worker=None):
     except (ImportError, AttributeError, TypeError) as error:
         table_ms = float("nan")
         print(f"pylibcudf concatenate: {error!r}")
-    from gpualign_df.accessor.dask import _concatenate_outputs
+    from gpualign_df.dask.graph import concatenate_outputs as _concatenate_outputs
 
     ours_ms = _median_ms(lambda: _concatenate_outputs(parts), repeat)
     columns = {name: str(dtype) for name, dtype in parts[0].dtypes.items()}

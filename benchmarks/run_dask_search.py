@@ -199,7 +199,7 @@ def main() -> int:
         cluster_options["keep_replicas"] = not args.memory_manager
         cluster_options["trim_host_memory"] = args.trim_host_memory or None
         with gpualign_df.cluster(gpus, **cluster_options) as client:
-            from gpualign_df.accessor.dask import summarize_plan
+            from gpualign_df.dask import summarize_plan
 
             database = _series(proteins, args.pandas)
             queries = database[:args.queries]

@@ -51,7 +51,7 @@ def _register_pandas(module: object) -> None:
 
 
 def _register_dask(module: object) -> None:
-    from .accessor import dask  # noqa: F401  (registers .aln on Dask Series)
+    from .dask import accessor  # noqa: F401  (registers .aln on Dask Series)
 
 
 def _register_cudf(module: object) -> None:

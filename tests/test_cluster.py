@@ -28,12 +28,12 @@ def engine_threads_in_a_task(client: distributed.Client) -> set:
         import numba
 
         from gpualign_df import api
-        from gpualign_df.accessor import dask as dask_accessor
+        from gpualign_df.dask.tasks import task_align
 
         original = api.align
         api.align = lambda *args, **kwargs: numba.get_num_threads()
         try:
-            return dask_accessor._task_align()
+            return task_align()
         finally:
             api.align = original
 

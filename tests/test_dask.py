@@ -13,7 +13,8 @@ dask = pytest.importorskip("dask")
 dd = pytest.importorskip("dask.dataframe")
 
 import gpualign_df  # noqa: E402  (registers .aln on Dask Series)
-from gpualign_df.accessor.dask import _plan, plan_blocks, summarize_plan  # noqa: E402
+from gpualign_df.dask import plan_blocks, summarize_plan  # noqa: E402
+from gpualign_df.dask.plan import build_plan  # noqa: E402
 from helpers import mutate, random_sequences  # noqa: E402
 
 pytestmark = pytest.mark.dask
@@ -399,7 +400,7 @@ def test_order_warning_only_where_dask_reordered(dna, recwarn):
     sort=False, or for collections not made by from_pandas; a warning for a column of a
     sorted DataFrame, anywhere in the expression (after a projection and a map), for a
     sorted database and for plan(); and none when the expression cannot be read."""
-    from gpualign_df.accessor import dask as dask_accessor
+    from gpualign_df.dask.graph import sorted_by_from_pandas
 
     unsorted = pd.Series(["ACGT", "ACGA", "TTGA"], index=["b", "a", "c"])
     quiet = [dd.from_pandas(unsorted.sort_index(), npartitions=2),
@@ -425,7 +426,7 @@ def test_order_warning_only_where_dask_reordered(dna, recwarn):
     recwarn.clear()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(type(column.expr), "walk", lambda self: iter(()).throw(RuntimeError))
-        assert dask_accessor._sorted_by_from_pandas(column) is False
+        assert sorted_by_from_pandas(column) is False
         column.aln.pairwise(**DNA_OPTIONS)
     assert not [w for w in recwarn if "Dask sorted" in str(w.message)]
 
@@ -511,6 +512,32 @@ def test_dask_series_align_is_dasks_own():
     assert hasattr(dd.from_pandas(left, npartitions=1), "aln")
 
 
+@pytest.mark.parametrize("module", ["", ".plan", ".tasks", ".graph", ".accessor"])
+def test_any_module_of_the_package_imported_first_registers_aln(module):
+    """Whichever module of gpualign_df.dask a fresh interpreter imports first, a Dask Series
+    gets .aln without a failed-registration warning (graph imports dask.dataframe, whose
+    import hook imports the accessor while graph is half-executed), the package's own
+    ``dask`` name shadows no Dask import, and the package and its plan import no Dask."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (f"import json, sys; import gpualign_df.dask{module}; "
+            f"light = 'dask' not in sys.modules; "
+            f"import dask, dask.dataframe as dd, pandas as pd; "
+            f"print(json.dumps({{'light': light, 'dask': dask.__name__, 'file': dask.__file__, "
+            f"'aln': hasattr(dd.from_pandas(pd.Series(['A']), npartitions=1), 'aln')}}))")
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "gpualign_df:" not in result.stderr, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["aln"] and out["dask"] == "dask"
+    assert Path(out["file"]).parent.name == "dask" and "gpualign_df" not in out["file"]
+    assert out["light"] is (module in ("", ".plan", ".tasks"))
+
+
 # ---------------------------------------------------------------------------------------------
 # planning
 
@@ -518,7 +545,7 @@ def test_dask_series_align_is_dasks_own():
 def test_plan_covers_every_pair_once_longest_first(dna):
     lengths = [np.array([0 if s is None else len(s) for s in dna[a:b]])
                for a, b in ((0, 1), (1, 1), (1, 18), (18, 20), (20, 40))]
-    chunks, _, tasks = _plan("pairwise", lengths, None, 500, 30)
+    chunks, _, tasks = build_plan("pairwise", lengths, None, 500, 30)
     assert sum(task.pairs for task in tasks) == 40 * 39 // 2
     covered = np.zeros((40, 40), dtype=int)
     for task in tasks:
@@ -562,7 +589,7 @@ def test_plan_blocks_balances_and_reports(dna):
 def test_plan_follows_the_jobs_backend():
     """On pandas-backed Series, a job with backend='cuda' sizes its tasks as on the GPU
     (DEFAULT_GPU_CELLS_PER_TASK), and the plan asked with that backend is the job's."""
-    from gpualign_df.accessor.dask import DEFAULT_GPU_CELLS_PER_TASK
+    from gpualign_df.dask.plan import DEFAULT_GPU_CELLS_PER_TASK
 
     sequences = pd.Series(["ACGT" * 250] * 4000)
     queries = dd.from_pandas(sequences[:400], npartitions=4)
@@ -588,14 +615,14 @@ def test_each_step_has_its_own_key_prefix_and_outputs_are_the_steps_tasks(dna):
     would be one more scheduler round trip)."""
     from dask.utils import key_split
 
-    from gpualign_df.accessor.dask import _size_word
+    from gpualign_df.dask.graph import size_word
 
     lazy = partitioned(dna, 3)
     biggest = {name: summarize_plan(plan)["max_cells"] for name, plan in {
         "broadcast": lazy.aln.plan(lazy, top_k=2, broadcast=True),
         "search": lazy.aln.plan(lazy, top_k=2, broadcast=False, **TINY),
         "pairwise": lazy.aln.plan(**TINY)}.items()}
-    size = {name: _size_word(cells) for name, cells in biggest.items()}
+    size = {name: size_word(cells) for name, cells in biggest.items()}
     jobs = {(f"gpualign-search-broadcast-{size['broadcast']}",): lazy.aln.search(
                 lazy, top_k=2, broadcast=True, **DNA_OPTIONS),
             (f"gpualign-search-block-{size['search']}", "gpualign-search-topk"):
@@ -615,38 +642,38 @@ def test_each_step_has_its_own_key_prefix_and_outputs_are_the_steps_tasks(dna):
 def test_size_word_names_the_decade_of_cells():
     from dask.utils import key_split
 
-    from gpualign_df.accessor.dask import _size_word
+    from gpualign_df.dask.graph import size_word
 
-    assert _size_word(0) == _size_word(9) == "sizeEn"
-    assert _size_word(10) == "sizeEi"
-    assert _size_word(10**12) == _size_word(9.9e12) == "sizeExii"
-    assert _size_word(10**13) == "sizeExiii"
-    assert _size_word(10**40) == "sizeExx"
+    assert size_word(0) == size_word(9) == "sizeEn"
+    assert size_word(10) == "sizeEi"
+    assert size_word(10**12) == size_word(9.9e12) == "sizeExii"
+    assert size_word(10**13) == "sizeExiii"
+    assert size_word(10**40) == "sizeExx"
     for decade in range(30):   # Dask keeps the word in the task prefix
-        assert key_split(f"gpualign-search-broadcast-{_size_word(10**decade)}-0123abcd") == \
-            f"gpualign-search-broadcast-{_size_word(10**decade)}"
+        assert key_split(f"gpualign-search-broadcast-{size_word(10**decade)}-0123abcd") == \
+            f"gpualign-search-broadcast-{size_word(10**decade)}"
 
 
 def test_output_partition_with_other_columns_than_meta_is_an_error():
     """Output tasks check their frame against the job's meta (as from_delayed's
     verify_meta did) and name the partition."""
-    from gpualign_df.accessor.dask import _checked_output, _schema
+    from gpualign_df.dask.graph import checked_output, frame_schema
 
     meta = pd.DataFrame({"score": pd.Series([], dtype="Int32")})
     good = pd.DataFrame({"score": pd.Series([3], dtype="Int32")})
-    assert _checked_output(good, func=lambda frame: frame, schema=_schema(meta),
-                           partition=0) is good
+    assert checked_output(good, func=lambda frame: frame, schema=frame_schema(meta),
+                          partition=0) is good
     with pytest.raises(ValueError, match="output partition 3"):
-        _checked_output(good.astype("int64"), func=lambda frame: frame, schema=_schema(meta),
-                        partition=3)
+        checked_output(good.astype("int64"), func=lambda frame: frame,
+                       schema=frame_schema(meta), partition=3)
 
 
 def test_result_meta_is_built_once_per_inputs_and_options(dna, monkeypatch):
-    from gpualign_df.accessor import dask as dask_accessor
+    from gpualign_df.dask import graph as dask_graph
 
     built = []
-    real = dask_accessor._build_result_meta
-    monkeypatch.setattr(dask_accessor, "_build_result_meta",
+    real = dask_graph.build_result_meta
+    monkeypatch.setattr(dask_graph, "build_result_meta",
                         lambda *args: built.append(args) or real(*args))
     lazy = partitioned(dna, 2)
     first = lazy.aln.search(lazy, top_k=2, **DNA_OPTIONS)
@@ -663,7 +690,7 @@ def test_result_meta_is_built_once_per_inputs_and_options(dna, monkeypatch):
 def test_partition_keys_follow_alias_chains_and_keep_aliases_other_tasks_use():
     from dask._task_spec import Alias, DataNode, Task, TaskRef
 
-    from gpualign_df.accessor.dask import _partition_keys
+    from gpualign_df.dask.graph import partition_keys
 
     graph = {("data", 0): DataNode(("data", 0), "ACGT"),
              ("mid", 0): Alias(("mid", 0), ("data", 0)),
@@ -683,7 +710,7 @@ def test_partition_keys_follow_alias_chains_and_keep_aliases_other_tasks_use():
         def to_delayed(self):
             return [Part(("part", 0)), Part(("part", 1))]
 
-    kept, keys = _partition_keys(Series())
+    kept, keys = partition_keys(Series())
     assert keys == [("data", 0), ("data", 1)]
     assert set(kept) == {("data", 0), ("data", 1), ("part", 1), ("user", 0)}
 
@@ -703,12 +730,12 @@ def test_tasks_take_persisted_partitions_without_alias_tasks(dna):
 
 
 def test_default_task_size_is_larger_on_the_gpu(dna):
-    from gpualign_df.accessor.dask import (DEFAULT_CELLS_PER_TASK, DEFAULT_GPU_CELLS_PER_TASK,
-                                           _default_cells)
+    from gpualign_df.dask.accessor import default_cells
+    from gpualign_df.dask.plan import DEFAULT_CELLS_PER_TASK, DEFAULT_GPU_CELLS_PER_TASK
 
     lazy = partitioned(dna, 2)
-    assert _default_cells(lazy, "auto") == _default_cells(lazy, "cpu") == DEFAULT_CELLS_PER_TASK
-    assert _default_cells(lazy, "cuda") == DEFAULT_GPU_CELLS_PER_TASK > DEFAULT_CELLS_PER_TASK
+    assert default_cells(lazy, "auto") == default_cells(lazy, "cpu") == DEFAULT_CELLS_PER_TASK
+    assert default_cells(lazy, "cuda") == DEFAULT_GPU_CELLS_PER_TASK > DEFAULT_CELLS_PER_TASK
     long = dd.from_pandas(pd.Series(["ACGT" * 2000] * 800), npartitions=2)   # 4.1e13 cells
     with dask.config.set(scheduler="threads"):
         default = long.aln.plan(long)
@@ -718,7 +745,7 @@ def test_default_task_size_is_larger_on_the_gpu(dna):
 
 
 def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
-    from gpualign_df.accessor import dask as dask_accessor
+    from gpualign_df.dask import graph as dask_graph
 
     calls = []
 
@@ -726,10 +753,10 @@ def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
         calls.append(len(part))
         return lengths_of(part)
 
-    lengths_of = dask_accessor._lengths_of
-    monkeypatch.setattr(dask_accessor, "_lengths_of", counted)
-    monkeypatch.setattr(dask_accessor, "_LENGTHS_CACHE", type(dask_accessor._LENGTHS_CACHE)())
-    monkeypatch.setattr(dask_accessor, "_LENGTHS_CACHE_SIZE", 2)
+    lengths_of = dask_graph.lengths_of
+    monkeypatch.setattr(dask_graph, "lengths_of", counted)
+    monkeypatch.setattr(dask_graph, "LENGTHS_CACHE", type(dask_graph.LENGTHS_CACHE)())
+    monkeypatch.setattr(dask_graph, "LENGTHS_CACHE_SIZE", 2)
     queries, database = partitioned(dna[:25], 3), partitioned(dna, 4)
     with dask.config.set(scheduler="threads"):
         first = queries.aln.plan(database, cells_per_task=4000)
@@ -739,7 +766,7 @@ def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
         assert calls == []                                   # both remembered
         other = partitioned(dna[5:], 2)                      # a third name evicts the oldest
         other.aln.plan(cells_per_task=4000)
-        assert len(calls) == 2 and len(dask_accessor._LENGTHS_CACHE) == 2
+        assert len(calls) == 2 and len(dask_graph.LENGTHS_CACHE) == 2
         calls.clear()
         check_equal(queries.aln.search(database, top_k=3, **DNA_OPTIONS),
                     in_memory(queries).aln.search(in_memory(database), top_k=3,
@@ -751,18 +778,18 @@ def test_planning_remembers_lengths_by_dask_name(dna, monkeypatch):
 def test_stale_remembered_lengths_stop_with_a_clear_error(dna, broadcast):
     """If a collection's data changed under the same Dask name, the remembered lengths are
     stale: the job must stop naming the partition, never align shifted or missing rows."""
-    from gpualign_df.accessor import dask as dask_accessor
+    from gpualign_df.dask import graph as dask_graph
 
     queries, database = partitioned(dna[:25], 3), partitioned(dna, 2)
     with dask.config.set(scheduler="threads"):
         queries.aln.plan(database)
-        remembered = dask_accessor._LENGTHS_CACHE[queries._name]
-        dask_accessor._LENGTHS_CACHE[queries._name] = [remembered[0][:-1], *remembered[1:]]
+        remembered = dask_graph.LENGTHS_CACHE[queries._name]
+        dask_graph.LENGTHS_CACHE[queries._name] = [remembered[0][:-1], *remembered[1:]]
         stale = queries.aln.search(database, top_k=2, broadcast=broadcast, **DNA_OPTIONS)
         with pytest.raises(ValueError, match="partition 0 holds 9 rows, but the job was "
                                              "planned when it held 8"):
             stale.compute()
-        dask_accessor.forget_planned_lengths()
+        dask_graph.forget_planned_lengths()
         check_equal(queries.aln.search(database, top_k=2, broadcast=broadcast, **DNA_OPTIONS),
                     in_memory(queries).aln.search(in_memory(database), top_k=2,
                                                   **DNA_OPTIONS))

@@ -51,7 +51,7 @@ def test_output_partitions_join_as_dask_joins_them(proteins):
     the index included), and falls back to Dask's for partitions of other shapes."""
     from dask.dataframe.core import _concat
 
-    from gpualign_df.accessor.dask import _concatenate_outputs
+    from gpualign_df.dask.graph import concatenate_outputs
 
     queries = proteins[:30].copy()
     queries.iloc[[3, 17]] = None
@@ -61,12 +61,12 @@ def test_output_partitions_join_as_dask_joins_them(proteins):
     parts = [job.get_partition(k).compute() for k in range(job.npartitions)]
     parts.insert(1, parts[0].iloc[:0])
     assert parts[0]["score"].isna().any()
-    joined = _concatenate_outputs(parts)
+    joined = concatenate_outputs(parts)
     cudf.testing.assert_frame_equal(joined, _concat(parts))
     assert list(joined.dtypes) == list(parts[0].dtypes)
     cudf.testing.assert_frame_equal(job.compute(), _concat(parts))
     shifted = [part.set_index(part.index + 5) for part in parts]  # not 0, 1, 2, ...
-    cudf.testing.assert_frame_equal(_concatenate_outputs(shifted), _concat(shifted))
+    cudf.testing.assert_frame_equal(concatenate_outputs(shifted), _concat(shifted))
 
 
 @pytest.mark.parametrize("partitions", [1, 3])
@@ -137,10 +137,11 @@ def test_cluster_helper_gives_workers_the_async_allocator(proteins):
 
 
 def test_cudf_collections_plan_gpu_sized_tasks(proteins):
-    from gpualign_df.accessor.dask import DEFAULT_GPU_CELLS_PER_TASK, _default_cells
+    from gpualign_df.dask.accessor import default_cells
+    from gpualign_df.dask.plan import DEFAULT_GPU_CELLS_PER_TASK
 
     queries = dask_cudf.from_cudf(proteins, npartitions=2, sort=False)
-    assert _default_cells(queries, "auto") == DEFAULT_GPU_CELLS_PER_TASK
+    assert default_cells(queries, "auto") == DEFAULT_GPU_CELLS_PER_TASK
     assert queries.aln.plan(queries).equals(
         queries.aln.plan(queries, cells_per_task=DEFAULT_GPU_CELLS_PER_TASK))
 

@@ -117,7 +117,7 @@ def test_dask_accessor_module_imported_first():
     then finds that module half-executed: the accessor must be registered all the same."""
     out = run_python("""
         import json
-        from gpualign_df.accessor.dask import plan_blocks
+        from gpualign_df.dask.accessor import plan_blocks
         import dask.dataframe as dd, pandas as pd
         print(json.dumps({"aln": hasattr(dd.from_pandas(pd.Series(["A"]), npartitions=1),
                                           "aln")}))
