@@ -74,13 +74,13 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         result frames) is Python holding it, so tasks in one process would take turns; and
         the engine starts its own threads (numba's thread count) in every call, so tasks
         sharing a process would run cores x cores threads. Tasks are sized for one core
-        (``cells_per_task``: tens of seconds on one core), so a job of fewer tasks than
-        cores leaves cores idle: give it a smaller ``cells_per_task``. A broadcast search
-        database is copied to each worker process. ``n_workers`` / ``threads_per_worker``
-        choose another layout (Dask's rules fill in the one not given); each task's engine
-        then gets ``cores // (n_workers * threads_per_worker)`` threads, at least one
-        (with ``processes=False`` the workers are threads of this process, and each task's
-        engine uses numba's thread count).
+        (the default ``cells_per_task``), so a job of fewer tasks than cores leaves cores
+        idle: give it a smaller ``cells_per_task``. A broadcast search database is copied
+        to each worker process. ``n_workers`` / ``threads_per_worker`` choose another
+        layout (Dask's rules fill in the one not given); each task's engine then gets
+        ``cores // (n_workers * threads_per_worker)`` threads, at least one (with
+        ``processes=False`` the workers are threads of this process, and each task's engine
+        uses numba's thread count).
     keep_replicas : bool
         For a cluster started here: do not start Dask's active memory manager, so the
         copies of a database's partitions that a search makes on every worker stay there
@@ -95,9 +95,9 @@ def cluster(n_gpus: int | str | None = None, *, address: str | None = None, cpu:
         threshold for serving an allocation from fresh pages (mmap) at 128 KiB, so every
         large host buffer, e.g. each one a worker fills to send a result partition, is
         new memory, page faults included. None (the default): not on a GPU cluster, whose
-        data lives on the GPU and whose host buffers are such transient copies (on H200s,
-        two leases: the issue-4 search's joined frame serialized in 5.3 ms instead of 8.5
-        ms); Dask's default (trimmed) on a ``cpu`` cluster, whose data is host memory.
+        data lives on the GPU and whose host buffers are such transient copies (serializing
+        a result then pays those page faults on every send); Dask's default (trimmed) on a
+        ``cpu`` cluster, whose data is host memory.
     **kwargs
         Passed to ``LocalCUDACluster``, ``LocalCluster`` or, with ``address``, ``Client``.
         A GPU cluster started here gets ``rmm_async=True`` (RMM's stream-ordered
