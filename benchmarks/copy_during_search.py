@@ -5,9 +5,9 @@ default stream, from its communication thread, while its task thread may be runn
 job. This runs one Dask search task's job (``--queries`` ADEPT proteins against all
 30,000, BLOSUM62, gap 11/1, top_k 10, CIGAR for the hits; pandas in, GPU engine), then a
 rowwise job of ``--pairs`` random pairs of those proteins (same scoring, CIGARs: fill
-batches above ``gpu.SIDE_STREAM_CELLS``), in one thread while a second thread copies a
+batches above the ``side_stream_cells`` setting), in one thread while a second thread copies a
 2 MB device array to the host every ``--every`` ms (``cupy.asnumpy``, default stream) and
-times each copy; with the long kernels on the engine's side stream (``gpu.SIDE_STREAM``,
+times each copy; with the long kernels on the engine's side stream (the ``side_stream`` setting,
 the default) and on the default stream, in alternation. Also checks that both give the
 same frames.
 
@@ -38,7 +38,7 @@ def main() -> int:
     from helpers import copies_while
 
     import gpualign_df  # noqa: F401
-    from gpualign_df import gpu
+    from gpualign_df import config
 
     database = pd.Series(read_proteins(args.data_dir))
     queries = database[:args.queries]
@@ -57,15 +57,14 @@ def main() -> int:
         print(f"{name}; a 2 MB copy every {args.every:g} ms from a second thread")
         for _ in range(args.repeat):
             for side in (False, True):
-                gpu.SIDE_STREAM = side
-                seconds, copies, frame = copies_while(job, args.every / 1e3)
+                with config.override(side_stream=side):
+                    seconds, copies, frame = copies_while(job, args.every / 1e3)
                 frames[side] = frame
                 copies_ms = sorted(1e3 * c for c in copies)
                 print(f"  long kernels on the {'side' if side else 'default'} stream: job "
                       f"{seconds:.3f} s; {len(copies_ms)} copies, median "
                       f"{copies_ms[len(copies_ms) // 2]:.2f} ms, longest "
                       f"{copies_ms[-1]:.1f} ms", flush=True)
-        gpu.SIDE_STREAM = True
         same = same and frames[False].equals(frames[True])
         print(f"  frames identical: {frames[False].equals(frames[True])}")
     return 0 if same else 1

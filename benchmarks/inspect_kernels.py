@@ -41,28 +41,30 @@ def column_loop(sass: str) -> str:
 
 def main() -> int:
     import gpualign_df
-    from gpualign_df.kernels import inter, traceback
+    from gpualign_df import config
+    from gpualign_df.gpu.policy import fill_shape
+    from gpualign_df.kernels import inter, search, traceback
 
     # the fill kernels: 32-bit with keyed and selected row bests, 16-bit packed score-only
     for keyed, packed in ((True, False), (False, False), (True, True)):
-        gpualign_df.gpu.KEYED_BEST, gpualign_df.gpu.FILL_16BIT = keyed, packed
-        for mode in ("sw", "nw", "sg"):
-            for tb in (True, False):
-                gpualign_df.align(["ACGTACGTAC"] * 40, ["ACGTTACGTAC"] * 40, mode=mode,
-                                  traceback=tb, match=1, mismatch=-4, gap_open=7, gap_extend=1,
-                                  free_ends="all" if mode == "sg" else None, backend="cuda")
-    gpualign_df.gpu.KEYED_BEST, gpualign_df.gpu.FILL_16BIT = True, False
+        with config.override(keyed_best=keyed, fill_16bit=packed):
+            for mode in ("sw", "nw", "sg"):
+                for tb in (True, False):
+                    gpualign_df.align(["ACGTACGTAC"] * 40, ["ACGTTACGTAC"] * 40, mode=mode,
+                                      traceback=tb, match=1, mismatch=-4, gap_open=7,
+                                      gap_extend=1, free_ends="all" if mode == "sg" else None,
+                                      backend="cuda")
     for packed in (True, False):   # the search kernels: 16-bit packed and 32-bit (local)
-        gpualign_df.gpu.SEARCH_16BIT = packed
-        gpualign_df.align(["ACGTACGTAC"] * 3, ["ACGTTACGTAC"] * 70, how="search", top_k=2,
-                          match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
-    gpualign_df.gpu.SEARCH_16BIT = None
+        with config.override(search_16bit=packed):
+            gpualign_df.align(["ACGTACGTAC"] * 3, ["ACGTTACGTAC"] * 70, how="search", top_k=2,
+                              match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
     all_free = (True, True, True, True)
     from gpualign_df.kernels import dpx
 
     use_dpx = dpx.available()
     kernels = [(f"fill {mode} traceback={tb} dpx={use_dpx} keyed={keyed}",
-                inter.fill_kernel(code, *flags, tb, use_dpx, keyed, *inter.fill_shape()))
+                inter.fill_kernel(code, *flags, tb, use_dpx, keyed,
+                                  *fill_shape(config.settings())))
                for mode, code, flags in (("sw", 0, (False,) * 4), ("nw", 1, (False,) * 4),
                                          ("sg", 2, all_free))
                for tb in (True, False) for keyed in (True, False)]
@@ -75,8 +77,8 @@ def main() -> int:
                 for mode, code, flags in (("sw", 0, (False,) * 4), ("nw", 1, (False,) * 4),
                                           ("sg", 2, all_free))]
     kernels.append(("cigar", traceback.cigar_kernel(False, False)))
-    kernels.append((f"search sw dpx={use_dpx}", inter.search_kernel(0, *(False,) * 4, use_dpx)))
-    kernels.append((f"search sw 16-bit packed dpx={use_dpx}", inter.search_kernel16(use_dpx)))
+    kernels.append((f"search sw dpx={use_dpx}", search.search_kernel(0, *(False,) * 4, use_dpx)))
+    kernels.append((f"search sw 16-bit packed dpx={use_dpx}", search.search_kernel16(use_dpx)))
     for label, kernel in kernels:
         for key, compiled in kernel.overloads.items():
             regs = compiled.get_regs_per_thread() if callable(getattr(

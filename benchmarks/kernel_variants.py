@@ -1,9 +1,9 @@
 """Fill-kernel variants side by side on workload W1 (kernel times with CUDA events).
 
 For local, global and semi-global with traceback and local score-only: the 32-bit fill
-with strips of 8 and of 16 query rows (``inter.FILL_STRIP_ROWS``) under several register
-caps, traceback bits appended by funnel shifts or plain shifts (``inter.FUNNEL_APPEND``),
-and for score-only also the packed 16-bit fill (``gpu.FILL_16BIT``); whether every
+with strips of 8 and of 16 query rows (the ``fill_strip_rows`` setting) under several
+register caps, traceback bits appended by funnel shifts or plain shifts (``funnel_append``),
+and for score-only also the packed 16-bit fill (``fill_16bit``); whether every
 variant's frame is identical to the first (it must be).
 Pandas in and out: no cuDF needed.
 
@@ -24,9 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from run_gpu import CONFIGS, OPTIONS, add_data_dir, w1_pairs  # noqa: E402
 
-#: (label, settings): ``gpu.KEYED_BEST``, ``gpu.FILL_16BIT``, ``inter.FILL_STRIP_ROWS``, the
-#: register cap of that strip height (``inter.FILL_MAX_REGISTERS[rows]``) and
-#: ``inter.FUNNEL_APPEND``.
+#: (label, settings): ``keyed_best``, ``fill_16bit``, ``fill_strip_rows``, the register cap
+#: of that strip height (in ``fill_max_registers``) and ``funnel_append``.
 VARIANTS = [("16 rows, compiler's registers, funnel shifts",
              dict(keyed=True, packed=False, rows=16, cap=None, funnel=True)),
             ("16 rows, compiler's registers, plain shifts",
@@ -39,17 +38,15 @@ VARIANTS = [("16 rows, compiler's registers, funnel shifts",
              dict(keyed=True, packed=True, rows=8, cap=72, funnel=True))]
 
 
-def apply(settings: dict) -> None:
-    """Set the engine switches of one variant."""
-    from gpualign_df import gpu
-    from gpualign_df.kernels import inter
+def apply(settings: dict):
+    """The engine settings of one variant, for a ``with`` block."""
+    from gpualign_df import config
 
-    gpu.KEYED_BEST, gpu.FILL_16BIT = settings["keyed"], settings["packed"]
-    inter.FILL_STRIP_ROWS = settings["rows"]
-    inter.FILL_MAX_REGISTERS = {**inter.FILL_MAX_REGISTERS, settings["rows"]: settings["cap"]}
-    if inter.FUNNEL_APPEND != settings["funnel"]:
-        inter.FUNNEL_APPEND = settings["funnel"]
-        inter.clear_kernel_caches()
+    caps = {**dict(config.settings().fill_max_registers), settings["rows"]: settings["cap"]}
+    return config.override(keyed_best=settings["keyed"], fill_16bit=settings["packed"],
+                           fill_strip_rows=settings["rows"],
+                           fill_max_registers=tuple(caps.items()),
+                           funnel_append=settings["funnel"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     import gpualign_df
-    from gpualign_df import gpu
+    from gpualign_df import config, gpu
     queries, targets = (pd.Series(values) for values in w1_pairs(args.data_dir,
                                                                   args.replicate))
     cells = int((queries.str.len() * targets.str.len()).sum())
@@ -70,36 +67,28 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.repeat}")
     print("| workload | variant | fill ms | all kernels ms | fill GCUPS | frame equal |")
     print("|---|---|---:|---:|---:|---|")
-    from gpualign_df.kernels import inter
-
-    defaults = (gpu.KEYED_BEST, gpu.FILL_16BIT, inter.FILL_STRIP_ROWS,
-                dict(inter.FILL_MAX_REGISTERS), inter.FUNNEL_APPEND)
     for name, mode, traceback in CONFIGS:
         first = None
         for label, settings in VARIANTS:
             if settings["packed"] and traceback:
                 continue  # traceback runs on 32-bit cells
-            apply(settings)
 
             def run():
                 return gpualign_df.align(queries, targets, mode=mode, traceback=traceback,
                                          backend="cuda", progress=False, **OPTIONS)
-            frame = run()  # compiles
-            first = frame if first is None else first
-            fills, totals = [], []
-            for _ in range(args.repeat):
-                gpu.TIME_KERNELS = True
-                gpu.KERNEL_SECONDS.clear()
-                run()
-                gpu.TIME_KERNELS = False
-                fills.append(gpu.KERNEL_SECONDS.get("fill", 0.0) * 1e3)
-                totals.append(sum(gpu.KERNEL_SECONDS.values()) * 1e3)
+            with apply(settings):
+                frame = run()  # compiles
+                first = frame if first is None else first
+                fills, totals = [], []
+                for _ in range(args.repeat):
+                    gpu.KERNEL_SECONDS.clear()
+                    with config.override(time_kernels=True):
+                        run()
+                    fills.append(gpu.KERNEL_SECONDS.get("fill", 0.0) * 1e3)
+                    totals.append(sum(gpu.KERNEL_SECONDS.values()) * 1e3)
             fill = statistics.median(fills)
             print(f"| {name} | {label} | {fill:.1f} | {statistics.median(totals):.1f} | "
                   f"{cells / fill / 1e6:.0f} | {frame.equals(first)} |", flush=True)
-    (gpu.KEYED_BEST, gpu.FILL_16BIT, inter.FILL_STRIP_ROWS, inter.FILL_MAX_REGISTERS,
-     inter.FUNNEL_APPEND) = defaults
-    inter.clear_kernel_caches()
     return 0
 
 

@@ -37,9 +37,7 @@ def _serve(gpu: int, connection, barrier, data_dir: Path, queries: int,
     import pandas as pd
 
     import gpualign_df  # noqa: F401
-    from gpualign_df import gpu as engine
-
-    engine.TIME_KERNELS = kernel_times
+    from gpualign_df import config, gpu as engine
 
     database = pd.Series(read_proteins(data_dir, limit=database_rows))
     if on_cudf:
@@ -61,7 +59,8 @@ def _serve(gpu: int, connection, barrier, data_dir: Path, queries: int,
                 barrier.wait()
             engine.KERNEL_SECONDS.clear()
             started = time.perf_counter()
-            frame = query_rows.aln.search(database, **options)
+            with config.override(time_kernels=kernel_times):
+                frame = query_rows.aln.search(database, **options)
             seconds.append(time.perf_counter() - started)
             kernels.append(sum(engine.KERNEL_SECONDS.values()))
         if on_cudf:

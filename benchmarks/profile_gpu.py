@@ -23,10 +23,11 @@ from run_gpu import add_data_dir, w1_pairs  # noqa: E402
 
 #: (module, function) pairs timed as phases; a phase nested in another counts in both.
 PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
-          ("gpualign_df.gpu", "plan_batches"), ("gpualign_df.gpu", "_run_batch"),
-          ("gpualign_df.gpu", "_row_offsets"), ("gpualign_df.gpu", "align_on_device"),
+          ("gpualign_df.gpu.batches", "plan_batches"), ("gpualign_df.gpu.batches", "run_batch"),
+          ("gpualign_df.gpu.batches", "row_offsets"), ("gpualign_df.gpu", "align_on_device"),
+          ("gpualign_df.gpu.batches", "align_on_device"),
           ("gpualign_df.encode", "encode_sequences"), ("gpualign_df.results", "build_frame"),
-          ("gpualign_df.gpu", "to_host")]
+          ("gpualign_df.gpu.batches", "to_host")]
 
 
 def _timed(function, name, totals):
@@ -62,7 +63,7 @@ def main() -> int:
     parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
     parser.add_argument("--keep-bytes", type=int, default=None,
                         help="freed memory the engine's private allocator keeps between jobs "
-                             "(gpualign_df.memory.KEEP_BYTES)")
+                             "(the gpu_keep_bytes setting)")
     add_data_dir(parser)
     args = parser.parse_args()
     import importlib
@@ -71,9 +72,9 @@ def main() -> int:
     from numba import cuda
 
     import gpualign_df
-    from gpualign_df import memory
-    if args.keep_bytes is not None:
-        memory.KEEP_BYTES = args.keep_bytes
+    from gpualign_df import config
+    if args.keep_bytes is not None:  # held for the rest of the script
+        config.override(gpu_keep_bytes=args.keep_bytes).__enter__()
 
     queries, targets = (pd.Series(values) for values in w1_pairs(args.data_dir,
                                                                   args.replicate))

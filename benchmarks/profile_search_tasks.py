@@ -32,7 +32,7 @@ def main() -> int:
     import cudf
 
     import gpualign_df  # noqa: F401
-    from gpualign_df import gpu
+    from gpualign_df import config, gpu
 
     database = cudf.Series(read_proteins(args.data_dir))
     options = dict(SEARCH_OPTIONS)
@@ -42,10 +42,10 @@ def main() -> int:
         database[first:first + args.chunk].aln.search(database, **options)
     seconds = time.perf_counter() - started
     calls = -(-10_000 // args.chunk)
-    gpu.TIME_KERNELS, gpu.KERNEL_SECONDS = True, {}
-    database[:args.chunk].aln.search(database, **options)
+    gpu.KERNEL_SECONDS.clear()
+    with config.override(time_kernels=True):
+        database[:args.chunk].aln.search(database, **options)
     kernels = dict(gpu.KERNEL_SECONDS)
-    gpu.TIME_KERNELS = False
     print(f"pool={args.pool}: {calls} chunks of {args.chunk}: {seconds:.2f} s, "
           f"{seconds / calls * 1e3:.1f} ms per chunk; kernels of one chunk "
           f"{ {k: round(v * 1e3, 1) for k, v in kernels.items()} } ms")

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
         rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
     import gpualign_df
-    from gpualign_df import gpu
+    from gpualign_df import config, gpu
     from numba import cuda
 
     query_series, target_series = pd.Series(queries), pd.Series(targets)
@@ -98,11 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             frame = run()
             cuda.synchronize()
             times.append(time.perf_counter() - started)
-        gpu.TIME_KERNELS = True
         gpu.KERNEL_SECONDS.clear()
-        run()
+        with config.override(time_kernels=True):
+            run()
         split = dict(gpu.KERNEL_SECONDS)
-        gpu.TIME_KERNELS = False
         kernel = sum(split.values())
         end_to_end = statistics.median(times)
         rows.append({"workload": label, "sorted": sorted_label,
@@ -116,17 +115,16 @@ def main(argv: list[str] | None = None) -> int:
 
     local_scores = None
     for sort in () if args.cudf_only else (True, False):
-        gpu.SORT_BY_LENGTH = sort
-        for name, mode, traceback in CONFIGS:
-            def run(mode=mode, traceback=traceback, pairs=None):
-                return gpualign_df.align(query_series[:pairs], target_series[:pairs], mode=mode,
-                                         traceback=traceback, backend="cuda", progress=False,
-                                         **OPTIONS)
-            run(pairs=3000)  # compile
-            frame = measure(name, name, "yes" if sort else "no", run)
-            if name == "local + traceback" and sort:
-                local_scores = frame["score"].to_numpy(dtype=np.int64)
-    gpu.SORT_BY_LENGTH = True
+        with config.override(sort_by_length=sort):
+            for name, mode, traceback in CONFIGS:
+                def run(mode=mode, traceback=traceback, pairs=None):
+                    return gpualign_df.align(query_series[:pairs], target_series[:pairs],
+                                             mode=mode, traceback=traceback, backend="cuda",
+                                             progress=False, **OPTIONS)
+                run(pairs=3000)  # compile
+                frame = measure(name, name, "yes" if sort else "no", run)
+                if name == "local + traceback" and sort:
+                    local_scores = frame["score"].to_numpy(dtype=np.int64)
     try:
         import cudf
     except ImportError:

@@ -63,15 +63,15 @@ def main() -> int:
             peer_seconds = time.perf_counter() - started
         peer_cells = int(lengths[:len(sample)].sum()) * int(lengths.sum())
         peer = (len(sample), peer_seconds, peer_cells / peer_seconds / 1e9, peer_best)
-    from gpualign_df import gpu
+    from gpualign_df import config, gpu
 
     queries[:100].aln.search(database, **options)   # compile
-    gpu.TIME_KERNELS, gpu.KERNEL_SECONDS = False, {}
+    gpu.KERNEL_SECONDS.clear()
     started = time.perf_counter()
     frame = queries.aln.search(database, **options)
     seconds = time.perf_counter() - started
-    gpu.TIME_KERNELS = True
-    queries.aln.search(database, **options)
+    with config.override(time_kernels=True):
+        queries.aln.search(database, **options)
     kernels = dict(gpu.KERNEL_SECONDS)
     name = gpu.cuda.get_current_device().name
     name = name.decode() if isinstance(name, bytes) else name
@@ -83,15 +83,15 @@ def main() -> int:
           f"{cells / search_seconds / 1e9:.0f} GCUPS |" if search_seconds else "")
     print(f"kernel seconds: { {name: round(value, 3) for name, value in kernels.items()} }")
     if args.compare_32bit:  # the same search on 32-bit cells (the packed path off)
-        gpu.TIME_KERNELS, gpu.SEARCH_16BIT = False, False
-        queries[:100].aln.search(database, **options)
-        started = time.perf_counter()
-        frame32 = queries.aln.search(database, **options)
-        seconds32 = time.perf_counter() - started
-        gpu.TIME_KERNELS, gpu.KERNEL_SECONDS = True, {}
-        queries.aln.search(database, **options)
-        kernel32 = gpu.KERNEL_SECONDS.get("search", 0.0)
-        gpu.TIME_KERNELS, gpu.SEARCH_16BIT = False, None
+        with config.override(search_16bit=False):
+            queries[:100].aln.search(database, **options)
+            started = time.perf_counter()
+            frame32 = queries.aln.search(database, **options)
+            seconds32 = time.perf_counter() - started
+            gpu.KERNEL_SECONDS.clear()
+            with config.override(time_kernels=True):
+                queries.aln.search(database, **options)
+            kernel32 = gpu.KERNEL_SECONDS.get("search", 0.0)
         print(f"| ours, 32-bit cells, end to end | {seconds32:.2f} s | "
               f"{cells / seconds32 / 1e9:.0f} GCUPS |")
         print(f"| ours, 32-bit cells, search kernel only | {kernel32:.2f} s | "

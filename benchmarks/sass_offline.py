@@ -15,7 +15,7 @@ own, for example::
         PYTHONPATH=/tmp/cudatk python benchmarks/sass_offline.py --mode sg --traceback 1
 
 Options: ``--mode sw|nw|sg`` (semi-global: all ends free), ``--traceback 0|1``, ``--rows 8|16``
-(strip height), ``--plain-shifts`` (``inter.FUNNEL_APPEND = False``), ``--arch 90``,
+(strip height), ``--plain-shifts`` (the ``funnel_append`` setting off), ``--arch 90``,
 ``--sass FILE`` (write the whole listing).
 """
 
@@ -80,13 +80,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from numba import cuda
 
+    from gpualign_df import config
     from gpualign_df.kernels import inter
 
-    inter.FUNNEL_APPEND = not args.plain_shifts
     code, flags = MODES[args.mode]
     keyed = args.mode != "nw"   # the engine keys the running row bests where it keeps them
     kernel = inter.fill_kernel(code, *flags, bool(args.traceback), True, keyed, args.rows,
-                               inter.FILL_MAX_REGISTERS.get(args.rows))
+                               dict(config.settings().fill_max_registers).get(args.rows),
+                               not args.plain_shifts)
     codes, _ = cuda.compile_all(kernel.py_func, fill_signature(), device=False,
                                 cc=(args.arch // 10, args.arch % 10), output="ltoir",
                                 abi="numba")

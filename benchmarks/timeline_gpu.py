@@ -29,10 +29,11 @@ MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"
           ("gpualign_df.cudf_path", "align_cudf"), ("gpualign_df.cudf_path", "new_summary"),
           ("gpualign_df.cudf_path", "encode_device"),
           ("gpualign_df.cudf_path", "check_residues"), ("gpualign_df.gpu", "align_on_device"),
-          ("gpualign_df.gpu", "plan_batches"), ("gpualign_df.plan", "_launch_plan"),
-          ("gpualign_df.plan", "_launch_sums"), ("cupy", "argsort"),
-          ("gpualign_df.gpu", "_run_batch"), ("gpualign_df.gpu", "_launch"),
-          ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu", "_free_bytes")]
+          ("gpualign_df.gpu.batches", "align_on_device"),
+          ("gpualign_df.gpu.batches", "plan_batches"), ("gpualign_df.gpu.plan", "_launch_plan"),
+          ("gpualign_df.gpu.plan", "_launch_sums"), ("cupy", "argsort"),
+          ("gpualign_df.gpu.batches", "run_batch"), ("gpualign_df.gpu.batches", "launch_kernel"),
+          ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu.batches", "free_bytes")]
 
 
 def main() -> int:
@@ -60,9 +61,9 @@ def main() -> int:
 
         queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
     if args.numba_launch:
-        from gpualign_df import launch
+        from gpualign_df import config
 
-        launch.FAST_LAUNCH = False
+        config.override(fast_launch=False).__enter__()   # held for the rest of the script
     options = dict(mode=args.mode, traceback=bool(args.traceback), backend="cuda",
                    progress=False, **OPTIONS)
     for _ in range(3):  # compile and warm up
@@ -78,7 +79,7 @@ def main() -> int:
     def wrap(function, name):
         @functools.wraps(function)
         def wrapper(*arguments, **keywords):
-            label = f"{name}:{arguments[0]}" if name == "_launch" else name
+            label = f"{name}:{arguments[0]}" if name == "launch_kernel" else name
             mark(f"> {label}")
             try:
                 return function(*arguments, **keywords)
@@ -114,7 +115,7 @@ def main() -> int:
     if args.profile:  # host time by function, inside the engine's phases
         stats = profiled(lambda: gpualign_df.align(queries, targets, **options))
         stats.sort_stats("tottime").print_stats(25)
-        stats.print_callees("encode_device|_inter_batches|_run_batch|_align_cudf|"
+        stats.print_callees("encode_device|_inter_batches|run_batch|_align_cudf|"
                             "_align_on_device|result_frame")
     return 0
 

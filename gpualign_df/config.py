@@ -64,6 +64,79 @@ class Settings:
         The text writers (:mod:`gpualign_df.io`) assemble and write the lines of a result
         frame in blocks of at most this many rows (at least 1), so that the strings of one
         block are in memory at a time; the bytes written do not depend on it.
+    gpu_memory_share : float
+        Share of the free device memory (CuPy's pool and the engine's cached buffers
+        counted as free) that one GPU batch or search tile may use. Lower it to leave room
+        for other work on the same GPU (cuDF frames of the caller, another process).
+    gpu_keep_bytes : int
+        Freed device memory the engine's private stream-ordered allocator keeps for the next
+        job instead of giving it back at each synchronization (used where cuDF routes CuPy
+        through RMM's default resource; see :mod:`gpualign_df.gpu.memory`). Raise it where
+        many small jobs run back to back; it is read when that allocator is first made, and
+        a different value makes a new one.
+    sort_by_length : bool
+        Sort a GPU job's pairs by (target, query) length before forming warps of 32, so that
+        a warp's threads do about the same work. Off only to measure what sorting gains.
+    inter_max_cells : int
+        Pairs with more DP cells than this run on the intra-task GPU kernel (one block per
+        pair) instead of one thread per pair: a thread-per-pair fill of a long pair would
+        keep its whole warp waiting. Tests set 0 to send every pair through the long-pair
+        kernel.
+    fill_16bit : bool or None
+        Score-only GPU fills on packed 16-bit cells (two pairs per thread, ``*_s16x2`` DPX)
+        where no value can leave 16 bits (:func:`gpualign_df.gpu.policy.fill_fits_16bit`).
+        None: where DPX runs (sm_90 and newer); True/False: always/never (True runs the
+        plain half-by-half form elsewhere, as tests do). Off by default: the 32-bit fill
+        with strips of 16 rows is faster. Fills with traceback always use 32-bit cells.
+    search_16bit : bool or None
+        A local search's score pass on packed 16-bit cells (two database sequences per
+        thread) where no cell can leave 16 bits
+        (:func:`gpualign_df.gpu.policy.use_search_16bit`). None: where DPX runs;
+        True/False: always/never (True runs the plain form elsewhere, as tests do).
+    keyed_best : bool
+        The GPU fills keep each row's running best as one int32 key (``H * 2**16 - j``)
+        where scores and columns fit (:func:`gpualign_df.gpu.policy.keyed_best_fits`),
+        fewer instructions per cell than a compare and two selects. False forces the
+        compare-and-select form (tests of both forms, benchmarks).
+    fill_strip_rows : int
+        Query rows a thread of the inter-task fill keeps in registers: 8 (``STRIP_ROWS``)
+        or 16. Sixteen halve the row-above traffic and per-column work per cell at the cost
+        of registers; 8 is there to compare kernels and for GPUs with fewer registers.
+    fill_max_registers : tuple of (int, int or None) pairs
+        Register cap of the inter-task fill kernels by strip height, as ``(rows, cap)``
+        pairs (cap None, or a height not listed: the compiler's choice). A cap lets more
+        blocks share a multiprocessor; the defaults are the fastest measured caps (see
+        BENCHMARKS.md). Ignored under the CUDA simulator.
+    funnel_append : bool
+        With DPX, append traceback bits by a funnel shift in inline PTX, which the
+        optimizer keeps as one instruction per bit (from plain shifts it folds a cell's four
+        appends into more instructions). Identical bits either way; False to compare.
+    intra_threads : int
+        Threads per block of the long-pair (intra-task) fill: strips of 8 query rows
+        computed side by side per pass. Tests lower it under the CUDA simulator so that
+        small pairs take several passes.
+    top_k_segments : int
+        Most segments one query's targets are split into by the first phase of the GPU
+        top-k (at most 64, the merge's head array): more segments, more threads in that
+        phase and longer merges. Tests lower it to make long segment lists.
+    side_stream : bool
+        Run long GPU stretches (a search's score pass, a large batch's fill) on a
+        non-blocking stream of the engine's own, so that work other threads put on the
+        default stream (a Dask worker copying a partition it sends) does not queue behind
+        them (:class:`gpualign_df.gpu.streams.SideStream`). False keeps everything on the
+        default stream (tests, benchmarks).
+    side_stream_cells : int
+        DP cells from which a score pass or a fill runs on the side stream: a few
+        milliseconds of GPU time and more, where waiting for it on the host costs nothing.
+    fast_launch : bool
+        Launch GPU kernels by laying out their arguments from CuPy arrays directly
+        (:mod:`gpualign_df.gpu.launch`), tens of microseconds less host time per argument
+        than numba's own launch path; False launches everything through numba (tests and
+        benchmarks compare the two).
+    time_kernels : bool
+        Time every GPU kernel with CUDA events and add its seconds to
+        ``gpualign_df.gpu.KERNEL_SECONDS`` by kernel name (clear it yourself). Each launch
+        then waits for its kernel: for benchmarks only.
     """
 
     host_memory_share: float = 0.5
@@ -80,6 +153,22 @@ class Settings:
     encode_bytes_per_thread: int = 1 << 20
     encode_max_threads: int = 8
     write_chunk_rows: int = 1 << 17
+    gpu_memory_share: float = 0.6
+    gpu_keep_bytes: int = 0
+    sort_by_length: bool = True
+    inter_max_cells: int = 1 << 22
+    fill_16bit: bool | None = False
+    search_16bit: bool | None = None
+    keyed_best: bool = True
+    fill_strip_rows: int = 16
+    fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))
+    funnel_append: bool = True
+    intra_threads: int = 128
+    top_k_segments: int = 64
+    side_stream: bool = True
+    side_stream_cells: int = 1 << 34
+    fast_launch: bool = True
+    time_kernels: bool = False
 
 
 _DEFAULT = Settings()

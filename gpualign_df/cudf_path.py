@@ -19,8 +19,8 @@ from .engine import check_score_bound
 from .job import Job
 from .libraries import is_cudf
 from .pairs import best_first, pairwise_pairs, search_pairs
-from .launch import launch
-from .memory import engine_allocations
+from .gpu.launch import launch
+from .gpu.memory import engine_allocations
 from .scoring import INVALID_CODE, Scoring
 
 #: :func:`encode_device`'s first bad byte where every byte is in the alphabet.

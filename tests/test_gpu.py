@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import gpualign_df
-from gpualign_df import gpu
+from gpualign_df import config, gpu
 from helpers import copies_while, random_sequences, read_fasta, shared_file
 
 pytestmark = pytest.mark.gpu
@@ -82,7 +82,7 @@ def test_batches_split_by_memory_return_every_row(monkeypatch):
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=4000)
     whole = gpualign_df.align(queries, targets, backend="cuda", match=1, mismatch=-4, gap_open=7,
                               gap_extend=1)
-    monkeypatch.setattr(gpu, "_free_bytes", lambda: 20 << 20)  # forces many small batches
+    monkeypatch.setattr(gpu.batches, "free_bytes", lambda: 20 << 20)  # many small batches
     split = gpualign_df.align(queries, targets, backend="cuda", match=1, mismatch=-4,
                               gap_open=7, gap_extend=1)
     pd.testing.assert_frame_equal(whole, split)
@@ -144,19 +144,18 @@ def test_packed_running_best_equals_its_plain_form():
 
 
 @pytest.mark.parametrize("traceback", [True, False])
-def test_fast_launches_equal_numba_launches(monkeypatch, traceback):
-    """Kernels launched with the arguments laid out here (``gpualign_df.launch``) give the
-    frames numba's own launch path gives, in every mode, and the fast path is taken."""
-    from gpualign_df import launch
+def test_fast_launches_equal_numba_launches(traceback):
+    """Kernels launched with the arguments laid out here (``gpualign_df.gpu.launch``) give
+    the frames numba's own launch path gives, in every mode, and the fast path is taken."""
+    from gpualign_df.gpu import launch
 
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=3000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=3000)
     options = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda",
                    traceback=traceback)
     for mode in ("sw", "nw", "sg"):
-        monkeypatch.setattr(launch, "FAST_LAUNCH", False)
-        slow = gpualign_df.align(queries, targets, mode=mode, **options)
-        monkeypatch.setattr(launch, "FAST_LAUNCH", True)
+        with config.override(fast_launch=False):
+            slow = gpualign_df.align(queries, targets, mode=mode, **options)
         gpualign_df.align(queries, targets, mode=mode, **options)  # first launches: numba's
         fast_before = launch.LAUNCHES["fast"]
         fast = gpualign_df.align(queries, targets, mode=mode, **options)
@@ -164,7 +163,7 @@ def test_fast_launches_equal_numba_launches(monkeypatch, traceback):
         pd.testing.assert_frame_equal(slow, fast)
 
 
-def test_search_score_pass_leaves_the_default_stream_free(monkeypatch):
+def test_search_score_pass_leaves_the_default_stream_free():
     """A search's score pass runs on the engine's side stream: a device-to-host copy that
     another thread puts on the default stream meanwhile (a Dask worker sending a partition)
     does not wait for the pass, and the frame equals the one of a pass on the default
@@ -173,20 +172,19 @@ def test_search_score_pass_leaves_the_default_stream_free(monkeypatch):
     queries = proteins[:1000]
     options = dict(how="search", top_k=10, matrix="BLOSUM62", gap_open=11, gap_extend=1,
                    backend="cuda")
-    monkeypatch.setattr(gpu, "SIDE_STREAM", False)
-    on_default = gpualign_df.align(queries, proteins, **options)
-    monkeypatch.setattr(gpu, "SIDE_STREAM", True)
+    with config.override(side_stream=False):
+        on_default = gpualign_df.align(queries, proteins, **options)
     seconds, copies, on_side = copies_while(
         lambda: gpualign_df.align(queries, proteins, **options), every=0.005)
     pd.testing.assert_frame_equal(on_default, on_side)
-    # the pass alone takes ~0.4 s on an H100; a copy behind it would wait as long
+    # the pass is most of the job: a copy queued behind it would wait about as long
     assert len(copies) > 5 and max(copies) < 0.2 * seconds, (max(copies), seconds)
 
 
 @pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
-def test_fills_on_the_side_stream_equal_the_default_stream(monkeypatch, mode):
+def test_fills_on_the_side_stream_equal_the_default_stream(mode):
     """Every fill kernel (32-bit inter-task, packed 16-bit, intra-task for a long pair) run on
-    the side stream (every batch at least ``SIDE_STREAM_CELLS``) gives the frames of the
+    the side stream (every batch at least ``side_stream_cells``) gives the frames of the
     default stream."""
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=3000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=3000)
@@ -196,10 +194,9 @@ def test_fills_on_the_side_stream_equal_the_default_stream(monkeypatch, mode):
             (long_pair[:1], long_pair[1:], {})]
     frames = {}
     for side in (False, True):
-        monkeypatch.setattr(gpu, "SIDE_STREAM", side)
-        monkeypatch.setattr(gpu, "SIDE_STREAM_CELLS", 0)
-        monkeypatch.setattr(gpu, "FILL_16BIT", None)   # packed cells where DPX runs
-        frames[side] = [gpualign_df.align(job_queries, job_targets, **options, **extra)
-                        for job_queries, job_targets, extra in jobs]
+        # fill_16bit None: packed cells where DPX runs
+        with config.override(side_stream=side, side_stream_cells=0, fill_16bit=None):
+            frames[side] = [gpualign_df.align(job_queries, job_targets, **options, **extra)
+                            for job_queries, job_targets, extra in jobs]
     for on_default, on_side in zip(frames[False], frames[True]):
         pd.testing.assert_frame_equal(on_default, on_side)

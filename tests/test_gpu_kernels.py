@@ -12,6 +12,7 @@ import pytest
 
 import gpualign_df
 import gpualign_df.gpu
+from gpualign_df import config
 from helpers import mutate, random_sequences
 
 MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
@@ -80,15 +81,12 @@ def test_search_and_pairwise_on_the_gpu_equal_cpu():
 @pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None), ("sg", None),
                                             ("sg", ("target_start", "target_end")),
                                             ("sg", ("query_end",))])
-def test_long_pair_kernel_equals_cpu(monkeypatch, mode, free_ends):
+def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
     """Every non-empty pair through the intra-task (one block per pair) kernel; under the
     simulator with 4 threads per block, so that pairs need several passes of strips."""
-    from gpualign_df import plan
-    from gpualign_df.kernels import intra
-
-    monkeypatch.setattr(plan, "INTER_MAX_CELLS", 0)
+    settings(inter_max_cells=0)
     if gpualign_df.gpu.simulator():
-        monkeypatch.setattr(intra, "THREADS", 4)
+        settings(intra_threads=4)
     queries, targets = small_pairs(9, "ACGT", count=8, max_length=45)
     both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
                  gap_open=5, gap_extend=2)
@@ -96,7 +94,7 @@ def test_long_pair_kernel_equals_cpu(monkeypatch, mode, free_ends):
 
 @pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None),
                                             ("sg", ("target_start", "target_end"))])
-def test_search_top_k_on_the_device_equals_cpu(monkeypatch, mode, free_ends):
+def test_search_top_k_on_the_device_equals_cpu(monkeypatch, settings, mode, free_ends):
     """The cross-product search kernel + device top-k keep the CPU engine's rows: 45 targets
     (two warps, one padded), null and empty sequences, equal scores (ties by target), top_k
     above and below the database size; tiny memory forces several tiles and query chunks."""
@@ -115,8 +113,9 @@ def test_search_top_k_on_the_device_equals_cpu(monkeypatch, mode, free_ends):
                                             **options)
         pd.testing.assert_frame_equal(cpu, gpu)
         assert len(gpu) == len(queries) * min(top_k, len(database))
-    monkeypatch.setattr(gpualign_df.gpu, "_free_bytes", lambda: 2000)
-    monkeypatch.setattr(gpualign_df.gpu.inter, "TOP_K_SEGMENTS", 3)  # long segment lists
+    for module in (gpualign_df.gpu.search, gpualign_df.gpu.batches):
+        monkeypatch.setattr(module, "free_bytes", lambda: 2000)
+    settings(top_k_segments=3)  # long segment lists
     small = pd.Series(queries).aln.search(pd.Series(database), top_k=4, backend="cuda",
                                           traceback=False, **options)
     cpu = pd.Series(queries).aln.search(pd.Series(database), top_k=4, backend="cpu",
@@ -155,8 +154,8 @@ def test_batches_split_by_memory_equal_cpu(monkeypatch):
     """Little free memory: one warp per batch, CIGARs gathered from several batch buffers
     (the path a single batch skips); every row equals the CPU engine's."""
     queries, targets = small_pairs(13, "ACGT", count=70)
-    monkeypatch.setattr(gpualign_df.gpu, "_free_bytes", lambda: 50_000)
-    from gpualign_df import plan
+    monkeypatch.setattr(gpualign_df.gpu.batches, "free_bytes", lambda: 50_000)
+    from gpualign_df.gpu import plan
 
     seen = []
     original = plan.plan_batches
@@ -166,17 +165,17 @@ def test_batches_split_by_memory_equal_cpu(monkeypatch):
         seen.append(len(batches))
         return batches
 
-    monkeypatch.setattr(gpualign_df.gpu, "plan_batches", counting)
+    monkeypatch.setattr(gpualign_df.gpu.batches, "plan_batches", counting)
     both_engines(queries, targets, mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2)
     assert seen and seen[0] >= 3
 
 
 @pytest.mark.parametrize("matrix", [None, "BLOSUM62"])
-def test_packed_16bit_search_equals_cpu(monkeypatch, matrix):
+def test_packed_16bit_search_equals_cpu(settings, matrix):
     """The packed 16-bit local search (two database sequences per thread, here in its plain
     half-by-half form) keeps the CPU engine's hits: 70 targets make three warps (an odd
     one without a partner), with nulls, empties and a high half shorter than its low half."""
-    monkeypatch.setattr(gpualign_df.gpu, "SEARCH_16BIT", True)
+    settings(search_16bit=True)
     rng = np.random.default_rng(8)
     alphabet = "ACGT" if matrix is None else "ARNDCQEGHILKMFPSTWYV"
     queries = random_sequences(rng, 2, alphabet, 8) + [None, ""]
@@ -190,20 +189,18 @@ def test_packed_16bit_search_equals_cpu(monkeypatch, matrix):
     assert gpu.loc[gpu["query"] == 0, "target"].iloc[0] == 68   # its own copy first
 
 
-def test_packed_16bit_only_where_scores_fit(monkeypatch):
-    from gpualign_df.gpu import _search_16bit
+def test_packed_16bit_only_where_scores_fit():
+    from gpualign_df.gpu import use_search_16bit
     from gpualign_df.scoring import make_scoring, parse_mode
 
-    monkeypatch.setattr(gpualign_df.gpu, "SEARCH_16BIT", True)
     local, glob = parse_mode("sw", None), parse_mode("nw", None)
     dna = make_scoring(None, match=2, mismatch=-3, gap_open=5, gap_extend=2)
     short, long = np.array([300, 120]), np.array([20_000])
-    assert _search_16bit(dna, local, short, short)
-    assert not _search_16bit(dna, glob, short, short)            # local mode only
-    assert not _search_16bit(dna, local, long, long)             # 2 * 20,000 > 2**15
-    assert _search_16bit(dna, local, long, short)                # bounded by the shorter side
-    monkeypatch.setattr(gpualign_df.gpu, "SEARCH_16BIT", False)
-    assert not _search_16bit(dna, local, short, short)
+    assert use_search_16bit(dna, local, short, short, True)
+    assert not use_search_16bit(dna, glob, short, short, True)      # local mode only
+    assert not use_search_16bit(dna, local, long, long, True)       # 2 * 20,000 > 2**15
+    assert use_search_16bit(dna, local, long, short, True)          # bounded by the shorter side
+    assert not use_search_16bit(dna, local, short, short, False)    # the setting off
 
 
 @pytest.mark.parametrize("cigar_style,clip", [("=", None), ("M", "soft")])
@@ -229,13 +226,13 @@ def test_cigar_characters_within_the_bound_the_buffer_is_sized_by(cigar_style, c
 def test_plain_traceback_helpers_follow_the_tie_rules():
     """The traceback bits are sign bits of differences (a tie is no bit: opening, the
     diagonal, then I win ties); the running best keeps the first column on ties."""
-    from gpualign_df.kernels import dpx, inter
+    from gpualign_df.kernels import dpx, strip
 
     word = 0
     for difference in (-1, 0, 5, -(1 << 30), 1 << 30):
-        word = inter.append_sign(word, difference)
+        word = strip.append_sign(word, difference)
     assert int(word) == 0b10010
-    assert int(inter.append_sign(0xFFFF_FFFF, 3)) == 0xFFFF_FFFE   # 32 bits, the top one gone
+    assert int(strip.append_sign(0xFFFF_FFFF, 3)) == 0xFFFF_FFFE   # 32 bits, the top one gone
     keep_best = dpx.keep_best(False)
 
     def unpack(packed):
@@ -246,16 +243,16 @@ def test_plain_traceback_helpers_follow_the_tie_rules():
     assert unpack(keep_best(-3, -8)) == (-3, 0)
 
 
-def test_keyed_and_selected_row_bests_equal_cpu(monkeypatch):
+def test_keyed_and_selected_row_bests_equal_cpu():
     """The fill kernels' two forms of a row's running best (an int32 key H * 2**16 - j, or
     a compare and a select) give the CPU engine's end cells, ties included."""
     queries = ["ACACACACAC", "AAAAAAAA", "ACGTACGT", "GGGG", "CA" * 15, "T", ""] * 5
     targets = ["ACAC", "AAAA" * 5, "ACGT", "CCCCGGGGCCCC", "AC", "T" * 24, "A"] * 5
     for keyed in (True, False):
-        monkeypatch.setattr(gpualign_df.gpu, "KEYED_BEST", keyed)
-        for mode, free_ends in (("sw", None), ("sg", ("target_end",))):
-            both_engines(queries, targets, mode=mode, free_ends=free_ends, match=1, mismatch=-1,
-                         gap_open=1, gap_extend=1)
+        with config.override(keyed_best=keyed):
+            for mode, free_ends in (("sw", None), ("sg", ("target_end",))):
+                both_engines(queries, targets, mode=mode, free_ends=free_ends, match=1,
+                             mismatch=-1, gap_open=1, gap_extend=1)
 
 
 PACKED_MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
@@ -265,24 +262,23 @@ PACKED_MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start"
 
 @pytest.mark.parametrize("mode,free_ends", PACKED_MODES)
 @pytest.mark.parametrize("sort", [True, False])
-def test_packed_16bit_fill_equals_cpu(monkeypatch, mode, free_ends, sort):
+def test_packed_16bit_fill_equals_cpu(monkeypatch, settings, mode, free_ends, sort):
     """The packed 16-bit score-only fill (two pairs per thread, here in its plain
     half-by-half form) equals the CPU engine: 36 pairs fill one warp pair (the odd warp
     mostly unused slots), with empty and one-residue sequences; unsorted, either half of a
     thread may be the shorter one, in rows and in columns. With traceback the job stays on
     32-bit cells."""
-    monkeypatch.setattr(gpualign_df.gpu, "FILL_16BIT", True)
-    monkeypatch.setattr(gpualign_df.gpu, "SORT_BY_LENGTH", sort)
+    settings(fill_16bit=True, sort_by_length=sort)
     queries, targets = small_pairs(21, "ACGT", max_length=24)
     seen = []
-    original = gpualign_df.gpu.plan_batches
+    original = gpualign_df.gpu.batches.plan_batches
 
     def recording(*args, **kwargs):
         batches = original(*args, **kwargs)
         seen.extend(batch.packed for batch in batches)
         return batches
 
-    monkeypatch.setattr(gpualign_df.gpu, "plan_batches", recording)
+    monkeypatch.setattr(gpualign_df.gpu.batches, "plan_batches", recording)
     options = dict(mode=mode, free_ends=free_ends, match=2, mismatch=-3, gap_open=3,
                    gap_extend=1)
     both_engines(queries, targets, **options)
@@ -290,11 +286,11 @@ def test_packed_16bit_fill_equals_cpu(monkeypatch, mode, free_ends, sort):
     assert seen == [False, True]
 
 
-def test_packed_16bit_fill_ties_and_zero_gap_costs(monkeypatch):
+def test_packed_16bit_fill_ties_and_zero_gap_costs(settings):
     """Repeats with many equal-scoring end cells and free gaps (gap_open 0): the packed fill
     keeps the CPU engine's row-major first end cell in every mode; one pair is much longer
     than its partner in the other half."""
-    monkeypatch.setattr(gpualign_df.gpu, "FILL_16BIT", True)
+    settings(fill_16bit=True)
     queries = ["ACACACACAC", "AAAAAAAA", "ACGTACGT", "GGGG", "CA" * 15, "T"] * 6
     targets = ["ACAC", "AAAA" * 5, "ACGT", "CCCCGGGGCCCC", "AC", "TTTTTTTTTTTTTTTTTTTTTTTT"] * 6
     for mode in ("sw", "nw", "sg"):
@@ -320,13 +316,11 @@ def test_packed_16bit_fill_only_where_values_fit():
 
 
 @pytest.mark.parametrize("rows", [8, 16])
-def test_fill_strips_of_8_and_16_rows_equal_cpu(monkeypatch, rows):
+def test_fill_strips_of_8_and_16_rows_equal_cpu(settings, rows):
     """The inter-task fill with strips of 8 and of 16 query rows (two traceback words per
     column, the second written only where the query reaches it) equals the CPU engine,
     queries of every length around the strip and word boundaries included."""
-    from gpualign_df.kernels import inter
-
-    monkeypatch.setattr(inter, "FILL_STRIP_ROWS", rows)
+    settings(fill_strip_rows=rows)
     rng = np.random.default_rng(11)
     lengths = [1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40]
     queries = ["".join(rng.choice(list("ACGT"), size=length)) for length in lengths]
@@ -341,7 +335,7 @@ def test_plan_sums_kernel_equals_numpy(warps):
     """The one-block offsets-and-totals kernel of the plan writes what its numpy form does
     (the engine uses the numpy form under the simulator): layout table and totals, for
     warp counts below, at and above the block's thread count."""
-    from gpualign_df import plan
+    from gpualign_df.gpu import plan
     from gpualign_df.kernels import planning
 
     rng = np.random.default_rng(warps)

@@ -1,4 +1,12 @@
-"""The engines' kernels: numba ``njit`` for the CPU, numba CUDA for the GPU."""
+"""The engines' kernels, numba code only: ``njit`` for the CPU (:mod:`.cpu`, :mod:`.cpu_lanes`,
+:mod:`.common`), CUDA for the GPU (:mod:`.strip` the cells every fill and search shares,
+:mod:`.inter`, :mod:`.inter16`, :mod:`.intra` fills, :mod:`.search` score passes and top-k,
+:mod:`.traceback` walk and CIGARs, :mod:`.gather`, :mod:`.planning`, :mod:`.dpx`).
+
+Nothing here imports the engines or reads settings: kernel factories take what they are
+specialised for as arguments (so a changed setting builds another kernel, never a stale
+cached one), and the engines (:mod:`gpualign_df.gpu`) decide.
+"""
 
 import os
 

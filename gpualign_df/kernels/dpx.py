@@ -170,7 +170,7 @@ def functions(use_dpx: bool):
 @lru_cache(maxsize=None)
 def append_sign():
     """``word << 1`` with the sign bit of an int32 difference shifted in, as linked CUDA C:
-    one funnel shift (``SHF.L``) per traceback bit (see ``inter.FUNNEL_APPEND``)."""
+    one funnel shift (``SHF.L``) per traceback bit (the ``funnel_append`` setting)."""
     return cuda.declare_device("gpualign_append_sign", "uint32(uint32, int32)",
                                link=_linked_source(), abi="c")
 

@@ -5,7 +5,7 @@ Thread ``lane`` of warp pair ``p`` aligns slot ``a = 64p + lane`` (warp ``2p``) 
 one ``*_s16x2`` DPX instruction advances two cells. Same recurrences, tie-breaks and end
 cells as :mod:`gpualign_df.kernels.inter` (the contract is in
 :mod:`gpualign_df.kernels.cpu`), exact where no value can leave 16 bits (the caller checks
-the bound: ``gpualign_df.gpu.fill_fits_16bit``). Score only: with traceback the 32-bit
+the bound: :func:`gpualign_df.gpu.policy.fill_fits_16bit`). Score only: with traceback the 32-bit
 kernel is as fast (its traceback bits cost one funnel shift each; two lanes' bits would
 cost a select per lane).
 
@@ -27,7 +27,7 @@ from numba import cuda, int32, uint32, uint64
 
 from . import dpx
 from .dpx import NEG16, NEG16_PAIR, high_half, low_half
-from .inter import (SHARED_TABLE16, STRIP_ROWS, WARP, border_score, load_table, mode_shape,
+from .strip import (SHARED_TABLE16, STRIP_ROWS, WARP, border_score, load_table, mode_shape,
                     pack_pair, strip_functions)
 
 
@@ -35,7 +35,7 @@ from .inter import (SHARED_TABLE16, STRIP_ROWS, WARP, border_score, load_table, 
 def fold_row(i, m, n, best, best_i, best_j, local, end_row, end_column, corner, row_best,
              row_best_j, last_column):
     """One strip row's end-cell candidate of one half folded into its best (as
-    ``inter.strip_functions``' ``end_candidates``, rows ascending, strict >)."""
+    ``strip.strip_functions``' ``end_candidates``, rows ascending, strict >)."""
     if i <= m:
         if local or (end_row and i == m):
             if row_best > best:

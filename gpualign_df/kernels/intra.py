@@ -1,19 +1,20 @@
 """Intra-task CUDA kernel for long pairs: one block per pair.
 
 Thread ``t`` of the block owns strip ``t`` of ``STRIP_ROWS`` query rows in a pass of
-``blockDim.x`` strips; the strips sweep the target as a wavefront (thread ``t`` computes
-column ``step - t + 1`` at step ``step``), handing the bottom row's H and I to thread
-``t + 1`` through double-buffered shared memory, one barrier per step. The last strip of a
-pass leaves its bottom row in a global row buffer for the first strip of the next pass.
+``blockDim.x`` strips (the block size the kernel is built for, ``block_threads``); the
+strips sweep the target as a wavefront (thread ``t`` computes column ``step - t + 1`` at
+step ``step``), handing the bottom row's H and I to thread ``t + 1`` through
+double-buffered shared memory, one barrier per step. The last strip of a pass leaves its
+bottom row in a global row buffer for the first strip of the next pass.
 
 The cells are computed by the same device functions as the inter-task kernel
-(:func:`gpualign_df.kernels.inter.strip_functions`), so recurrences and tie-breaks are
+(:func:`gpualign_df.kernels.strip.strip_functions`), so recurrences and tie-breaks are
 identical. ``control`` (two int64) is shared with the host while the kernel runs: a
 nonzero ``control[0]`` stops every block at its next pass (Ctrl-C), and each pass adds
 its cells to ``control[1]`` (progress within one long pair). Layout (one pair per
-"group", width 1): residues contiguous from
-``query_start[slot]``; traceback word of (strip, column j) at
-``tb_start[slot] + strip * n + j - 1``, the walk kernel reads it with width 1.
+"group", width 1): residues contiguous from ``query_start[slot]``; traceback word of
+(strip, column j) at ``tb_start[slot] + strip * n + j - 1``, the walk kernel reads it with
+width 1.
 """
 
 from __future__ import annotations
@@ -23,17 +24,17 @@ from functools import lru_cache
 from numba import cuda, int32, int64, uint64
 
 from .cpu import NEG_INF
-from .inter import SHARED_TABLE, STRIP_ROWS, strip_functions
-
-THREADS = 128
+from .strip import SHARED_TABLE, STRIP_ROWS, strip_functions
 
 
 @lru_cache(maxsize=None)
 def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                     use_dpx: bool = False):
-    """The intra-task fill kernel for one mode / free-ends / traceback combination."""
+                     use_dpx: bool = False, block_threads: int = 128, funnel: bool = True):
+    """The intra-task fill kernel for one mode / free-ends / traceback combination, to be
+    launched with ``block_threads`` threads per block (its shared arrays are sized by it;
+    ``funnel``: see :func:`~gpualign_df.kernels.strip.strip_functions`)."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
-        mode, fqs, fqe, fts, fte, traceback, use_dpx)
+        mode, fqs, fqe, fts, fte, traceback, use_dpx, False, STRIP_ROWS, True, funnel)
     rows = STRIP_ROWS
     neg = NEG_INF
     corner_mode = mode == 1 or (mode == 2 and not (fqe or fte))
@@ -43,11 +44,11 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
                   row_start, tb_start, sub, alphabet_size, go, ge, h_buffer, i_buffer, tb,
                   slot_row, score, end_i, end_j, control):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
-        handoff_h = cuda.shared.array((2, THREADS), int32)
-        handoff_i = cuda.shared.array((2, THREADS), int32)
-        strip_score = cuda.shared.array(THREADS, int32)
-        strip_i = cuda.shared.array(THREADS, int32)
-        strip_j = cuda.shared.array(THREADS, int32)
+        handoff_h = cuda.shared.array((2, block_threads), int32)
+        handoff_i = cuda.shared.array((2, block_threads), int32)
+        strip_score = cuda.shared.array(block_threads, int32)
+        strip_i = cuda.shared.array(block_threads, int32)
+        strip_j = cuda.shared.array(block_threads, int32)
         stop = cuda.shared.array(1, int64)
         for k in range(cuda.threadIdx.x, alphabet_size * alphabet_size, cuda.blockDim.x):
             shared_sub[k] = sub[k]

@@ -2,7 +2,7 @@
 sums its warps' sizes (:func:`warp_plan`), then one block turns those sizes into offsets
 and totals (:func:`plan_sums`), in place of some fifty small array operations.
 
-No frame or batch logic here: :func:`gpualign_df.plan._inter_batches` launches them with
+No frame or batch logic here: :func:`gpualign_df.gpu.plan.plan_batches` launches them with
 the length sort's permutation.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numba import cuda, int64
 
-from .inter import STRIP_ROWS, WARP
+from .strip import STRIP_ROWS, WARP
 
 #: Rows of the per-warp quantity table: bytes needed, query words, target words, row-above
 #: words, traceback words, run words, cells.

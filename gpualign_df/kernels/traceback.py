@@ -14,7 +14,7 @@ from numba import cuda, int32, uint32, uint64
 
 from . import common
 from .cpu import MODE_GLOBAL, MODE_LOCAL
-from .inter import STRIP_ROWS
+from .strip import STRIP_ROWS
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 
@@ -38,7 +38,7 @@ def flush_run(runs, position, length, op, count, size, opens):
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool):
     """Traceback walk for one mode / free-starts / CIGAR-style combination, over the fill
-    kernels' words (:func:`gpualign_df.kernels.inter.append_sign`: row ``r`` of a strip at
+    kernels' words (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at
     bits ``4 * (7 - r)``). H's source comes from two bits and there is no start bit: a
     local walk tracks H back from the score and stops where it is 0 (the CPU engine's
     source 0: a cell whose best is <= 0)."""

@@ -1,15 +1,17 @@
-"""Kernel launches with little host work.
+"""Kernel launches with little host work, and the engine's launch of a kernel by name.
 
 numba's launch path turns every CuPy argument into a numba device array (a CUDA context
-check, a memory-pointer object, a type lookup) before it marshals it: 20-40 us per array
-argument, about 1 ms for the traceback walk's 27 arguments, all of it host time during
-which the GPU waits at the start of a job. Here the first launch of a kernel for a given
-kind of arguments goes through numba (which compiles it); later ones reuse the compiled
-kernel and lay out the arguments the way numba's ``_Kernel._prepare_args`` does, straight
-from the CuPy arrays' pointers, shapes and strides, and launch it with ``cuda.core``.
+check, a memory-pointer object, a type lookup) before it marshals it: tens of microseconds
+per array argument, a millisecond for a kernel of a few dozen arguments, all of it host
+time during which the GPU waits at the start of a job. Here the first launch of a kernel
+for a given kind of arguments goes through numba (which compiles it); later ones reuse the
+compiled kernel and lay out the arguments the way numba's ``_Kernel._prepare_args`` does,
+straight from the CuPy arrays' pointers, shapes and strides, and launch it with
+``cuda.core``.
 
 Wherever that is not possible (the CUDA simulator, a numba-cuda without ``cuda.core``
-launches, an argument of another kind) the launch goes through numba as before.
+launches, an argument of another kind, the ``fast_launch`` setting off) the launch goes
+through numba.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import ctypes
 import threading
 
 import numpy as np
+from numba import cuda
 
-from .kernels import simulator
-
-#: Set False to launch every kernel through numba's own path (benchmarks, tests).
-FAST_LAUNCH = True
+from .. import config
+from ..kernels import simulator
+from .device import current_device, kernel_view
 
 _COMPILED: dict[tuple, tuple] = {}
 _LOCK = threading.Lock()
@@ -94,7 +96,7 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
     """Launch ``kernel[blocks, threads](*arguments)`` on the default stream, or on
     ``stream`` (a numba stream); ``view`` turns an argument into what numba's own path
     takes (first launches, fallbacks)."""
-    core = None if simulator() or not FAST_LAUNCH else _core()
+    core = None if simulator() or not config.settings().fast_launch else _core()
     key = None
     if core is not None:
         kinds = tuple(_kind(argument) for argument in arguments)
@@ -132,16 +134,6 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
     LAUNCHES["fast"] += 1
 
 
-def current_device() -> int:
-    """The current CUDA device (CuPy's numbering; 0 under the CUDA simulator): compiled
-    kernels and the engine's cached buffers are kept per device."""
-    if simulator():
-        return 0
-    import cupy
-
-    return cupy.cuda.runtime.getDevice()
-
-
 def _remember(kernel, key, views) -> None:
     """Keep the overload numba compiled (and launched) for these arguments, with how
     each argument is laid out, where :func:`_layout` takes every one of their types (and
@@ -158,3 +150,26 @@ def _remember(kernel, key, views) -> None:
         return
     with _LOCK:
         _COMPILED[key] = (kernel, layouts, loaded)
+
+
+#: Seconds spent in each kernel, by the name it was launched under, while the
+#: ``time_kernels`` setting is on (benchmarks read and clear it).
+KERNEL_SECONDS: dict[str, float] = {}
+
+
+def launch_kernel(name: str, kernel, blocks: int, threads: int, *arguments,
+                  stream=None) -> None:
+    """Launch a kernel of the engine (:func:`launch`, arguments viewed by
+    :func:`~gpualign_df.gpu.device.kernel_view`) on the default stream or on ``stream``;
+    with the ``time_kernels`` setting, time it with CUDA events into
+    ``KERNEL_SECONDS[name]`` (waiting for it)."""
+    if simulator() or not config.settings().time_kernels:
+        launch(kernel, blocks, threads, arguments, kernel_view, stream)
+        return
+    start, stop = cuda.event(), cuda.event()
+    start.record(stream or 0)
+    launch(kernel, blocks, threads, arguments, kernel_view, stream)
+    stop.record(stream or 0)
+    stop.synchronize()
+    seconds = cuda.event_elapsed_time(start, stop) / 1e3
+    KERNEL_SECONDS[name] = KERNEL_SECONDS.get(name, 0.0) + seconds

@@ -6,9 +6,10 @@ module holds the job's lengths: CuPy on a GPU (a handful of device operations an
 copy of totals to the host), numpy under the CUDA simulator. Long pairs are few and are
 planned on the host.
 
-* Short and medium pairs (at most ``INTER_MAX_CELLS`` cells) go to the inter-task kernel:
-  sorted by (target, query) length, longest first, in warps of 32 slots; residues of a
-  warp interleaved (``base + 32*i + lane``), traceback words of a warp interleaved too.
+* Short and medium pairs (at most ``inter_max_cells`` cells, a setting) go to the
+  inter-task kernel: sorted by (target, query) length, longest first, in warps of 32
+  slots; residues of a warp interleaved (``base + 32*i + lane``), traceback words of a
+  warp interleaved too.
 * Long pairs go to the intra-task kernel, one block per pair, residues contiguous
   (width 1).
 """
@@ -20,11 +21,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from .kernels import planning
-from .kernels.inter import STRIP_ROWS, WARP
-
-#: Pairs with more cells than this run on the intra-task (one block per pair) kernel.
-INTER_MAX_CELLS = 1 << 22
+from .. import config
+from ..kernels import planning, simulator
+from ..kernels.strip import STRIP_ROWS, WARP
+from .device import THREADS_PER_BLOCK, kernel_view
+from .launch import launch
 
 
 @dataclass
@@ -103,15 +104,18 @@ def to_numpy(array) -> np.ndarray:
 
 
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
-                 sort: bool = True, fits_16bit=None,
-                 longest: tuple[int, int] | None = None) -> list[Batch]:
+                 sort: bool = True, fits_16bit=None, longest: tuple[int, int] | None = None,
+                 inter_max_cells: int | None = None) -> list[Batch]:
     """Batches for job rows ``pairs`` (None: every row; lengths indexed by job row; numpy or
     CuPy arrays, all of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
     whether the inter-task pairs run on packed 16-bit cells (two pairs per thread, warps
     paired: :mod:`gpualign_df.kernels.inter16`); None: never. ``longest``: bounds on the
     longest query and target (every pair short when their product is): no maxima are read
-    back, and the 16-bit and keyed-best checks take the bounds."""
+    back, and the 16-bit and keyed-best checks take the bounds. Pairs of more than
+    ``inter_max_cells`` cells (None: the setting) are long pairs."""
+    if inter_max_cells is None:
+        inter_max_cells = config.settings().inter_max_cells
     xp = module_of(query_lengths)
     if pairs is None:  # every job row: no gathers
         pair_query_lengths = query_lengths.astype(np.int64, copy=False)
@@ -121,18 +125,18 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
         pair_target_lengths = target_lengths[pairs].astype(np.int64, copy=False)
     if len(pair_query_lengths) == 0:
         return []
-    if longest is not None and longest[0] * longest[1] <= INTER_MAX_CELLS:
+    if longest is not None and longest[0] * longest[1] <= inter_max_cells:
         return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
                               budget_bytes, sort, *longest, fits_16bit)
     cells = pair_query_lengths * pair_target_lengths
     most_cells, longest_query, longest_target = (int(value) for value in to_numpy(xp.stack(
         [cells.max(), pair_query_lengths.max(), pair_target_lengths.max()])))
-    if most_cells <= INTER_MAX_CELLS:  # the usual case: no boolean selection
+    if most_cells <= inter_max_cells:  # the usual case: no boolean selection
         return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
                               budget_bytes, sort, longest_query, longest_target, fits_16bit)
     if pairs is None:
         pairs = xp.arange(len(pair_query_lengths), dtype=np.int64)
-    is_long = cells > INTER_MAX_CELLS
+    is_long = cells > inter_max_cells
     short = ~is_long
     if bool(short.any()):
         longest_query, longest_target = (int(value) for value in to_numpy(xp.stack(
@@ -221,9 +225,9 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
 
 def _length_order(xp, target_lengths, query_lengths):
     """The permutation that sorts pairs by target length, then query length, both
-    descending, ties in their order (stable; CuPy's argsort is stable). On an H100, W1:
-    0.12 ms of host time with CuPy, 0.35 ms through libcudf's ``stable_sorted_order``
-    (which also waits for the device)."""
+    descending, ties in their order (stable; CuPy's argsort is stable). CuPy's argsort
+    takes less host time than libcudf's ``stable_sorted_order``, which also waits for the
+    device."""
     if xp is np:
         return np.argsort(-(target_lengths * (1 << 32) + query_lengths), kind="stable")
     return xp.argsort(_sort_key()(target_lengths, query_lengths))
@@ -271,9 +275,6 @@ def _long_batches(pairs, m, n, traceback, budget):
 def _launch_plan(groups, *arguments):
     """The planning kernel over ``groups`` warp groups (CuPy arrays viewed without a stream
     wait, as the engine's kernels take them)."""
-    from .gpu import THREADS_PER_BLOCK, kernel_view
-    from .launch import launch
-
     threads = THREADS_PER_BLOCK
     launch(planning.warp_plan, max(1, (groups + threads - 1) // threads), threads, arguments,
            kernel_view)
@@ -292,9 +293,5 @@ def plan_sums_host(quantities, warp_columns, warp_table, totals):
 
 def _launch_sums(*arguments):
     """The one-block offsets-and-totals kernel (:func:`planning.plan_sums`)."""
-    from .gpu import THREADS_PER_BLOCK, kernel_view
-    from .kernels import simulator
-    from .launch import launch
-
     threads = THREADS_PER_BLOCK if simulator() else planning.SUM_THREADS
     launch(planning.plan_sums, 1, threads, arguments, kernel_view)

@@ -4,10 +4,11 @@ Importing cuDF routes CuPy (and numba) through RMM. With RMM's default resource,
 ``cudaMalloc``/``cudaFree`` (each free a device-wide wait), the hundred or so temporaries
 of a job cost several milliseconds; there the engine allocates from a private
 stream-ordered resource (``cudaMallocAsync``: a free waits for nothing) that gives freed
-memory back at each synchronization beyond ``KEEP_BYTES`` (none by default: on an H100,
-keeping 1 GiB changed the W1 times by less than their spread). A resource the user
-configured (a pool, the async allocator, a limit; :func:`gpualign_df.cluster` picks the
-async one for its workers) is shared as it is, and without RMM CuPy's own pool serves.
+memory back at each synchronization beyond the ``gpu_keep_bytes`` setting (none by
+default: keeping more did not make repeated jobs measurably faster, see BENCHMARKS.md).
+A resource the user configured (a pool, the async allocator, a limit;
+:func:`gpualign_df.cluster` picks the async one for its workers) is shared as it is, and
+without RMM CuPy's own pool serves.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from .kernels import simulator
+from .. import config
+from ..kernels import simulator
 
-#: Freed memory the private resource keeps for the next job (above it, given back).
-KEEP_BYTES = 0
+#: The private resource, made on first use, and the ``gpu_keep_bytes`` it was made with.
 _PRIVATE_RESOURCE = None
+_PRIVATE_KEEP_BYTES: int | None = None
 
 
 def _private_allocator():
     """A CuPy allocator over the engine's private stream-ordered RMM resource, or None
     where CuPy's current allocator is to be kept."""
-    global _PRIVATE_RESOURCE
+    global _PRIVATE_RESOURCE, _PRIVATE_KEEP_BYTES
     import cupy
 
     try:
@@ -36,8 +38,11 @@ def _private_allocator():
     if cupy.cuda.get_allocator() is not rmm_cupy_allocator \
             or type(rmm.mr.get_current_device_resource()) is not rmm.mr.CudaMemoryResource:
         return None  # the user's allocator, or an RMM resource of the user's own
-    if _PRIVATE_RESOURCE is None:
-        _PRIVATE_RESOURCE = rmm.mr.CudaAsyncMemoryResource(release_threshold=KEEP_BYTES)
+    keep = config.settings().gpu_keep_bytes
+    if _PRIVATE_RESOURCE is None or keep != _PRIVATE_KEEP_BYTES:
+        # buffers of an earlier resource keep it alive until they are freed
+        _PRIVATE_RESOURCE = rmm.mr.CudaAsyncMemoryResource(release_threshold=keep)
+        _PRIVATE_KEEP_BYTES = keep
     resource = _PRIVATE_RESOURCE
 
     def allocate(size: int):

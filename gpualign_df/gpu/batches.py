@@ -1,0 +1,353 @@
+"""Aligning pairs on the device: a job's pairs planned into batches, each batch gathered,
+filled, walked back and written as CIGAR characters on the device, and the result columns
+assembled in job row order.
+
+Sequences live on the device as residue codes + offsets (:class:`DeviceSequences`); every
+batch gathers its pairs' residues into the interleaved layout on the device, and a last
+kernel puts every pair's characters at its row's offset in one buffer. Results come out as
+device arrays (:class:`DeviceResults`) that the pandas path copies to the host
+(:func:`to_host`) and the cuDF path wraps as columns without a host copy of residues or
+CIGARs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import config
+from ..arrays import AlignmentArrays
+from ..encode import EncodedSequences
+from ..kernels import dpx, inter, inter16, intra, traceback as tb_kernels
+from ..kernels.gather import gather_pair_residues, prepare_inter_slots
+from ..kernels.strip import MAX_ALPHABET, mode_shape
+from ..scoring import Mode, Scoring
+from .buffers import DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload
+from .device import THREADS_PER_BLOCK, array_module, blocks
+from .launch import launch_kernel
+from .memory import engine_allocations
+from .plan import Batch, plan_batches, to_numpy
+from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
+from .streams import FillControl, beside_default_stream
+
+#: Result columns the kernels write, by job row (int32); score-only jobs write the first 3.
+RESULT_COLUMNS = ("score", "end_i", "end_j", "start_i", "start_j", "matches", "mismatches",
+                  "gap_opens", "gaps", "cigar_length")
+
+
+@dataclass
+class DeviceResults:
+    """Result columns in job row order, on the device (arrays of :func:`array_module`).
+
+    ``chars``/``offsets`` hold the CIGARs. A one-batch job leaves its characters in a
+    buffer sized by a bound and its total unread (``characters`` None), so that the caller
+    can build its other columns while the kernels run; :meth:`cigar_chars` waits for them.
+    """
+
+    columns: dict
+    chars: object | None
+    offsets: object | None
+    cells: int
+    characters: int | None = 0
+
+    def cigar_chars(self):
+        """The CIGAR characters in a buffer of their own, ``offsets[-1]`` of them (at
+        least one byte); the one read of a total from the device."""
+        if self.characters is None:
+            self.characters = int(self.offsets[-1])
+            self.chars = self.chars[:max(self.characters, 1)].copy()
+        return self.chars
+
+
+@dataclass(frozen=True)
+class DeviceJob:
+    """What every batch of one job shares: sequences and pair lists on the device, the
+    scoring tables, what the kernels are specialised for, the result columns, and the
+    settings the job started with (read once, in the calling thread)."""
+
+    queries: DeviceSequences
+    targets: DeviceSequences
+    pair_query: object          # int64, by job row (device arrays)
+    pair_target: object
+    sub: object                 # int32 substitution table, alphabet x alphabet
+    sub16: object | None        # the same with a padding code, for packed 16-bit fills
+    concrete: object            # uint8 per code: 1 for a concrete residue (``=`` vs ``X``)
+    alphabet_size: int
+    gap_open: int
+    gap_extend: int
+    flags: tuple                # (mode code, fqs, fqe, fts, fte, traceback)
+    merge_matches: bool         # CIGAR style "M"
+    soft_clip: bool
+    columns: dict               # name -> int32 device column, job row order
+    use_dpx: bool
+    tuning: config.Settings
+
+    @property
+    def traceback(self) -> bool:
+        return self.flags[-1]
+
+
+def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query,
+                    pair_target, query_lengths, target_lengths, valid, scoring: Scoring,
+                    mode: Mode, *, traceback: bool, cigar_style: str, clip: str | None,
+                    progress=None, longest: tuple[int, int] | None = None,
+                    all_valid: bool = False) -> DeviceResults:
+    """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``.
+
+    The per-row arrays may be numpy or device (CuPy) arrays; they are planned on the
+    device, so a job whose arrays already live there copies nothing per row to the host.
+    ``longest``: bounds on the longest query and target of the job, where the caller knows
+    them (the plan then reads no maxima back; see :func:`gpualign_df.gpu.plan.plan_batches`);
+    ``all_valid``: every ``valid[k]`` is known true (no read of how many are). Reads the
+    settings of the calling thread.
+    """
+    xp = array_module()
+    tuning = config.settings()
+    with DEVICE_LOCK, engine_allocations():
+        return _align_on_device(
+            queries, targets, xp.asarray(pair_query, dtype=np.int64),
+            xp.asarray(pair_target, dtype=np.int64), xp.asarray(query_lengths, dtype=np.int64),
+            xp.asarray(target_lengths, dtype=np.int64), xp.asarray(valid, dtype=bool),
+            scoring, mode, traceback, cigar_style, clip, progress, longest, all_valid, tuning)
+
+
+def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, target_lengths,
+                     valid, scoring, mode, traceback, cigar_style, clip, progress, longest,
+                     all_valid, tuning):
+    xp = array_module()
+    rows = len(pair_query)
+    names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
+    # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
+    table = xp.empty((len(names), max(rows, 1)), np.int32)
+    columns = {name: table[k] for k, name in enumerate(names)}
+    use_16bit = use_fill_16bit(tuning.fill_16bit, traceback)
+    job = DeviceJob(
+        queries=queries, targets=targets, pair_query=pair_query, pair_target=pair_target,
+        sub=device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
+        sub16=device_table("substitution16", table16(scoring)) if use_16bit else None,
+        concrete=device_table("concrete", scoring.concrete),
+        alphabet_size=len(scoring.alphabet), gap_open=scoring.gap_open,
+        gap_extend=scoring.gap_extend, flags=(mode.code, *mode.flags(), traceback),
+        merge_matches=cigar_style == "M", soft_clip=clip == "soft", columns=columns,
+        use_dpx=dpx.available(), tuning=tuning)
+
+    def fits_16bit(longest_query: int, longest_target: int) -> bool:
+        return fill_fits_16bit(scoring, longest_query, longest_target)
+
+    pairs = None if all_valid else xp.flatnonzero(valid)  # None: every row
+    batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
+                           int(free_bytes() * tuning.gpu_memory_share),
+                           sort=tuning.sort_by_length,
+                           fits_16bit=fits_16bit if use_16bit else None, longest=longest,
+                           inter_max_cells=tuning.inter_max_cells)
+    local, _corner, _free_row0, _free_col0, end_row, _end_column = mode_shape(
+        mode.code, *mode.flags())
+    tracks_rows = local or end_row  # the fill keeps running row bests (keyed or selected)
+    # One batch (the usual case): its CIGARs go straight to their rows' places in the column.
+    direct = valid if traceback and len(batches) == 1 else None
+    pieces = []
+    cells = 0
+    for batch in batches:
+        keyed = (tuning.keyed_best and tracks_rows and
+                 keyed_best_fits(scoring, batch.longest_query, batch.longest_target))
+        reported = [0]
+
+        def on_cells(done: int) -> None:
+            done = min(done, batch.cells - reported[0])
+            reported[0] += done
+            if progress is not None and done > 0:
+                progress(done)
+
+        piece = run_batch(job, batch, keyed, direct, on_cells)
+        if piece is not None:
+            pieces.append(piece)
+        cells += batch.cells
+        on_cells(batch.cells - reported[0])
+    if not traceback:
+        return DeviceResults(columns, None, None, cells)
+    if direct is not None:
+        chars, offsets = pieces[0]
+        return DeviceResults(columns, chars, offsets, cells, characters=None)
+    offsets = row_offsets(xp, columns["cigar_length"], valid)
+    total = int(offsets[-1])
+    chars = xp.empty(max(total, 1), dtype=np.uint8)
+    for batch_chars, batch_offsets, slot_row, slot_lengths in pieces:
+        launch_kernel("cigar", tb_kernels.scatter_strings, blocks(slot_row.size),
+                      THREADS_PER_BLOCK, batch_chars, batch_offsets, slot_row, slot_lengths,
+                      chars, offsets)
+    return DeviceResults(columns, chars, offsets, cells, total)
+
+
+def _offsets(xp, lengths):
+    """Offsets (``len(lengths) + 1``, int64, on the device) of strings of ``lengths``."""
+    offsets = xp.zeros(len(lengths) + 1, dtype=np.int64)
+    xp.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def row_offsets(xp, cigar_length, valid):
+    """CIGAR offsets of the job rows (``rows + 1``) from the device lengths."""
+    return _offsets(xp, xp.where(valid, cigar_length[:len(valid)], 0).astype(np.int64))
+
+
+def cigar_bound(run_words: int) -> int:
+    """Most CIGAR characters a batch can write: a run of L operations takes at most
+    ``digits(L) + 1 <= 2L`` characters, and a pair has at most ``len(query) + len(target)``
+    operations (``run_words`` bounds their sum)."""
+    return 2 * run_words
+
+
+def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
+    """Gather, fill, walk and write one batch (``keyed``: the fill keeps keyed row bests).
+    Returns its CIGAR piece (batch buffer, slot offsets, rows, lengths), or with ``direct``
+    (the job's validity; one batch only) the finished column (characters in a bound-sized
+    buffer, row offsets); None without traceback. A long-pair fill reports its cells to
+    ``on_cells`` while it runs (see :class:`~gpualign_df.gpu.streams.FillControl`); other
+    batches report nothing here."""
+    xp = array_module()
+    tuning = job.tuning
+    columns = job.columns
+
+    def device64(values):
+        return xp.asarray(values, dtype=np.int64)
+
+    slot_row = device64(batch.slot_row)
+    query_lengths, target_lengths = (device64(values) for values in (batch.query_lengths,
+                                                                     batch.target_lengths))
+    grid = blocks(batch.slots)
+    query = scratch("query", batch.query_size, np.uint8)
+    target = scratch("target", batch.target_size, np.uint8)
+    if batch.kind == "inter":
+        # the layout table's rows: query, target, row-above, traceback, run-word bases;
+        # columns, run words per slot
+        warps = batch.warp_table
+        starts = scratch("slot_starts", 5 * batch.slots, np.int64).reshape((5, batch.slots))
+        launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
+                      warps[1], warps[3], warps[4], warps[5], warps[6], starts, slot_row,
+                      job.queries.codes, job.queries.offsets, job.pair_query, query_lengths,
+                      query, job.targets.codes, job.targets.offsets, job.pair_target,
+                      target_lengths, target)
+        run_base = starts[4]
+    else:
+        starts = xp.stack([device64(values) for values in (
+            batch.query_start, batch.target_start, batch.tb_start, batch.columns)])
+        for sequences, sequence_of_row, start, lengths, out in (
+                (job.queries, job.pair_query, starts[0], query_lengths, query),
+                (job.targets, job.pair_target, starts[1], target_lengths, target)):
+            launch_kernel("gather", gather_pair_residues, grid, THREADS_PER_BLOCK,
+                          sequences.codes, sequences.offsets, slot_row, sequence_of_row,
+                          lengths, start, batch.width, out)
+        run_base = device64(batch.run_base)
+    query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
+    h_buffer = scratch("h_row", batch.row_words, np.int32)
+    i_buffer = scratch("i_row", batch.row_words, np.int32)
+    tb = scratch("traceback", batch.tb_words, np.uint32)
+    alphabet_and_gaps = (job.alphabet_size, job.gap_open, job.gap_extend)
+    common = (job.sub, *alphabet_and_gaps, h_buffer, i_buffer, tb, slot_row,
+              columns["score"], columns["end_i"], columns["end_j"])
+    row_start = None if batch.kind == "inter" else device64(batch.row_start)
+    interval = tuning.progress_interval
+    control = None
+
+    def settle() -> None:
+        """Wait (polled) for a long fill before the host's first wait for later work; the
+        walk and CIGAR kernels are queued behind the fill by then."""
+        if control is not None:
+            control.wait(on_cells, interval)
+
+    with beside_default_stream(batch.cells, tuning) as stream:
+        if batch.packed:  # two pairs per thread; the table has a padding code (= alphabet)
+            kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
+            launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK, query,
+                          target, query_lengths, target_lengths,
+                          *(warps[k] for k in (0, 1, 2, 5)), job.sub16, *alphabet_and_gaps,
+                          h_buffer, i_buffer, slot_row, columns["score"], columns["end_i"],
+                          columns["end_j"], stream=stream)
+        elif batch.kind == "inter":
+            kernel = inter.fill_kernel(*job.flags, job.use_dpx, keyed, *fill_shape(tuning),
+                                       tuning.funnel_append)
+            launch_kernel("fill", kernel, grid, THREADS_PER_BLOCK, query, target,
+                          query_lengths, target_lengths, *(warps[k] for k in (0, 1, 2, 3, 5)),
+                          *common, stream=stream)
+        else:
+            control = FillControl()
+            kernel = intra.long_fill_kernel(*job.flags, job.use_dpx, tuning.intra_threads,
+                                            tuning.funnel_append)
+            launch_kernel("fill", kernel, batch.slots, tuning.intra_threads, query, target,
+                          query_lengths, target_lengths, query_start, target_start, row_start,
+                          tb_start, *common, control.device, stream=stream)
+            control.launched(stream)
+            if stream is not None:  # the side stream is joined (a blocking wait) at the end
+                control.wait(on_cells, interval)
+    if not job.traceback:
+        settle()
+        return None
+    used = slot_row >= 0
+    known_row = xp.maximum(slot_row, 0)
+    mode_code, fqs, _fqe, fts, _fte, _ = job.flags
+    runs = scratch("runs", batch.run_words, np.uint32)
+    run_count = scratch("run_count", batch.slots, np.int32)
+    walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip)
+    launch_kernel("walk", walk, grid, THREADS_PER_BLOCK, query, target, query_lengths,
+                  target_lengths, query_start, target_start, tb_start, slot_columns,
+                  batch.width, tb, job.concrete, job.sub, *alphabet_and_gaps, slot_row,
+                  columns["score"], columns["end_i"], columns["end_j"], run_base, runs, run_count,
+                  columns["start_i"], columns["start_j"], columns["matches"],
+                  columns["mismatches"], columns["gap_opens"], columns["gaps"],
+                  columns["cigar_length"])
+    if direct is not None:  # no wait for the total: a bound sizes the buffer
+        offsets_of_rows = row_offsets(xp, columns["cigar_length"], direct)
+        slot_offsets = xp.where(used, offsets_of_rows[known_row], 0)
+        total = cigar_bound(batch.run_words)
+    else:
+        slot_offsets = _offsets(xp, xp.where(used, columns["cigar_length"][known_row],
+                                             0).astype(np.int64))
+        settle()
+        total = int(slot_offsets[-1])
+    chars = xp.empty(max(total, 1), dtype=np.uint8)
+    write = tb_kernels.cigar_kernel(job.merge_matches, job.soft_clip)
+    launch_kernel("cigar", write, grid, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
+                  columns["start_i"], columns["end_i"], query_lengths, slot_offsets, chars)
+    settle()
+    if direct is not None:
+        return chars, offsets_of_rows
+    # fresh arrays (not scratch buffers): the piece outlives this batch
+    return chars, slot_offsets, slot_row, query_lengths
+
+
+def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> AlignmentArrays:
+    """Copy device results into the engines' host arrays."""
+    rows = len(valid)
+    host = {name: np.where(valid, to_numpy(array)[:rows], 0)
+            for name, array in results.columns.items()}
+    out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["end_i"],
+                          target_end=host["end_j"], cells=results.cells)
+    if traceback:
+        out.query_start, out.target_start = host["start_i"], host["start_j"]
+        out.stats = {name: host[name] for name in ("matches", "mismatches", "gap_opens", "gaps")}
+        out.stats["length"] = out.stats["matches"] + out.stats["mismatches"] + out.stats["gaps"]
+        out.cigar_offsets = to_numpy(results.offsets)
+        out.cigar_chars = to_numpy(results.cigar_chars())[:results.characters]
+    return out
+
+
+def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
+                  pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
+                  cigar_style: str, clip: str | None, cpu_runner, progress) -> AlignmentArrays:
+    """Align pairs of host-encoded sequences on the GPU; host arrays in pair order.
+
+    Alphabets over ``MAX_ALPHABET`` symbols (the shared-memory table) run on the CPU.
+    """
+    if len(scoring.alphabet) > MAX_ALPHABET:
+        return cpu_runner(pair_query, pair_target)
+    valid = queries.valid[pair_query] & targets.valid[pair_target]
+    device_queries = upload(queries)
+    device_targets = device_queries if targets is queries else upload(targets)
+    longest = (int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
+    results = align_on_device(device_queries, device_targets, pair_query, pair_target,
+                              queries.lengths[pair_query], targets.lengths[pair_target], valid,
+                              scoring, mode, traceback=traceback, cigar_style=cigar_style,
+                              clip=clip, progress=progress, longest=longest,
+                              all_valid=bool(valid.all()))
+    return to_host(results, valid, traceback)

@@ -1,0 +1,107 @@
+"""Device buffers the engine keeps between jobs, and sequences on the device.
+
+Scratch buffers (residues in kernel layout, row-above values, traceback words, runs, ...)
+are kept per name and device and grow as needed, so that a stream of jobs does no
+allocate/free churn; small constant tables are copied again only when their content
+changes. Jobs share these buffers, so one job at a time runs on the device
+(:data:`DEVICE_LOCK`). :func:`gpualign_df.gpu.release_scratch` frees them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda
+
+from ..encode import EncodedSequences
+from ..kernels import simulator
+from .device import array_module, current_device
+
+#: Scratch buffers by (name, device).
+_SCRATCH: dict[tuple[str, int], object] = {}
+#: Constant tables by (name, device), with the content they were copied from.
+_TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
+#: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
+#: scheduler, for one, runs tasks in several threads of one process).
+DEVICE_LOCK = threading.RLock()
+
+
+def free_bytes() -> int:
+    """Device memory a job may count on: what the device reports free, plus CuPy's pool's
+    free blocks and the engine's cached buffers on the current device (both reusable by
+    the job); a fixed 256 MiB under the CUDA simulator."""
+    if simulator():
+        return 1 << 28
+    import cupy
+
+    free, _total = cupy.cuda.runtime.memGetInfo()  # (numba's context does not report it
+    # under RMM's memory manager)
+    device = current_device()
+    return int(free) + cupy.get_default_memory_pool().free_bytes() + sum(
+        buffer.nbytes for (_name, owner), buffer in _SCRATCH.items() if owner == device)
+
+
+def scratch(name: str, count: int, dtype) -> object:
+    """A reusable device buffer of at least ``count`` elements on the current device (no
+    allocate/free churn)."""
+    count = max(int(count), 1)
+    key = (name, current_device())
+    buffer = _SCRATCH.get(key)
+    if buffer is None or buffer.size < count or buffer.dtype != np.dtype(dtype):
+        _SCRATCH.pop(key, None)
+        buffer = array_module().empty(count, dtype=dtype)
+        _SCRATCH[key] = buffer
+    return buffer[:count]
+
+
+def scratch_upload(name: str, host: np.ndarray) -> object:
+    """``host`` copied into a reusable device buffer (no allocation once it is large enough)."""
+    host = np.ascontiguousarray(host)
+    buffer = scratch(name, host.size, host.dtype)
+    if host.size:
+        if isinstance(buffer, np.ndarray):
+            buffer[...] = host.ravel()
+        else:
+            buffer.set(host.ravel())
+    return buffer.reshape(host.shape) if host.ndim > 1 else buffer
+
+
+def to_device(host: np.ndarray) -> object:
+    """A device copy of a host array: CuPy's (numba's under the simulator)."""
+    return cuda.to_device(host) if simulator() else array_module().asarray(host)
+
+
+def device_table(name: str, host: np.ndarray) -> object:
+    """A copy on the current device of a small constant table (substitution scores and the
+    like) that kernels only read: copied again only when its content changes."""
+    host = np.ascontiguousarray(host)
+    content = host.dtype.str.encode() + host.tobytes()
+    key = (name, current_device())
+    cached = _TABLES.get(key)
+    if cached is None or cached[0] != content:
+        cached = (content, to_device(host if host.size else np.zeros(1, host.dtype)))
+        _TABLES[key] = cached
+    return cached[1]
+
+
+def forget_buffers() -> None:
+    """Drop every cached scratch buffer and table (freed once no job holds them)."""
+    _SCRATCH.clear()
+    _TABLES.clear()
+
+
+@dataclass
+class DeviceSequences:
+    """Residue codes and int64 offsets of many sequences, on the device."""
+
+    codes: object
+    offsets: object
+
+
+def upload(encoded: EncodedSequences) -> DeviceSequences:
+    """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
+    simulator)."""
+    return DeviceSequences(to_device(encoded.codes if len(encoded.codes) else
+                                     np.zeros(1, np.uint8)), to_device(encoded.offsets))

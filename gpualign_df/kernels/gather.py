@@ -1,0 +1,70 @@
+"""CUDA kernels that gather residues from sequences stored back to back (codes + int64
+offsets, :class:`gpualign_df.gpu.buffers.DeviceSequences`) into the layouts the fill and
+search kernels read: interleaved by lane (``base + WARP * i``) for warps of pairs, or
+contiguous (width 1) for long pairs. One thread per slot; a slot without a sequence
+(-1) gathers nothing, so padding keeps whatever the buffer held and no kernel reads it.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from .strip import WARP
+
+
+@cuda.jit(device=True)
+def _copy_residues(codes, offsets, sequence, length, base, width, out):
+    """Residues of ``sequence`` to ``out[base + width * i]``, i < ``length``."""
+    start = offsets[sequence]
+    for i in range(length):
+        out[base + width * i] = codes[start + i]
+
+
+@cuda.jit
+def gather_residues(codes, offsets, sequence_of_slot, slot_lengths, slot_start, width, out):
+    """Residues of each slot's sequence (-1: none) to ``out[slot_start + width * i]``."""
+    slot = cuda.grid(1)
+    if slot < sequence_of_slot.shape[0] and sequence_of_slot[slot] >= 0:
+        _copy_residues(codes, offsets, sequence_of_slot[slot], slot_lengths[slot],
+                       slot_start[slot], width, out)
+
+
+@cuda.jit
+def gather_pair_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths, slot_start,
+                         width, out):
+    """Residues of the sequence ``sequence_of_row[slot_row[slot]]`` of each used slot
+    (``slot_row`` >= 0) to ``out[slot_start + width * i]``."""
+    slot = cuda.grid(1)
+    if slot < slot_row.shape[0] and slot_row[slot] >= 0:
+        _copy_residues(codes, offsets, sequence_of_row[slot_row[slot]], slot_lengths[slot],
+                       slot_start[slot], width, out)
+
+
+@cuda.jit
+def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns, run_stride,
+                        slot_starts, slot_row, query_codes, query_offsets, pair_query,
+                        query_lengths, query_out, target_codes, target_offsets, pair_target,
+                        target_lengths, target_out):
+    """One pass over the slots of an inter batch: each slot's starts from its warp's row of
+    the layout table (query, target and traceback base + lane, the warp's columns, and its
+    first run word: run base + lane * run words per slot, into the five rows of
+    ``slot_starts``), then the residues of its pair's query and target into the
+    interleaved buffers (``base + WARP * i``)."""
+    slot = cuda.grid(1)
+    if slot >= slot_starts.shape[1]:
+        return
+    warp = slot // WARP
+    lane = slot % WARP
+    query_start = query_base[warp] + lane
+    target_start = target_base[warp] + lane
+    slot_starts[0, slot] = query_start
+    slot_starts[1, slot] = target_start
+    slot_starts[2, slot] = tb_base[warp] + lane
+    slot_starts[3, slot] = warp_columns[warp]
+    slot_starts[4, slot] = run_base[warp] + lane * run_stride[warp]
+    row = slot_row[slot]
+    if row >= 0:
+        _copy_residues(query_codes, query_offsets, pair_query[row], query_lengths[slot],
+                       query_start, WARP, query_out)
+        _copy_residues(target_codes, target_offsets, pair_target[row], target_lengths[slot],
+                       target_start, WARP, target_out)
