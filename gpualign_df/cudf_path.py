@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import cuda, int64
-
 from . import gpu
 from .encode import plain_label
 from .engine import check_score_bound
@@ -21,7 +19,8 @@ from .libraries import is_cudf
 from .pairs import best_first, pairwise_pairs, search_pairs
 from .gpu.launch import launch
 from .gpu.memory import engine_allocations
-from .scoring import INVALID_CODE, Scoring
+from .kernels.encoding import encode_column
+from .scoring import Scoring
 
 #: :func:`encode_device`'s first bad byte where every byte is in the alphabet.
 NO_BAD_BYTE = 1 << 62
@@ -37,38 +36,6 @@ def as_cudf(values: Any):
     if isinstance(values, pd.Series):
         return cudf.from_pandas(values)
     return cudf.Series(list(values), dtype="str")
-
-
-@cuda.jit
-def _encode_column(data, lut, column_offsets, codes, offsets, lengths, valid, fill_valid,
-                   summary, slot):
-    """One pass over a string column: thread ``k`` maps byte ``k`` to its residue code (the
-    first byte of the column's range, ``column_offsets[0]`` to ``column_offsets[-1]``,
-    outside the alphabet goes to ``summary[slot]``) and writes row ``k``'s int64 offset,
-    length and (``fill_valid``) validity; the longest length goes to ``summary[2 +
-    slot]`` (a block's maximum first, then one atomic per block)."""
-    longest = cuda.shared.array(1, int64)
-    if cuda.threadIdx.x == 0:
-        longest[0] = 0
-    cuda.syncthreads()
-    k = cuda.grid(1)
-    rows = lengths.shape[0]
-    if k < data.shape[0]:
-        code = lut[data[k]]
-        codes[k] = code
-        if code == INVALID_CODE and column_offsets[0] <= k < column_offsets[rows]:
-            cuda.atomic.min(summary, slot, k)
-    if k <= rows:
-        offsets[k] = column_offsets[k]
-    if k < rows:
-        length = int64(column_offsets[k + 1] - column_offsets[k])
-        lengths[k] = length
-        if fill_valid:
-            valid[k] = True
-        cuda.atomic.max(longest, 0, length)
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0 and longest[0] > 0:
-        cuda.atomic.max(summary, 2 + slot, longest[0])
 
 
 def new_summary():
@@ -114,7 +81,7 @@ def encode_device(series, lut, summary, slot: int):
     if has_nulls:
         valid[...] = series.notna().to_cupy()
     threads = 256
-    launch(_encode_column, (max(len(chars), rows + 1) + threads - 1) // threads, threads,
+    launch(encode_column, (max(len(chars), rows + 1) + threads - 1) // threads, threads,
            (chars, lut, column_offsets, codes, offsets, lengths, valid, not has_nulls, summary,
             slot), gpu.kernel_view)
     return gpu.DeviceSequences(codes, offsets), lengths, valid

@@ -15,10 +15,9 @@ import numba
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from numba import njit
-
 from . import config
-from .scoring import INVALID_CODE, Scoring
+from .kernels.encoding import map_codes_range
+from .scoring import Scoring
 
 
 def encoding_threads(size: int) -> int:
@@ -27,19 +26,6 @@ def encoding_threads(size: int) -> int:
     tuning = config.settings()
     return max(1, min(numba.get_num_threads(), tuning.encode_max_threads,
                       size // tuning.encode_bytes_per_thread))
-
-
-@njit(cache=True, nogil=True)
-def _map_codes(data, lut, codes, start, stop):
-    """codes[k] = lut[data[k]] for k in [start, stop); returns the first such position whose
-    byte is not in the alphabet, or -1. Releases the GIL: chunks run on Python threads."""
-    first_bad = -1
-    for k in range(start, stop):
-        code = lut[data[k]]
-        codes[k] = code
-        if code == INVALID_CODE and first_bad < 0:
-            first_bad = k
-    return first_bad
 
 
 def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> int:
@@ -51,10 +37,10 @@ def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> int:
     encodings run concurrently when several threads align at the same time."""
     threads = encoding_threads(len(data))
     if threads == 1:
-        return _map_codes(data, lut, codes, 0, len(data))
+        return map_codes_range(data, lut, codes, 0, len(data))
     bounds = np.linspace(0, len(data), threads * 4 + 1).astype(np.int64)
     with ThreadPoolExecutor(threads) as pool:
-        found = list(pool.map(lambda k: _map_codes(data, lut, codes, bounds[k], bounds[k + 1]),
+        found = list(pool.map(lambda k: map_codes_range(data, lut, codes, bounds[k], bounds[k + 1]),
                               range(len(bounds) - 1)))
     bad = [position for position in found if position >= 0]
     return min(bad) if bad else -1

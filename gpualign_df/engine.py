@@ -77,8 +77,9 @@ def choose_engine(backend: str, scoring: Scoring | None = None) -> str:
         engine = "cuda"
     else:
         engine = "cuda" if backend == "auto" and gpu.gpu_usable() else "cpu"
-    if engine == "cuda" and scoring is not None \
-            and len(scoring.alphabet) > gpu.inter.MAX_ALPHABET:
+    from .kernels.strip import MAX_ALPHABET
+
+    if engine == "cuda" and scoring is not None and len(scoring.alphabet) > MAX_ALPHABET:
         return "cpu"
     return engine
 
@@ -145,7 +146,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         out = gpu.run_pairs_gpu(
             queries, targets, pair_query, pair_target, job.scoring, job.mode,
             traceback=traceback, cigar_style=job.cigar_style, clip=job.clip,
-            progress=bar.update, cpu_runner=None)
+            progress=bar.update)
     out.cells = cells
     out.seconds = time.perf_counter() - started
     return out
@@ -397,20 +398,10 @@ def _assemble_cigars(out: AlignmentArrays, ops_chunks, op_counts, query_lengths,
     op_offsets = np.zeros(pairs + 1, dtype=np.int64)
     np.cumsum(op_counts, out=op_offsets[1:])
     for batch, batch_offsets, batch_ops in ops_chunks:
-        _gather_ops(batch, batch_offsets, batch_ops, op_counts, op_offsets, ops)
+        cpu.gather_ops(batch, batch_offsets, batch_ops, op_counts, op_offsets, ops)
     chars, offsets, matches, mismatches, gap_opens, gaps, length = cpu.build_cigars(
         ops, op_offsets, op_counts, out.valid, out.query_start, out.query_end,
         query_lengths.astype(np.int64), cigar_style == "M", clip == "soft")
     out.cigar_chars, out.cigar_offsets = chars, offsets
     out.stats = {"matches": matches, "mismatches": mismatches, "gap_opens": gap_opens,
                  "gaps": gaps, "length": length}
-
-
-@numba.njit(cache=True)
-def _gather_ops(batch, batch_offsets, batch_ops, op_counts, op_offsets, ops):
-    for k in range(batch.shape[0]):
-        p = batch[k]
-        source = batch_offsets[k]
-        target = op_offsets[p]
-        for c in range(op_counts[p]):
-            ops[target + c] = batch_ops[source + c]

@@ -122,7 +122,7 @@ def test_engine_allocates_from_a_private_async_resource_unless_rmm_is_configured
     import rmm
     from rmm.allocators.cupy import rmm_cupy_allocator
 
-    from gpualign_df import memory
+    from gpualign_df.gpu import memory
 
     previous = rmm.mr.get_current_device_resource()
     try:

@@ -262,10 +262,10 @@ def test_release_scratch_without_cupy_is_a_no_op():
         import json, os, sys
         os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
         from gpualign_df import gpu
-        gpu._SCRATCH[("buffer", 0)] = object()
-        gpu._TABLES[("table", 0)] = (b"", object())
+        gpu.SCRATCH[("buffer", 0)] = object()
+        gpu.TABLES[("table", 0)] = (b"", object())
         gpu.release_scratch()
-        print(json.dumps({"cached": len(gpu._SCRATCH) + len(gpu._TABLES),
+        print(json.dumps({"cached": len(gpu.SCRATCH) + len(gpu.TABLES),
                           "simulator": gpu.simulator(), "cupy": "cupy" in sys.modules}))
     """
     out = run_python(env_code)

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from numba import cuda  # noqa: F401  (benchmarks read the device name through it)
 
-from ..kernels import inter, simulator  # noqa: F401  (``gpu.inter.MAX_ALPHABET``)
+from ..kernels import simulator  # noqa: F401
 from ..libraries import loaded
 from .batches import (RESULT_COLUMNS, DeviceJob, DeviceResults, align_on_device,  # noqa: F401
                       cigar_bound, run_pairs_gpu, to_host)
-from .buffers import (_SCRATCH, _TABLES, DEVICE_LOCK, DeviceSequences,  # noqa: F401
+from .buffers import (SCRATCH, TABLES, DEVICE_LOCK, DeviceSequences,  # noqa: F401
                       device_table, forget_buffers, free_bytes, upload)
 from .device import (THREADS_PER_BLOCK, array_module, cupy_installed,  # noqa: F401
                      current_device, gpu_usable, kernel_view)

@@ -21,7 +21,7 @@ from ..arrays import AlignmentArrays
 from ..encode import EncodedSequences
 from ..kernels import dpx, inter, inter16, intra, traceback as tb_kernels
 from ..kernels.gather import gather_pair_residues, prepare_inter_slots
-from ..kernels.strip import MAX_ALPHABET, mode_shape
+from ..kernels.strip import mode_shape
 from ..scoring import Mode, Scoring
 from .buffers import DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload
 from .device import THREADS_PER_BLOCK, array_module, blocks
@@ -334,13 +334,12 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
 
 def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                   pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
-                  cigar_style: str, clip: str | None, cpu_runner, progress) -> AlignmentArrays:
+                  cigar_style: str, clip: str | None, progress) -> AlignmentArrays:
     """Align pairs of host-encoded sequences on the GPU; host arrays in pair order.
 
-    Alphabets over ``MAX_ALPHABET`` symbols (the shared-memory table) run on the CPU.
+    The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
+    :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
     """
-    if len(scoring.alphabet) > MAX_ALPHABET:
-        return cpu_runner(pair_query, pair_target)
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     device_queries = upload(queries)
     device_targets = device_queries if targets is queries else upload(targets)

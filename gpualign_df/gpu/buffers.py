@@ -20,9 +20,9 @@ from ..kernels import simulator
 from .device import array_module, current_device
 
 #: Scratch buffers by (name, device).
-_SCRATCH: dict[tuple[str, int], object] = {}
+SCRATCH: dict[tuple[str, int], object] = {}
 #: Constant tables by (name, device), with the content they were copied from.
-_TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
+TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
 #: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
 #: scheduler, for one, runs tasks in several threads of one process).
 DEVICE_LOCK = threading.RLock()
@@ -40,7 +40,7 @@ def free_bytes() -> int:
     # under RMM's memory manager)
     device = current_device()
     return int(free) + cupy.get_default_memory_pool().free_bytes() + sum(
-        buffer.nbytes for (_name, owner), buffer in _SCRATCH.items() if owner == device)
+        buffer.nbytes for (_name, owner), buffer in SCRATCH.items() if owner == device)
 
 
 def scratch(name: str, count: int, dtype) -> object:
@@ -48,11 +48,11 @@ def scratch(name: str, count: int, dtype) -> object:
     allocate/free churn)."""
     count = max(int(count), 1)
     key = (name, current_device())
-    buffer = _SCRATCH.get(key)
+    buffer = SCRATCH.get(key)
     if buffer is None or buffer.size < count or buffer.dtype != np.dtype(dtype):
-        _SCRATCH.pop(key, None)
+        SCRATCH.pop(key, None)
         buffer = array_module().empty(count, dtype=dtype)
-        _SCRATCH[key] = buffer
+        SCRATCH[key] = buffer
     return buffer[:count]
 
 
@@ -79,17 +79,17 @@ def device_table(name: str, host: np.ndarray) -> object:
     host = np.ascontiguousarray(host)
     content = host.dtype.str.encode() + host.tobytes()
     key = (name, current_device())
-    cached = _TABLES.get(key)
+    cached = TABLES.get(key)
     if cached is None or cached[0] != content:
         cached = (content, to_device(host if host.size else np.zeros(1, host.dtype)))
-        _TABLES[key] = cached
+        TABLES[key] = cached
     return cached[1]
 
 
 def forget_buffers() -> None:
     """Drop every cached scratch buffer and table (freed once no job holds them)."""
-    _SCRATCH.clear()
-    _TABLES.clear()
+    SCRATCH.clear()
+    TABLES.clear()
 
 
 @dataclass

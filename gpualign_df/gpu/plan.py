@@ -183,10 +183,10 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     at += quantity_rows * warp_count
     warp_table = block[at:at + table_rows * warp_count].reshape((table_rows, warp_count))
     totals = block[at + table_rows * warp_count:]
-    _launch_plan(warp_count // group_warps, order, order if pairs is None else pairs,
+    launch_plan(warp_count // group_warps, order, order if pairs is None else pairs,
                  pairs is not None, query_lengths, target_lengths, traceback, group_warps,
                  slot_row, slot_query, slot_target, columns, quantities)
-    (plan_sums_host if xp is np else _launch_sums)(quantities, columns, warp_table, totals)
+    (plan_sums_host if xp is np else launch_sums)(quantities, columns, warp_table, totals)
     totals = to_numpy(totals)
     if int(totals[0]) <= budget:
         ranges, host_inclusive = [(0, warp_count)], None
@@ -272,7 +272,7 @@ def _long_batches(pairs, m, n, traceback, budget):
     return batches
 
 
-def _launch_plan(groups, *arguments):
+def launch_plan(groups, *arguments):
     """The planning kernel over ``groups`` warp groups (CuPy arrays viewed without a stream
     wait, as the engine's kernels take them)."""
     threads = THREADS_PER_BLOCK
@@ -291,7 +291,7 @@ def plan_sums_host(quantities, warp_columns, warp_table, totals):
     totals[:] = quantities.sum(axis=1)
 
 
-def _launch_sums(*arguments):
+def launch_sums(*arguments):
     """The one-block offsets-and-totals kernel (:func:`planning.plan_sums`)."""
     threads = THREADS_PER_BLOCK if simulator() else planning.SUM_THREADS
     launch(planning.plan_sums, 1, threads, arguments, kernel_view)

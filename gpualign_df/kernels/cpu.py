@@ -32,16 +32,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..scoring import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF  # noqa: F401
 from . import common
 
-NEG_INF = -(1 << 30)
 SRC_START, SRC_DIAG, SRC_INS, SRC_DEL = 0, 1, 2, 3
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
-MODE_LOCAL, MODE_GLOBAL, MODE_SEMIGLOBAL = 0, 1, 2
 
 
 @njit(cache=True, inline="always")
-def _border(index, go, ge, mode, free):
+def border_score(index, go, ge, mode, free):
     """H on row 0 / column 0 at distance ``index`` from the corner."""
     if index == 0 or mode == MODE_LOCAL or (mode == MODE_SEMIGLOBAL and free):
         return 0
@@ -65,7 +64,7 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
     want_tb = tb.shape[0] > 0
     stride = (n + 1) // 2
     for j in range(n + 1):
-        h_row[j] = _border(j, go, ge, mode, fts)
+        h_row[j] = border_score(j, go, ge, mode, fts)
         i_row[j] = NEG_INF
     best = NEG_INF
     best_i = m
@@ -78,7 +77,7 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
     for i in range(1, m + 1):
         row_sub = sub[query[i - 1]]
         diag = h_row[0]
-        h_left = _border(i, go, ge, mode, fqs)
+        h_left = border_score(i, go, ge, mode, fqs)
         h_row[0] = h_left
         del_score = NEG_INF
         pending = 0
@@ -351,3 +350,15 @@ def _write_run(chars, pos, length, symbol):
         value //= 10
     chars[pos + width] = symbol
     return pos + width + 1
+
+
+@njit(cache=True)
+def gather_ops(batch, batch_offsets, batch_ops, op_counts, op_offsets, ops):
+    """Copy each pair's ops from its batch buffer (``batch_ops`` at ``batch_offsets``) to
+    its place in the job's buffer (``ops`` at ``op_offsets``)."""
+    for k in range(batch.shape[0]):
+        p = batch[k]
+        source = batch_offsets[k]
+        target = op_offsets[p]
+        for c in range(op_counts[p]):
+            ops[target + c] = batch_ops[source + c]

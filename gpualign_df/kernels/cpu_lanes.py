@@ -13,7 +13,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .cpu import MODE_GLOBAL, MODE_LOCAL, NEG_INF, _border, trace_back
+from ..scoring import MODE_GLOBAL, MODE_LOCAL, NEG_INF
+from .cpu import border_score, trace_back
 
 LANES = 32
 #: Substitution score of padding cells (beyond a lane's target): far below any real cell.
@@ -139,7 +140,7 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
     best_i = np.zeros(LANES, dtype=np.int64)
     best_j = np.zeros(LANES, dtype=np.int64)
     for j in range(cols + 1):
-        border = _border(j, go, ge, mode, fts)
+        border = border_score(j, go, ge, mode, fts)
         for lane in range(LANES):
             work[j, 0, lane] = border
     for i in range(1, rows + 1):
@@ -149,8 +150,8 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
             for j in range(cols):
                 for lane in range(LANES):
                     seq[j, 1, lane] = sub_flat[query_offset[lane] + target_lanes[j, lane]]
-        border = _border(i, go, ge, mode, fqs)
-        previous_border = _border(i - 1, go, ge, mode, fqs)
+        border = border_score(i, go, ge, mode, fqs)
+        previous_border = border_score(i - 1, go, ge, mode, fqs)
         for lane in range(LANES):
             state[0, lane] = previous_border
             state[1, lane] = border

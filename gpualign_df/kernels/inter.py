@@ -25,11 +25,9 @@ from functools import lru_cache
 
 from numba import cuda, int32, uint64
 
+from ..scoring import NEG_INF
 from . import simulator
-from .cpu import NEG_INF
-# MAX_ALPHABET is read here by the engines (``gpu.inter.MAX_ALPHABET``): the largest
-# alphabet the fill kernels' shared table holds
-from .strip import (MAX_ALPHABET, SHARED_TABLE, STRIP_ROWS, WARP,  # noqa: F401
+from .strip import (SHARED_TABLE, STRIP_ROWS, WARP,  # noqa: F401
                     load_table, mode_shape, strip_functions)
 
 

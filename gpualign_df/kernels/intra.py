@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from numba import cuda, int32, int64, uint64
 
-from .cpu import NEG_INF
+from ..scoring import MODE_GLOBAL, MODE_SEMIGLOBAL, NEG_INF
 from .strip import SHARED_TABLE, STRIP_ROWS, strip_functions
 
 
@@ -37,7 +37,7 @@ def long_fill_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trac
         mode, fqs, fqe, fts, fte, traceback, use_dpx, False, STRIP_ROWS, True, funnel)
     rows = STRIP_ROWS
     neg = NEG_INF
-    corner_mode = mode == 1 or (mode == 2 and not (fqe or fte))
+    corner_mode = mode == MODE_GLOBAL or (mode == MODE_SEMIGLOBAL and not (fqe or fte))
 
     @cuda.jit
     def fill_long(query, target, query_lengths, target_lengths, query_start, target_start,

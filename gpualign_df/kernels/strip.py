@@ -17,7 +17,7 @@ from functools import lru_cache
 from numba import cuda, int32, uint32
 
 from . import common, dpx, simulator
-from .cpu import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
+from ..scoring import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
 from .dpx import pack_halves
 
 #: Query rows of a strip whose traceback bits fill one uint32 (4 bits a cell): the walk

@@ -13,7 +13,7 @@ from functools import lru_cache
 from numba import cuda, int32, uint32, uint64
 
 from . import common
-from .cpu import MODE_GLOBAL, MODE_LOCAL
+from ..scoring import MODE_GLOBAL, MODE_LOCAL
 from .strip import STRIP_ROWS
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3

@@ -1,0 +1,54 @@
+"""Encoding kernels: strings' bytes to residue codes through an alphabet's 256-entry lookup
+table, on the host (numba, GIL released so chunks run on Python threads) and on the device
+(one thread per byte of a cuDF string column)."""
+
+from __future__ import annotations
+
+from numba import cuda, int64, njit
+
+from ..scoring import INVALID_CODE
+
+
+@njit(cache=True, nogil=True)
+def map_codes_range(data, lut, codes, start, stop):
+    """codes[k] = lut[data[k]] for k in [start, stop); returns the first such position whose
+    byte is not in the alphabet, or -1. Releases the GIL: chunks run on Python threads."""
+    first_bad = -1
+    for k in range(start, stop):
+        code = lut[data[k]]
+        codes[k] = code
+        if code == INVALID_CODE and first_bad < 0:
+            first_bad = k
+    return first_bad
+
+
+@cuda.jit
+def encode_column(data, lut, column_offsets, codes, offsets, lengths, valid, fill_valid,
+                   summary, slot):
+    """One pass over a string column: thread ``k`` maps byte ``k`` to its residue code (the
+    first byte of the column's range, ``column_offsets[0]`` to ``column_offsets[-1]``,
+    outside the alphabet goes to ``summary[slot]``) and writes row ``k``'s int64 offset,
+    length and (``fill_valid``) validity; the longest length goes to ``summary[2 +
+    slot]`` (a block's maximum first, then one atomic per block)."""
+    longest = cuda.shared.array(1, int64)
+    if cuda.threadIdx.x == 0:
+        longest[0] = 0
+    cuda.syncthreads()
+    k = cuda.grid(1)
+    rows = lengths.shape[0]
+    if k < data.shape[0]:
+        code = lut[data[k]]
+        codes[k] = code
+        if code == INVALID_CODE and column_offsets[0] <= k < column_offsets[rows]:
+            cuda.atomic.min(summary, slot, k)
+    if k <= rows:
+        offsets[k] = column_offsets[k]
+    if k < rows:
+        length = int64(column_offsets[k + 1] - column_offsets[k])
+        lengths[k] = length
+        if fill_valid:
+            valid[k] = True
+        cuda.atomic.max(longest, 0, length)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0 and longest[0] > 0:
+        cuda.atomic.max(summary, 2 + slot, longest[0])
