@@ -1,23 +1,81 @@
-"""The protein search job the search benchmarks share: its scoring (local, BLOSUM62,
-gap_open 11, gap_extend 1), its top 10, its data (the 30,000 ADEPT proteins under
-``--data-dir``) and the cluster flag of the Dask scripts."""
+"""What the benchmarks and the investigations share.
+
+* the data: the ``--data-dir`` option (``$GPUALIGN_SHARED_DATA``, else ``../shared/data``
+  beside the checkout) and FASTA reading through :func:`gpualign_df.io.read_sequences`;
+* W1, the GPU workload: the 20,000 GASAL2 pairs replicated, match 1 / mismatch -4 /
+  gap 7+1 (:data:`W1_OPTIONS`, :func:`w1_pairs`);
+* the protein search job: local, BLOSUM62, gap_open 11, gap_extend 1, top 10 (CIGARs for
+  the hits), on the 30,000 ADEPT proteins (:data:`SEARCH_OPTIONS`, :func:`read_proteins`),
+  and the cluster flag of the Dask scripts (:func:`add_cluster_arguments`);
+* timing: :func:`timed_runs` (wall seconds of repeated calls, optionally with a device
+  synchronize at each end) and :func:`kernel_seconds` (the engine's CUDA-event kernel times
+  of one call).
+
+Import it as ``from benchmarks.harness import ...``, running the scripts from the repository
+root as modules (``python -m benchmarks.run_gpu``). Nothing here imports numpy, pandas,
+numba or CUDA at module level: the parasail pools of the benchmarks use the "spawn" start
+method and re-import the modules that define their workers.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import os
+import time
 from pathlib import Path
+from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))   # helpers.read_fasta
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# ---------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------
 
-from run_gpu import add_data_dir  # noqa: E402,F401  (the benchmarks' --data-dir)
+#: ``$GPUALIGN_SHARED_DATA``, else ``../shared/data`` beside the repository.
+DEFAULT_DATA_DIR = Path(os.environ.get("GPUALIGN_SHARED_DATA",
+                                       Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def add_data_dir(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    """The benchmarks' ``--data-dir``, defaulting to :data:`DEFAULT_DATA_DIR`."""
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help=help or f"folder holding the benchmark data (default: "
+                                     f"$GPUALIGN_SHARED_DATA, else {DEFAULT_DATA_DIR})")
+
+
+def read_fasta(path: Path, limit: int | None = None) -> list[str]:
+    """Sequences of a FASTA file (plain or compressed), in file order; the first ``limit``
+    of them (all without ``limit``)."""
+    from gpualign_df.io import read_sequences
+
+    sequences = read_sequences(path)["seq"].tolist()
+    return sequences if limit is None else sequences[:limit]
+
+
+# ---------------------------------------------------------------------------------------
+# W1: the GASAL2 pairs (GPU benchmarks)
+# ---------------------------------------------------------------------------------------
+
+W1_QUERY_FILE = "gasal2_query_batch.fasta.gz"
+W1_TARGET_FILE = "gasal2_target_batch.fasta.gz"
+#: W1's scoring: GASAL2's ``-a 1 -b 4 -q 6 -r 1``.
+W1_OPTIONS = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1)
+
+
+def w1_pairs(data_dir: Path, replicate: int) -> tuple[list[str], list[str]]:
+    """The W1 queries and targets: the GASAL2 pairs ``replicate`` times over."""
+    return (read_fasta(data_dir / W1_QUERY_FILE) * replicate,
+            read_fasta(data_dir / W1_TARGET_FILE) * replicate)
+
+
+# ---------------------------------------------------------------------------------------
+# the protein search job (search benchmarks)
+# ---------------------------------------------------------------------------------------
 
 GAP_OPEN, GAP_EXTEND = 11, 1
 #: local alignment, BLOSUM62, gap_open 11, gap_extend 1
 SCORING = dict(mode="sw", matrix="BLOSUM62", gap_open=GAP_OPEN, gap_extend=GAP_EXTEND)
 #: the issue-4 search: the scoring above, the best 10 targets per query (CIGARs for them)
 SEARCH_OPTIONS = dict(SCORING, top_k=10)
+PROTEIN_FILE = "adept_proteins_30k.fasta.gz"
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +87,41 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_proteins(data_dir: Path, limit: int | None = None) -> list[str]:
     """The ADEPT proteins (the first ``limit`` of them)."""
-    from helpers import read_fasta
+    return read_fasta(data_dir / PROTEIN_FILE, limit=limit)
 
-    return read_fasta(data_dir / "adept_proteins_30k.fasta.gz", limit=limit)
+
+# ---------------------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------------------
+
+def timed_runs(function: Callable[[], Any], repeat: int,
+               synchronize: bool = False) -> tuple[list[float], Any]:
+    """Wall seconds of each of ``repeat`` calls of ``function``, and what the last call
+    returned; with ``synchronize``, a CUDA device synchronize just before each call starts
+    its clock and just before it stops it."""
+    sync = None
+    if synchronize:
+        from numba import cuda
+
+        sync = cuda.synchronize
+    seconds, result = [], None
+    for _ in range(repeat):
+        if sync:
+            sync()
+        started = time.perf_counter()
+        result = function()
+        if sync:
+            sync()
+        seconds.append(time.perf_counter() - started)
+    return seconds, result
+
+
+def kernel_seconds(function: Callable[[], Any]) -> dict[str, float]:
+    """The engine's kernel seconds by kernel (``gpualign_df.gpu.KERNEL_SECONDS``: CUDA
+    events, the ``time_kernels`` setting on) of one call of ``function``."""
+    from gpualign_df import config, gpu
+
+    gpu.KERNEL_SECONDS.clear()
+    with config.override(time_kernels=True):
+        function()
+    return dict(gpu.KERNEL_SECONDS)

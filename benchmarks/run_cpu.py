@@ -16,7 +16,7 @@ Every pair's score must equal parasail's; the run exits with status 1 otherwise.
 
 Usage::
 
-    python benchmarks/run_cpu.py [--data-dir DIR] [--limit N] [--repeat R] [--threads T]
+    python -m benchmarks.run_cpu [--data-dir DIR] [--limit N] [--repeat R] [--threads T]
                                  [--markdown BENCHMARKS.md]
 """
 
@@ -33,9 +33,12 @@ import time
 from functools import partial
 from pathlib import Path
 
-QUERY_FILE = "gasal2_query_batch.fasta.gz"
-TARGET_FILE = "gasal2_target_batch.fasta.gz"
-MATCH, MISMATCH, GAP_OPEN, GAP_EXTEND = 1, -4, 7, 1
+from benchmarks.harness import DEFAULT_DATA_DIR, W1_OPTIONS, add_data_dir
+from benchmarks.harness import W1_QUERY_FILE as QUERY_FILE
+from benchmarks.harness import W1_TARGET_FILE as TARGET_FILE
+
+MATCH, MISMATCH = W1_OPTIONS["match"], W1_OPTIONS["mismatch"]
+GAP_OPEN, GAP_EXTEND = W1_OPTIONS["gap_open"], W1_OPTIONS["gap_extend"]
 CHUNKS_PER_PROCESS = 16
 WARMUP_PAIRS = 64
 
@@ -115,12 +118,10 @@ def cpu_model() -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    default_data = Path(__file__).resolve().parents[2] / "shared" / "data"
     parser = argparse.ArgumentParser(
         description="gpualign_df vs parasail on the GASAL2 pairs (CPU, local, traceback).")
-    parser.add_argument("--data-dir", type=Path, default=default_data,
-                        help=f"folder holding {QUERY_FILE} and {TARGET_FILE} "
-                             f"(default: {default_data})")
+    add_data_dir(parser, help=f"folder holding {QUERY_FILE} and {TARGET_FILE} "
+                              f"(default: $GPUALIGN_SHARED_DATA, else {DEFAULT_DATA_DIR})")
     parser.add_argument("--limit", type=int, default=None,
                         help="use only the first N pairs (default: all 20,000)")
     parser.add_argument("--repeat", type=int, default=3,

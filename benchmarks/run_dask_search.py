@@ -17,7 +17,7 @@ dropped whenever the memory manager runs between two searches), so the timed run
 one untimed run of the job, do not move it; ``--cold-database`` also times one search of
 a database persisted anew, partitions not yet copied and lengths not yet planned.
 
-``python benchmarks/run_dask_search.py --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]
+``python -m benchmarks.run_dask_search --gpus 1 2 4 8 [--tasks-per-partition 8 1] [--in-memory]
 [--cold-database] [--detail] [--pandas]``
 """
 
@@ -27,8 +27,8 @@ import argparse
 import sys
 import time
 
-from protein_search_job import (SEARCH_OPTIONS, add_cluster_arguments, add_data_dir,
-                                read_proteins)
+from benchmarks.harness import (SEARCH_OPTIONS, add_cluster_arguments, add_data_dir,
+                                read_proteins, timed_runs)
 
 
 def task_stream_summary(records: list[dict], started: float, planned: float,
@@ -262,11 +262,8 @@ def main() -> int:
         queries = database[:args.queries]
         in_memory = dict(options, progress=False)
         queries[:200].aln.search(database, **in_memory)
-        times = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            frame = queries.aln.search(database, **in_memory)
-            times.append(time.perf_counter() - started)
+        times, frame = timed_runs(lambda: queries.aln.search(database, **in_memory),
+                                  args.repeat)
         seconds = sorted(times)[len(times) // 2]
         same = _on_host(frame).reset_index(drop=True).equals(base.reset_index(drop=True))
         print(f"in-memory {'pandas' if args.pandas else 'cuDF'} accessor, 1 GPU: median "

@@ -8,7 +8,7 @@ GASAL2's published H100 times and parasail on every CPU core of the same machine
 
 Usage::
 
-    python benchmarks/run_gpu.py [--data-dir DIR] [--replicate 10] [--repeat 3]
+    python -m benchmarks.run_gpu [--data-dir DIR] [--replicate 10] [--repeat 3]
                                  [--parasail-processes N] [--markdown BENCHMARKS.md]
 """
 
@@ -22,31 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from benchmarks.harness import W1_OPTIONS, add_data_dir, kernel_seconds, timed_runs, w1_pairs
 
 #: GASAL2 on an H100 (sm_90 build), same 200,000 pairs, milliseconds (DESIGN.md / issue).
 GASAL2_MS = {"local + traceback": 60.4, "global + traceback": 54.5,
              "semi-global + traceback": 39.9, "local score-only": 37.8}
 CONFIGS = [("local + traceback", "sw", True), ("global + traceback", "nw", True),
            ("semi-global + traceback", "sg", True), ("local score-only", "sw", False)]
-OPTIONS = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1)
-
-
-def add_data_dir(parser: argparse.ArgumentParser) -> None:
-    """The W1 benchmarks' ``--data-dir``: ``$GPUALIGN_SHARED_DATA``, else ``../shared/data``
-    beside the checkout."""
-    parser.add_argument("--data-dir", type=Path,
-                        default=Path(os.environ.get("GPUALIGN_SHARED_DATA", Path(__file__)
-                                                    .resolve().parents[2] / "shared" / "data")))
-
-
-def w1_pairs(data_dir: Path, replicate: int) -> tuple[list[str], list[str]]:
-    """The W1 queries and targets: the GASAL2 pairs ``replicate`` times over."""
-    from helpers import read_fasta
-
-    return (read_fasta(data_dir / "gasal2_query_batch.fasta.gz") * replicate,
-            read_fasta(data_dir / "gasal2_target_batch.fasta.gz") * replicate)
+OPTIONS = W1_OPTIONS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import pandas as pd
 
-    import run_cpu
+    from benchmarks import run_cpu
     queries, targets = w1_pairs(args.data_dir, args.replicate)
     cells = sum(len(q) * len(t) for q, t in zip(queries, targets))
     pool = None
@@ -81,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
         rmm.mr.set_current_device_resource(rmm.mr.CudaAsyncMemoryResource())
     import gpualign_df
-    from gpualign_df import config, gpu
+    from gpualign_df import config
     from numba import cuda
 
     query_series, target_series = pd.Series(queries), pd.Series(targets)
@@ -91,17 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def measure(label, name, sorted_label, run):
         """Median end-to-end time of ``run`` and its kernel times; one row of the table."""
-        times = []
-        for _ in range(args.repeat):
-            cuda.synchronize()
-            started = time.perf_counter()
-            frame = run()
-            cuda.synchronize()
-            times.append(time.perf_counter() - started)
-        gpu.KERNEL_SECONDS.clear()
-        with config.override(time_kernels=True):
-            run()
-        split = dict(gpu.KERNEL_SECONDS)
+        times, frame = timed_runs(run, args.repeat, synchronize=True)
+        split = kernel_seconds(run)
         kernel = sum(split.values())
         end_to_end = statistics.median(times)
         rows.append({"workload": label, "sorted": sorted_label,

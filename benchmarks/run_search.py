@@ -3,7 +3,7 @@ gap_open 11, gap_extend 1, top_k 10, CIGAR for the hits), pandas Series in -> fr
 the kernel times, against parasail (``sw_striped_profile_16``, score-only, one profile per
 query) on every CPU core for a sample of the queries; the best score per query must agree.
 
-``python benchmarks/run_search.py [--queries 10000] [--parasail-queries 64] [--compare-32bit]``
+``python -m benchmarks.run_search [--queries 10000] [--parasail-queries 64] [--compare-32bit]``
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ import multiprocessing as mp
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from protein_search_job import (GAP_EXTEND, GAP_OPEN, SEARCH_OPTIONS, add_data_dir,  # noqa: E402
-                                read_proteins)
+from benchmarks.harness import (GAP_EXTEND, GAP_OPEN, SEARCH_OPTIONS, add_data_dir,
+                                kernel_seconds, read_proteins)
 
 
 def _parasail_best(job: tuple[str, list[str]]) -> int:
@@ -66,13 +63,10 @@ def main() -> int:
     from gpualign_df import config, gpu
 
     queries[:100].aln.search(database, **options)   # compile
-    gpu.KERNEL_SECONDS.clear()
     started = time.perf_counter()
     frame = queries.aln.search(database, **options)
     seconds = time.perf_counter() - started
-    with config.override(time_kernels=True):
-        queries.aln.search(database, **options)
-    kernels = dict(gpu.KERNEL_SECONDS)
+    kernels = kernel_seconds(lambda: queries.aln.search(database, **options))
     name = gpu.cuda.get_current_device().name
     name = name.decode() if isinstance(name, bytes) else name
     print(f"device: {name}; {len(queries):,} x "
@@ -88,10 +82,8 @@ def main() -> int:
             started = time.perf_counter()
             frame32 = queries.aln.search(database, **options)
             seconds32 = time.perf_counter() - started
-            gpu.KERNEL_SECONDS.clear()
-            with config.override(time_kernels=True):
-                queries.aln.search(database, **options)
-            kernel32 = gpu.KERNEL_SECONDS.get("search", 0.0)
+            kernel32 = kernel_seconds(
+                lambda: queries.aln.search(database, **options)).get("search", 0.0)
         print(f"| ours, 32-bit cells, end to end | {seconds32:.2f} s | "
               f"{cells / seconds32 / 1e9:.0f} GCUPS |")
         print(f"| ours, 32-bit cells, search kernel only | {kernel32:.2f} s | "

@@ -11,18 +11,16 @@ times each copy; with the long kernels on the engine's side stream (the ``side_s
 the default) and on the default stream, in alternation. Also checks that both give the
 same frames.
 
-``python benchmarks/copy_during_search.py [--queries 1250] [--pairs 2000000] [--repeat 3]``
+``python -m benchmarks.investigations.copy_during_search [--queries 1250] [--pairs 2000000]
+[--repeat 3]``
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from protein_search_job import SCORING, SEARCH_OPTIONS, add_data_dir, read_proteins  # noqa: E402
+from benchmarks.harness import SCORING, SEARCH_OPTIONS, add_data_dir, read_proteins
 
 
 def main() -> int:
@@ -35,7 +33,7 @@ def main() -> int:
     args = parser.parse_args()
     import numpy as np
     import pandas as pd
-    from helpers import copies_while
+    from tests.helpers import copies_while
 
     import gpualign_df  # noqa: F401
     from gpualign_df import config

@@ -2,7 +2,7 @@
 instruction counts (LDL/STL = local memory traffic, VIMNMX = integer min/max).
 
 Run on a GPU machine after the kernels were compiled at least once in this process:
-``python benchmarks/inspect_kernels.py`` compiles them on a tiny job first.
+``python -m benchmarks.investigations.inspect_kernels`` compiles them on a tiny job first.
 """
 
 from __future__ import annotations
@@ -10,9 +10,6 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def column_loop(sass: str) -> str:

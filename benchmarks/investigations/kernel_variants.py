@@ -9,7 +9,8 @@ Pandas in and out: no cuDF needed.
 
 Usage::
 
-    python benchmarks/kernel_variants.py [--data-dir DIR] [--replicate 10] [--repeat 3]
+    python -m benchmarks.investigations.kernel_variants [--data-dir DIR] [--replicate 10]
+                                                        [--repeat 3]
 """
 
 from __future__ import annotations
@@ -17,12 +18,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from run_gpu import CONFIGS, OPTIONS, add_data_dir, w1_pairs  # noqa: E402
+from benchmarks.harness import W1_OPTIONS as OPTIONS
+from benchmarks.harness import add_data_dir, kernel_seconds, w1_pairs
+from benchmarks.run_gpu import CONFIGS
 
 #: (label, settings): ``keyed_best``, ``fill_16bit``, ``fill_strip_rows``, the register cap
 #: of that strip height (in ``fill_max_registers``) and ``funnel_append``.
@@ -59,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     import gpualign_df
-    from gpualign_df import config, gpu
     queries, targets = (pd.Series(values) for values in w1_pairs(args.data_dir,
                                                                   args.replicate))
     cells = int((queries.str.len() * targets.str.len()).sum())
@@ -81,11 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                 first = frame if first is None else first
                 fills, totals = [], []
                 for _ in range(args.repeat):
-                    gpu.KERNEL_SECONDS.clear()
-                    with config.override(time_kernels=True):
-                        run()
-                    fills.append(gpu.KERNEL_SECONDS.get("fill", 0.0) * 1e3)
-                    totals.append(sum(gpu.KERNEL_SECONDS.values()) * 1e3)
+                    kernels = kernel_seconds(run)
+                    fills.append(kernels.get("fill", 0.0) * 1e3)
+                    totals.append(sum(kernels.values()) * 1e3)
             fill = statistics.median(fills)
             print(f"| {name} | {label} | {fill:.1f} | {statistics.median(totals):.1f} | "
                   f"{cells / fill / 1e6:.0f} | {frame.equals(first)} |", flush=True)

@@ -8,7 +8,7 @@ proteins against all 30,000 (BLOSUM62, gap 11/1, top_k 10, CIGARs for the hits),
 (``--cudf``: cuDF in and out, as a task of the Dask search on cuDF), GPU engine. Each GPU's
 frames must equal GPU 0's.
 
-``python benchmarks/per_gpu_speed.py [--queries 1250] [--repeat 5] [--cudf]``
+``python -m benchmarks.investigations.per_gpu_speed [--queries 1250] [--repeat 5] [--cudf]``
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from protein_search_job import SEARCH_OPTIONS, add_data_dir, read_proteins  # noqa: E402
+from benchmarks.harness import SEARCH_OPTIONS, add_data_dir, read_proteins
 
 
 def _serve(gpu: int, connection, barrier, data_dir: Path, queries: int,

@@ -13,7 +13,7 @@ the client hears the joined frame is ready; and the pieces of fetching the joine
 (the ``who_has`` call a direct gather makes, the worker's serialization, the client's
 deserialization).
 
-``python benchmarks/profile_dask_tail.py [--gpus 1] [--repeat 5]``
+``python -m benchmarks.investigations.profile_dask_tail [--gpus 1] [--repeat 5]``
 """
 
 from __future__ import annotations
@@ -23,16 +23,12 @@ import os
 import sys
 import time
 
-from protein_search_job import (SEARCH_OPTIONS, add_cluster_arguments, add_data_dir,
-                                read_proteins)
+from benchmarks.harness import (SEARCH_OPTIONS, add_cluster_arguments, add_data_dir,
+                                read_proteins, timed_runs)
 
 
 def _median_ms(function, repeat: int) -> float:
-    seconds = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        function()
-        seconds.append(time.perf_counter() - started)
+    seconds, _ = timed_runs(function, repeat)
     return 1e3 * sorted(seconds)[len(seconds) // 2]
 
 

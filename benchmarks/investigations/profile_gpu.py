@@ -1,8 +1,8 @@
 """Where the host time of a GPU job goes: per-phase wall times (each phase ends with a device
 synchronize) and a cProfile of one end-to-end W1 run (local, traceback).
 
-``python benchmarks/profile_gpu.py [--replicate 10] [--cudf] [--traceback 0|1] [--mode sw]``
-on a GPU machine.
+``python -m benchmarks.investigations.profile_gpu [--replicate 10] [--cudf] [--traceback 0|1]
+[--mode sw]`` on a GPU machine.
 """
 
 from __future__ import annotations
@@ -14,12 +14,8 @@ import pstats
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from run_gpu import add_data_dir, w1_pairs  # noqa: E402
+from benchmarks.harness import W1_OPTIONS, add_data_dir, timed_runs, w1_pairs
 
 #: (module, function) pairs timed as phases; a phase nested in another counts in both.
 PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
@@ -82,17 +78,12 @@ def main() -> int:
         import cudf
 
         queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
-    options = dict(mode=args.mode, match=1, mismatch=-4, gap_open=7, gap_extend=1,
-                   backend="cuda", progress=False, traceback=bool(args.traceback))
+    options = dict(mode=args.mode, **W1_OPTIONS, backend="cuda", progress=False,
+                   traceback=bool(args.traceback))
     gpualign_df.align(queries[:5000], targets[:5000], **options)
     gpualign_df.align(queries, targets, **options)
-    whole = []
-    for _ in range(args.repeat):
-        cuda.synchronize()
-        started = time.perf_counter()
-        gpualign_df.align(queries, targets, **options)
-        cuda.synchronize()
-        whole.append(time.perf_counter() - started)
+    whole, _ = timed_runs(lambda: gpualign_df.align(queries, targets, **options), args.repeat,
+                          synchronize=True)
     print(f"end to end, no instrumentation: median {statistics.median(whole) * 1e3:.1f} ms "
           f"(min {min(whole) * 1e3:.1f})")
     totals: dict[str, float] = {}

@@ -2,7 +2,7 @@
 chunks of ``--chunk`` rows, each searched against all 30,000 proteins through the cuDF
 accessor (as a task does), with and without an RMM pool; cProfile of one chunk.
 
-``python benchmarks/profile_search_tasks.py [--chunk 157] [--pool]``
+``python -m benchmarks.investigations.profile_search_tasks [--chunk 157] [--pool]``
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ import cProfile
 import pstats
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from protein_search_job import SEARCH_OPTIONS, add_data_dir, read_proteins  # noqa: E402
+from benchmarks.harness import SEARCH_OPTIONS, add_data_dir, kernel_seconds, read_proteins
 
 
 def main() -> int:
@@ -32,7 +29,6 @@ def main() -> int:
     import cudf
 
     import gpualign_df  # noqa: F401
-    from gpualign_df import config, gpu
 
     database = cudf.Series(read_proteins(args.data_dir))
     options = dict(SEARCH_OPTIONS)
@@ -42,10 +38,7 @@ def main() -> int:
         database[first:first + args.chunk].aln.search(database, **options)
     seconds = time.perf_counter() - started
     calls = -(-10_000 // args.chunk)
-    gpu.KERNEL_SECONDS.clear()
-    with config.override(time_kernels=True):
-        database[:args.chunk].aln.search(database, **options)
-    kernels = dict(gpu.KERNEL_SECONDS)
+    kernels = kernel_seconds(lambda: database[:args.chunk].aln.search(database, **options))
     print(f"pool={args.pool}: {calls} chunks of {args.chunk}: {seconds:.2f} s, "
           f"{seconds / calls * 1e3:.1f} ms per chunk; kernels of one chunk "
           f"{ {k: round(v * 1e3, 1) for k, v in kernels.items()} } ms")

@@ -12,7 +12,8 @@ own, for example::
     pip install --target /tmp/cudatk "nvidia-cuda-nvrtc==13.0.*" "nvidia-nvvm==13.0.*" \\
         "nvidia-nvjitlink==13.0.*" nvidia-cuda-nvdisasm
     CUDA_HOME=/tmp/cudatk/nvidia/cu13 LD_LIBRARY_PATH=/tmp/cudatk/nvidia/cu13/lib \\
-        PYTHONPATH=/tmp/cudatk python benchmarks/sass_offline.py --mode sg --traceback 1
+        PYTHONPATH=/tmp/cudatk python -m benchmarks.investigations.sass_offline --mode sg \\
+        --traceback 1
 
 Options: ``--mode sw|nw|sg`` (semi-global: all ends free), ``--traceback 0|1``, ``--rows 8|16``
 (strip height), ``--plain-shifts`` (the ``funnel_append`` setting off), ``--arch 90``,
@@ -30,10 +31,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from inspect_kernels import column_loop  # noqa: E402
+from benchmarks.investigations.inspect_kernels import column_loop
 
 MODES = {"sw": (0, (False,) * 4), "nw": (1, (False,) * 4), "sg": (2, (True,) * 4)}
 

@@ -6,7 +6,8 @@ clock when the device reaches it, that is when all the work queued before it is 
 Where the device reaches a mark at about the time the host does, the device sat idle
 waiting for the host; where it reaches it later, the host ran ahead.
 
-``python benchmarks/timeline_gpu.py [--cudf] [--mode sw] [--traceback 1]`` on a GPU machine.
+``python -m benchmarks.investigations.timeline_gpu [--cudf] [--mode sw] [--traceback 1]`` on a GPU
+machine.
 """
 
 from __future__ import annotations
@@ -16,13 +17,10 @@ import functools
 import importlib
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from profile_gpu import profiled  # noqa: E402
-from run_gpu import OPTIONS, add_data_dir, w1_pairs  # noqa: E402
+from benchmarks.harness import W1_OPTIONS as OPTIONS
+from benchmarks.harness import add_data_dir, w1_pairs
+from benchmarks.investigations.profile_gpu import profiled
 
 #: (module, attribute) marked at entry and exit.
 MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"),
