@@ -291,7 +291,7 @@ def write_markdown(args, n, cells, query_lengths, target_lengths, table, checks,
     section = f"""
 ## CPU: GASAL2 short reads, local with traceback ({now:%Y-%m-%d %H:%M %Z})
 
-* Command: `python benchmarks/run_cpu.py {' '.join(sys.argv[1:])}`
+* Command: `python -m benchmarks.run_cpu {' '.join(sys.argv[1:])}`
 * Machine: {cpu_model()}, {os.cpu_count()} cores (os.cpu_count); threads used: {args.threads} \
 (numba threads for ours, pool processes for parasail)
 * Software: Python {platform.python_version()}, numba {numba.__version__}, numpy \
