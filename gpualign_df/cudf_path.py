@@ -134,12 +134,11 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
             "target": _labels(target_labels, pair_target),
             "score": column(device["score"])}
     if not traceback:
-        data["query_end"] = column(device["end_i"])
-        data["target_end"] = column(device["end_j"])
+        data["query_end"] = column(device["query_end"])
+        data["target_end"] = column(device["target_end"])
         return cudf.DataFrame(data)
-    for name, key in (("query_start", "start_i"), ("query_end", "end_i"),
-                      ("target_start", "start_j"), ("target_end", "end_j")):
-        data[name] = column(device[key])
+    for name in ("query_start", "query_end", "target_start", "target_end"):
+        data[name] = column(device[name])
     cigar_position = len(data)  # after the coordinates
     length = device["matches"] + device["mismatches"] + device["gaps"]
     for name in ("matches", "mismatches", "gap_opens", "gaps"):

@@ -31,9 +31,10 @@ from .plan import Batch, plan_batches, to_numpy
 from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
 from .streams import FillControl, beside_default_stream
 
-#: Result columns the kernels write, by job row (int32); score-only jobs write the first 3.
-RESULT_COLUMNS = ("score", "end_i", "end_j", "start_i", "start_j", "matches", "mismatches",
-                  "gap_opens", "gaps", "cigar_length")
+#: Result columns the kernels write, by job row (int32), named as the result frame's
+#: (:mod:`gpualign_df.results`); score-only jobs write the first 3.
+RESULT_COLUMNS = ("score", "query_end", "target_end", "query_start", "target_start",
+                  "matches", "mismatches", "gap_opens", "gaps", "cigar_length")
 
 
 @dataclass
@@ -245,7 +246,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     tb = scratch("traceback", batch.tb_words, np.uint32)
     alphabet_and_gaps = (job.alphabet_size, job.gap_open, job.gap_extend)
     common = (job.sub, *alphabet_and_gaps, h_buffer, i_buffer, tb, slot_row,
-              columns["score"], columns["end_i"], columns["end_j"])
+              columns["score"], columns["query_end"], columns["target_end"])
     row_start = None if batch.kind == "inter" else device64(batch.row_start)
     interval = tuning.progress_interval
     control = None
@@ -262,8 +263,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
             launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK, query,
                           target, query_lengths, target_lengths,
                           *(warps[k] for k in (0, 1, 2, 5)), job.sub16, *alphabet_and_gaps,
-                          h_buffer, i_buffer, slot_row, columns["score"], columns["end_i"],
-                          columns["end_j"], stream=stream)
+                          h_buffer, i_buffer, slot_row, columns["score"], columns["query_end"],
+                          columns["target_end"], stream=stream)
         elif batch.kind == "inter":
             kernel = inter.fill_kernel(*job.flags, job.use_dpx, keyed, *fill_shape(tuning),
                                        tuning.funnel_append)
@@ -292,8 +293,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     launch_kernel("walk", walk, grid, THREADS_PER_BLOCK, query, target, query_lengths,
                   target_lengths, query_start, target_start, tb_start, slot_columns,
                   batch.width, tb, job.concrete, job.sub, *alphabet_and_gaps, slot_row,
-                  columns["score"], columns["end_i"], columns["end_j"], run_base, runs, run_count,
-                  columns["start_i"], columns["start_j"], columns["matches"],
+                  columns["score"], columns["query_end"], columns["target_end"], run_base, runs,
+                  run_count, columns["query_start"], columns["target_start"], columns["matches"],
                   columns["mismatches"], columns["gap_opens"], columns["gaps"],
                   columns["cigar_length"])
     if direct is not None:  # no wait for the total: a bound sizes the buffer
@@ -308,7 +309,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     chars = xp.empty(max(total, 1), dtype=np.uint8)
     write = tb_kernels.cigar_kernel(job.merge_matches, job.soft_clip)
     launch_kernel("cigar", write, grid, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
-                  columns["start_i"], columns["end_i"], query_lengths, slot_offsets, chars)
+                  columns["query_start"], columns["query_end"], query_lengths, slot_offsets, chars)
     settle()
     if direct is not None:
         return chars, offsets_of_rows
@@ -321,10 +322,10 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
     rows = len(valid)
     host = {name: np.where(valid, to_numpy(array)[:rows], 0)
             for name, array in results.columns.items()}
-    out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["end_i"],
-                          target_end=host["end_j"], cells=results.cells)
+    out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["query_end"],
+                          target_end=host["target_end"], cells=results.cells)
     if traceback:
-        out.query_start, out.target_start = host["start_i"], host["start_j"]
+        out.query_start, out.target_start = host["query_start"], host["target_start"]
         out.stats = {name: host[name] for name in ("matches", "mismatches", "gap_opens", "gaps")}
         out.stats["length"] = out.stats["matches"] + out.stats["mismatches"] + out.stats["gaps"]
         out.cigar_offsets = to_numpy(results.offsets)
