@@ -9,6 +9,7 @@ residue in the query only, ``D`` = a residue in the target only).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from functools import cached_property
 from typing import IO
 
@@ -24,7 +25,7 @@ from .output import Destination
 from .text import as_text, lit, write_in_blocks
 
 
-class Encoder:
+class Encoder(ABC):
     """Turns result frames into one format's bytes.
 
     :meth:`prepare` does every check of a frame and may compute anything, but writes
@@ -45,14 +46,16 @@ class Encoder:
         self.chunk_rows = config.settings().write_chunk_rows
         self.stream: IO[bytes] | None = None
 
+    @abstractmethod
     def prepare(self, frame: pd.DataFrame) -> object:
-        raise NotImplementedError
+        """Check ``frame`` and compute what :meth:`emit` writes; write nothing."""
 
     def begin(self, stream: IO[bytes], destination: Destination) -> None:
         self.stream = stream
 
+    @abstractmethod
     def emit(self, destination: Destination, prepared: object) -> None:
-        raise NotImplementedError
+        """Write a frame :meth:`prepare` accepted."""
 
     def finish(self, destination: Destination) -> None:
         """Nothing to end for the text formats."""
@@ -113,11 +116,11 @@ class AlignedRowsEncoder(Encoder):
 
         write_in_blocks(self.stream, len(frame), self.chunk_rows, block_lines)
 
+    @abstractmethod
     def record_lines(self, part: pd.DataFrame, query_pos: np.ndarray,
                      target_pos: np.ndarray) -> pa.Array:
         """The lines of the rows `part`, whose sequences are at `query_pos`/`target_pos`
         of the sequence frames (every row has an aligned column)."""
-        raise NotImplementedError
 
 
 def as_pandas(frame: object, what: str) -> pd.DataFrame:
