@@ -13,8 +13,6 @@ Examples
 [3]
 """
 
-import importlib as _importlib
-
 from . import libraries as _libraries
 # cluster.py imports nothing beyond the standard library at module level; imported here
 # (not on first use) so that the name ``gpualign_df.cluster`` is always the function: the
@@ -31,17 +29,8 @@ _LAZY = {"align": "api", "align_batches": "api", "make_scoring": "scoring",
          "parse_mode": "scoring", "blast_to_gap_costs": "scoring"}
 
 
-def __getattr__(name: str) -> object:
-    """PEP 562: import a public function's module when the function is first asked for."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+# PEP 562: a public function's module is imported when the function is first asked for
+__getattr__, __dir__ = _libraries.lazy_attributes(__name__, _LAZY, globals())
 
 
 def _register_pandas(module: object) -> None:

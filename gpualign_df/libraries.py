@@ -27,7 +27,7 @@ import warnings
 from types import ModuleType
 from typing import Any, Callable
 
-__all__ = ["loaded", "installed", "when_imported", "is_cudf"]
+__all__ = ["loaded", "installed", "when_imported", "is_cudf", "lazy_attributes"]
 
 #: Callbacks by module name; run after every import of that module (in order of
 #: registration), and at once for a module already imported when registered.
@@ -51,6 +51,36 @@ def loaded(name: str) -> bool:
     """
     module = sys.modules.get(name)
     return module is not None and not _initializing(module)
+
+
+def lazy_attributes(package: str, names: dict[str, str],
+                    namespace: dict[str, Any]) -> tuple[Callable[[str], Any],
+                                                        Callable[[], list[str]]]:
+    """PEP 562 ``(__getattr__, __dir__)`` for a package whose public names are imported on
+    first use: ``names`` maps each name to the submodule that defines it; a name once
+    imported is kept in the package's ``namespace`` (its ``globals()``).
+
+    Examples
+    --------
+    >>> from gpualign_df import libraries
+    >>> space = {}
+    >>> getattr_, dir_ = libraries.lazy_attributes("json", {"JSONDecoder": "decoder"}, space)
+    >>> dir_()
+    ['JSONDecoder']
+    >>> getattr_("JSONDecoder").__name__, "JSONDecoder" in space
+    ('JSONDecoder', True)
+    """
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(names))
+
+    return __getattr__, __dir__
 
 
 def is_cudf(values: Any) -> bool:

@@ -68,7 +68,7 @@ names below are provided on first use, so that importing this package (or its
 
 from __future__ import annotations
 
-import importlib as _importlib
+from ..libraries import lazy_attributes as _lazy_attributes
 
 __all__ = ["DaskSeriesAlignAccessor", "plan_blocks", "summarize_plan",
            "forget_planned_lengths", "DEFAULT_CELLS_PER_TASK", "DEFAULT_GPU_CELLS_PER_TASK",
@@ -82,14 +82,5 @@ _LAZY = {"DaskSeriesAlignAccessor": "accessor", "plan_blocks": "accessor",
          "BROADCAST_MIN_QUERY_RESIDUES": "plan"}
 
 
-def __getattr__(name: str) -> object:
-    """PEP 562: import a public name's module when the name is first asked for."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+# PEP 562: a public name's module is imported when the name is first asked for
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
