@@ -10,8 +10,8 @@ import pandas as pd
 
 from . import config
 from .encode import EncodedSequences, encode_sequences
-from .engine import (HostMemoryError, check_options, choose_engine, host_budget, progress_bar,
-                     run_pairs, search_survivors)
+from .engine import (HostMemoryError, check_options, choose_engine, gib, host_budget,
+                     progress_bar, run_pairs, search_survivors)
 from .job import HOWS, Job
 from .libraries import is_cudf
 from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
@@ -270,9 +270,9 @@ def check_host_memory(job: EncodedJob) -> None:
         return
     rows, _ = rows_and_span(job)
     raise HostMemoryError(
-        f"this {job.how} job returns {rows:,} rows, about {need / 2**30:.1f} GiB of host memory "
+        f"this {job.how} job returns {rows:,} rows, about {gib(need)} of host memory "
         f"with {'traceback' if job.traceback else 'scores'}, more than the "
-        f"{budget / 2**30:.1f} GiB it may use ({tuning.host_memory_share:.0%} of the memory "
+        f"{gib(budget)} it may use ({tuning.host_memory_share:.0%} of the memory "
         f"available now): align with traceback=False (score and end coordinates only), "
         f"stream the rows to a file in batches (gpualign_df.align_batches, or the gpualign "
         f"command with --out), or run it through Dask (dask.dataframe Series .aln)")

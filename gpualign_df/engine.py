@@ -352,7 +352,8 @@ def host_budget(tuning: config.Settings) -> int:
     return int(available_host_memory() * tuning.host_memory_share)
 
 
-def _gib(size: float) -> str:
+def gib(size: float) -> str:
+    """Bytes as GiB for messages: ``gib(3 << 29) == "1.5 GiB"``."""
     return f"{size / 2**30:.1f} GiB"
 
 
@@ -371,8 +372,8 @@ def cpu_threads(query_lengths: np.ndarray, target_lengths: np.ndarray, one_pair:
     if largest > budget:
         raise HostMemoryError(
             f"the pair of lengths {int(query_lengths[one_pair][worst])} x "
-            f"{int(target_lengths[one_pair][worst])} needs {_gib(largest)} of host memory for "
-            f"its traceback, more than the {_gib(budget)} this job may use "
+            f"{int(target_lengths[one_pair][worst])} needs {gib(largest)} of host memory for "
+            f"its traceback, more than the {gib(budget)} this job may use "
             f"({tuning.host_memory_share:.0%} of the memory available): align it with "
             f"traceback=False (score and end coordinates), or on a GPU with more memory")
     return max(1, min(threads, budget // max(largest, 1)))
