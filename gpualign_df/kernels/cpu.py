@@ -47,9 +47,66 @@ def border_score(index, go, ge, mode, free):
     return -(go + (index - 1) * ge)
 
 
+@njit(cache=True, inline="always")
+def fill_row(row_sub, target, columns, go, ge, local, h_row, i_row, h_left, tb, base, want_tb):
+    """Row ``i`` of the DP over columns ``1..columns``, in place: the one copy of the cell
+    recurrence and its tie-breaking, which every CPU fill runs.
+
+    On entry ``h_row``/``i_row`` hold H and I of row ``i - 1`` (columns ``0..columns``), on
+    return those of row ``i``; ``h_left`` is ``H[i, 0]`` (the border) and ``row_sub`` the
+    substitution row of the query residue ``q[i-1]``. With ``want_tb`` the cells' nibbles go to
+    ``tb[base + (j - 1) // 2, 0]`` (two per byte, low nibble first; a row of odd length
+    ends in a half-filled byte).
+    """
+    diag = h_row[0]
+    h_row[0] = h_left
+    del_score = NEG_INF
+    pending = 0
+    for j in range(1, columns + 1):
+        h_up = h_row[j]
+        ins_open = h_up - go
+        ins_ext = i_row[j] - ge
+        nibble = 0
+        if ins_ext > ins_open:
+            ins_score = ins_ext
+            nibble = 4
+        else:
+            ins_score = ins_open
+        del_open = h_left - go
+        del_ext = del_score - ge
+        if del_ext > del_open:
+            del_score = del_ext
+            nibble |= 8
+        else:
+            del_score = del_open
+        h = diag + row_sub[target[j - 1]]
+        src = SRC_DIAG
+        if ins_score > h:
+            h = ins_score
+            src = SRC_INS
+        if del_score > h:
+            h = del_score
+            src = SRC_DEL
+        if local and h <= 0:
+            h = 0
+            src = SRC_START
+        diag = h_up
+        h_row[j] = h
+        i_row[j] = ins_score
+        h_left = h
+        if want_tb:
+            nibble |= src
+            if j & 1:
+                pending = nibble
+            else:
+                tb[base + ((j - 1) >> 1), 0] = pending | (nibble << 4)
+    if want_tb and (columns & 1):
+        tb[base + (columns >> 1), 0] = pending
+
+
 @njit(cache=True)
 def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row, i_row, control,
-                slot):
+                slot, every, h_saved, i_saved):
     """Fill the DP matrix of one pair; return (score, query_end, target_end).
 
     ``tb`` is the traceback buffer (``m * ((n + 1) // 2)`` x 1 bytes) or an empty array for
@@ -58,6 +115,11 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
     :func:`align_pairs`): after each row the fill adds the row's cells to
     ``control[1 + slot]`` and stops early (its result then meaningless) once ``control[0]``
     is set, so one long pair reports progress and can be interrupted.
+
+    With ``every > 0`` the fill also keeps checkpoint rows for a linear-space traceback
+    (:mod:`gpualign_df.kernels.cpu_linear`): H and I of rows ``0, every, 2 * every, ... < m``
+    go to ``h_saved[k]``/``i_saved[k]`` for row ``k * every`` (``(m + every - 1) // every``
+    rows of ``n + 1`` int32 each); ``every == 0`` keeps none (empty arrays).
     """
     m = query.shape[0]
     n = target.shape[0]
@@ -66,6 +128,9 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
     for j in range(n + 1):
         h_row[j] = border_score(j, go, ge, mode, fts)
         i_row[j] = NEG_INF
+    if every > 0 and m > 0:
+        h_saved[0, :] = h_row
+        i_saved[0, :] = i_row
     best = NEG_INF
     best_i = m
     best_j = n
@@ -75,56 +140,14 @@ def fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte, tb, h_row,
     fqe = fqe and mode == MODE_SEMIGLOBAL
     fte = fte and mode == MODE_SEMIGLOBAL
     for i in range(1, m + 1):
-        row_sub = sub[query[i - 1]]
-        diag = h_row[0]
-        h_left = border_score(i, go, ge, mode, fqs)
-        h_row[0] = h_left
-        del_score = NEG_INF
-        pending = 0
-        base = (i - 1) * stride
-        for j in range(1, n + 1):
-            h_up = h_row[j]
-            ins_open = h_up - go
-            ins_ext = i_row[j] - ge
-            nibble = 0
-            if ins_ext > ins_open:
-                ins_score = ins_ext
-                nibble = 4
-            else:
-                ins_score = ins_open
-            del_open = h_left - go
-            del_ext = del_score - ge
-            if del_ext > del_open:
-                del_score = del_ext
-                nibble |= 8
-            else:
-                del_score = del_open
-            h = diag + row_sub[target[j - 1]]
-            src = SRC_DIAG
-            if ins_score > h:
-                h = ins_score
-                src = SRC_INS
-            if del_score > h:
-                h = del_score
-                src = SRC_DEL
-            if local and h <= 0:
-                h = 0
-                src = SRC_START
-            diag = h_up
-            h_row[j] = h
-            i_row[j] = ins_score
-            h_left = h
-            if want_tb:
-                nibble |= src
-                if j & 1:
-                    pending = nibble
-                else:
-                    tb[base + ((j - 1) >> 1), 0] = pending | (nibble << 4)
-        if want_tb and (n & 1):
-            tb[base + (n >> 1), 0] = pending
+        fill_row(sub[query[i - 1]], target, n, go, ge, local, h_row, i_row,
+                 border_score(i, go, ge, mode, fqs), tb, (i - 1) * stride, want_tb)
         control[1 + slot] += n
         if control[0] != 0:
             return best, best_i, best_j
+        if every > 0 and i % every == 0 and i < m:
+            h_saved[i // every, :] = h_row
+            i_saved[i // every, :] = i_row
         # End-cell candidates of this row, found after the row so the cell loop stays lean;
         # rows come in ascending order, so a strictly better score alone replaces the best.
         if local or (fte and i == m):
@@ -162,15 +185,29 @@ def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, co
     ``tb[row * stride + (j - 1) // 2, lane]`` holds the nibbles of cells (i, j) of one pair.
     Returns (query_start, target_start, number_of_ops).
     """
-    i = end_i
-    j = end_j
-    state = SRC_DIAG  # "in H"
-    count = 0
+    i, j, _, count, _ = walk(query, target, tb, lane, stride, 0, end_i, end_j, SRC_DIAG, mode,
+                             fqs, fts, concrete, ops, 0)
+    return i, j, count
+
+
+@njit(cache=True, inline="always")
+def walk(query, target, tb, lane, stride, top, i, j, state, mode, fqs, fts, concrete, ops,
+         count):
+    """The traceback walk from cell (i, j) in ``state`` (``SRC_DIAG`` for "in H", or
+    ``SRC_INS``/``SRC_DEL`` inside a gap) over the rows ``top + 1 ..`` that ``tb`` holds (row
+    ``r`` at ``tb[(r - top - 1) * stride + (j - 1) // 2, lane]``); op codes go, end to start,
+    to ``ops[count:]``.
+
+    Every step reads the nibble of the cell it stands on, so the walk needs row ``r`` while
+    at row ``r``. Returns (i, j, state, count, done): ``done`` once the start of the
+    alignment is reached; else the walk stands on row ``top`` (> 0), whose nibbles ``tb``
+    does not hold, and goes on from (i, j, state) over the rows above. With ``top == 0`` (the
+    whole matrix) it always runs to the start: row 0 and column 0 are only ever reached in H
+    (a gap on row 1 or column 1 never extends one from the border).
+    """
     while True:
-        if state == SRC_DIAG:
-            if i == 0 or j == 0:
-                if mode == MODE_LOCAL:
-                    break
+        if state == SRC_DIAG and (i == 0 or j == 0):
+            if mode != MODE_LOCAL:
                 if i == 0 and (mode == MODE_GLOBAL or not fts):
                     for _ in range(j):
                         ops[count] = OP_DEL
@@ -181,12 +218,15 @@ def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, co
                         ops[count] = OP_INS
                         count += 1
                     i = 0
-                break
-            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1), lane])
-            nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
+            return i, j, state, count, True
+        if i == top:
+            return i, j, state, count, False
+        cell = np.int64(tb[(i - 1 - top) * stride + ((j - 1) >> 1), lane])
+        nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
+        if state == SRC_DIAG:
             src = nibble & 3
             if src == SRC_START:
-                break
+                return i, j, state, count, True
             if src == SRC_DIAG:
                 same = query[i - 1] == target[j - 1] and concrete[query[i - 1]]
                 ops[count] = OP_MATCH if same else OP_MISMATCH
@@ -195,20 +235,18 @@ def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, co
                 j -= 1
             else:
                 state = src
-        else:
-            cell = np.int64(tb[(i - 1) * stride + ((j - 1) >> 1), lane])
-            nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
-            ops[count] = OP_INS if state == SRC_INS else OP_DEL
+        elif state == SRC_INS:
+            ops[count] = OP_INS
             count += 1
-            if state == SRC_INS:
-                i -= 1
-                if not (nibble & 4):
-                    state = SRC_DIAG
-            else:
-                j -= 1
-                if not (nibble & 8):
-                    state = SRC_DIAG
-    return i, j, count
+            i -= 1
+            if not (nibble & 4):
+                state = SRC_DIAG
+        else:
+            ops[count] = OP_DEL
+            count += 1
+            j -= 1
+            if not (nibble & 8):
+                state = SRC_DIAG
 
 
 @njit(cache=True, nogil=True)
@@ -240,8 +278,9 @@ def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_q
             tb = np.empty((m * ((n + 1) // 2), 1), dtype=np.uint8)
         else:
             tb = np.empty((0, 1), dtype=np.uint8)
+        no_rows = np.empty((0, 0), dtype=np.int32)  # no checkpoints
         best, end_i, end_j = fill_matrix(query, target, sub, go, ge, mode, fqs, fqe, fts, fte,
-                                         tb, h_row, i_row, control, slot)
+                                         tb, h_row, i_row, control, slot, 0, no_rows, no_rows)
         score[p] = best
         query_end[p] = end_i
         target_end[p] = end_j
