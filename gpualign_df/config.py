@@ -32,6 +32,19 @@ class Settings:
         Share of the host memory available when a CPU job starts that the job may use for
         its traceback matrices, batch buffers and result columns; a job that cannot fit is
         refused before any work.
+    traceback_memory_share : float
+        Share of the free memory of the engine that runs a pair (the host's available memory
+        on the CPU, the device's free memory on the GPU) that one pair's traceback may take
+        where the job gives no ``traceback_memory``
+        (:func:`gpualign_df.engine.traceback_budget`). A pair whose 4-bit traceback matrix
+        (``m * ceil(n / 2)`` bytes) is larger is traced back in linear space: checkpoint
+        rows of the fill, then the traceback recomputed block by block (on the CPU,
+        :mod:`gpualign_df.kernels.cpu_linear`): the same result, for at most twice the DP
+        cells.
+    linear_min_block_rows : int
+        Rows at least per recomputed block of a linear-space traceback on the CPU, unless
+        the pair's traceback memory allows fewer: fewer rows per block mean more checkpoint
+        rows for the same work (:func:`gpualign_df.kernels.cpu_linear.block_rows`).
     stream_batch_pairs : int
         Pairs per batch when a job is streamed (:func:`gpualign_df.api.align_batches`, the
         command line writing to a file).
@@ -78,9 +91,9 @@ class Settings:
         Sort a GPU job's pairs by (target, query) length before forming warps of 32, so that
         a warp's threads do about the same work. Off only to measure what sorting gains.
     inter_max_cells : int
-        Pairs with more DP cells than this run on the intra-task GPU kernel (one block per
-        pair) instead of one thread per pair: a thread-per-pair fill of a long pair would
-        keep its whole warp waiting. Tests set 0 to send every pair through the long-pair
+        Pairs with more DP cells than this run on the band GPU kernel (one warp per band of
+        a pair's rows, :mod:`gpualign_df.gpu.long`) instead of one thread per pair: a
+        thread-per-pair fill of a long pair would keep its whole warp waiting. Tests set 0 to send every pair through the long-pair
         kernel.
     fill_16bit : bool or None
         Score-only GPU fills on packed 16-bit cells (two pairs per thread, ``*_s16x2`` DPX)
@@ -111,10 +124,14 @@ class Settings:
         With DPX, append traceback bits by a funnel shift in inline PTX, which the
         optimizer keeps as one instruction per bit (from plain shifts it folds a cell's four
         appends into more instructions). Identical bits either way; False to compare.
-    intra_threads : int
-        Threads per block of the long-pair (intra-task) fill: strips of 8 query rows
-        computed side by side per pass. Tests lower it under the CUDA simulator so that
-        small pairs take several passes.
+    band_lanes : int
+        Threads of one band of the long-pair (band) kernel, each holding 4 or 8 query
+        rows; a power of two up to 32. Tests lower it under the CUDA simulator so that
+        small pairs take several bands.
+    linear_block_bytes : int
+        Device bytes of the traceback words of one block of a GPU linear-space traceback
+        (:mod:`gpualign_df.gpu.long`): more rows per block give the recomputation more
+        warps, up to this fixed budget beside the memory linear in the lengths.
     top_k_segments : int
         Most segments one query's targets are split into by the first phase of the GPU
         top-k (at most 64, the merge's head array): more segments, more threads in that
@@ -140,6 +157,8 @@ class Settings:
     """
 
     host_memory_share: float = 0.5
+    traceback_memory_share: float = 0.25
+    linear_min_block_rows: int = 64
     stream_batch_pairs: int = 1 << 20
     stream_batch_cells: float = 2e10
     progress_interval: float = 0.25
@@ -163,7 +182,8 @@ class Settings:
     fill_strip_rows: int = 16
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))
     funnel_append: bool = True
-    intra_threads: int = 128
+    band_lanes: int = 32
+    linear_block_bytes: int = 8 << 30
     top_k_segments: int = 64
     side_stream: bool = True
     side_stream_cells: int = 1 << 34

@@ -39,6 +39,10 @@ class Job:
     progress : bool or None, or a progress bar
         Forced on or off, shown after a delay (None), or an enclosing job's bar
         (:func:`gpualign_df.engine.progress_bar`).
+    traceback_memory : int or None
+        Bytes that one pair's traceback may take; a pair whose 4-bit traceback matrix is
+        larger is traced back in linear space. None: the share ``traceback_memory_share`` of
+        the free memory of the engine that runs it (:func:`gpualign_df.engine.traceback_budget`).
     """
 
     how: str
@@ -51,3 +55,14 @@ class Job:
     cigar_style: str = "="
     clip: str | None = None
     progress: object = None
+    traceback_memory: int | None = None
+
+
+def traceback_budget(traceback_memory: int | None, available: int, tuning) -> int:
+    """Bytes one pair's traceback may take: ``traceback_memory`` where the job gives it,
+    else the ``traceback_memory_share`` setting of ``available`` bytes (the free memory of
+    the engine that runs the pair). A pair whose traceback needs more is traced back in
+    linear space."""
+    if traceback_memory is not None:
+        return int(traceback_memory)
+    return int(available * tuning.traceback_memory_share)

@@ -82,12 +82,31 @@ def test_search_and_pairwise_on_the_gpu_equal_cpu():
                                             ("sg", ("target_start", "target_end")),
                                             ("sg", ("query_end",))])
 def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
-    """Every non-empty pair through the intra-task (one block per pair) kernel; under the
-    simulator with 4 threads per block, so that pairs need several passes of strips."""
+    """Every non-empty pair through the band (long-pair) kernel; under the simulator with
+    bands of 4 lanes (32 rows), so that pairs take several bands."""
     settings(inter_max_cells=0)
     if gpualign_df.gpu.simulator():
-        settings(intra_threads=4)
+        settings(band_lanes=4)
     queries, targets = small_pairs(9, "ACGT", count=8, max_length=45)
+    both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
+                 gap_open=5, gap_extend=2)
+
+
+@pytest.mark.parametrize("mode,free_ends", [
+    mode if mode[0] != "sg" or mode[1] == ("target_start", "target_end")
+    else pytest.param(*mode, marks=pytest.mark.slow) for mode in MODES])
+def test_linear_space_traceback_equals_cpu(settings, mode, free_ends):
+    """Pairs whose traceback may not fit take the linear-space path (checkpoint rows, then
+    blocks of one band recomputed and walked from the bottom) and give the full-matrix
+    frame: repeats with many equal-score paths, a pair with a long gap, one-residue and
+    empty partners; under the simulator with bands of 4 lanes (32 rows, several blocks)."""
+    settings(inter_max_cells=0, traceback_memory_share=1e-12, linear_block_bytes=1)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    rng = np.random.default_rng(5)
+    queries = ["ACGACGACG" * 5, "A" * 40, random_sequences(rng, 1, "ACGT", 45, 45)[0], "C", ""]
+    targets = ["ACGACG" * 4, "A" * 20 + "C" + "A" * 5, queries[2][:15] + queries[2][35:],
+               "ACCGT" * 4, "ACG"]
     both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
                  gap_open=5, gap_extend=2)
 

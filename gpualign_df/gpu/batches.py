@@ -19,17 +19,19 @@ import numpy as np
 from .. import config
 from ..arrays import AlignmentArrays
 from ..encode import EncodedSequences
-from ..kernels import dpx, inter, inter16, intra, traceback as tb_kernels
+from ..job import traceback_budget
+from ..kernels import dpx, inter, inter16, traceback as tb_kernels
 from ..kernels.gather import gather_pair_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import Mode, Scoring
 from .buffers import DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
+from .long import align_linear, fill_long_batch
 from .memory import engine_allocations
 from .plan import Batch, plan_batches, to_numpy
 from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
-from .streams import FillControl, beside_default_stream
+from .streams import beside_default_stream
 
 #: Result columns the kernels write, by job row (int32), named as the result frame's
 #: (:mod:`gpualign_df.results`); score-only jobs write the first 3.
@@ -93,15 +95,18 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
                     pair_target, query_lengths, target_lengths, valid, scoring: Scoring,
                     mode: Mode, *, traceback: bool, cigar_style: str, clip: str | None,
                     progress=None, longest: tuple[int, int] | None = None,
-                    all_valid: bool = False) -> DeviceResults:
+                    all_valid: bool = False,
+                    traceback_memory: int | None = None) -> DeviceResults:
     """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``.
 
     The per-row arrays may be numpy or device (CuPy) arrays; they are planned on the
     device, so a job whose arrays already live there copies nothing per row to the host.
     ``longest``: bounds on the longest query and target of the job, where the caller knows
     them (the plan then reads no maxima back; see :func:`gpualign_df.gpu.plan.plan_batches`);
-    ``all_valid``: every ``valid[k]`` is known true (no read of how many are). Reads the
-    settings of the calling thread.
+    ``all_valid``: every ``valid[k]`` is known true (no read of how many are).
+    ``traceback_memory``: bytes one pair's traceback may take (None: the
+    ``traceback_memory_share`` of the free device memory); a pair whose words need more is
+    traced back in linear space. Reads the settings of the calling thread.
     """
     xp = array_module()
     tuning = config.settings()
@@ -110,12 +115,13 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
             queries, targets, xp.asarray(pair_query, dtype=np.int64),
             xp.asarray(pair_target, dtype=np.int64), xp.asarray(query_lengths, dtype=np.int64),
             xp.asarray(target_lengths, dtype=np.int64), xp.asarray(valid, dtype=bool),
-            scoring, mode, traceback, cigar_style, clip, progress, longest, all_valid, tuning)
+            scoring, mode, traceback, cigar_style, clip, progress, longest, all_valid,
+            traceback_memory, tuning)
 
 
 def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, target_lengths,
                      valid, scoring, mode, traceback, cigar_style, clip, progress, longest,
-                     all_valid, tuning):
+                     all_valid, traceback_memory, tuning):
     xp = array_module()
     rows = len(pair_query)
     names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
@@ -137,11 +143,13 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         return fill_fits_16bit(scoring, longest_query, longest_target)
 
     pairs = None if all_valid else xp.flatnonzero(valid)  # None: every row
+    free = free_bytes()
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
-                           int(free_bytes() * tuning.gpu_memory_share),
+                           int(free * tuning.gpu_memory_share),
                            sort=tuning.sort_by_length,
                            fits_16bit=fits_16bit if use_16bit else None, longest=longest,
-                           inter_max_cells=tuning.inter_max_cells)
+                           inter_max_cells=tuning.inter_max_cells,
+                           traceback_budget=traceback_budget(traceback_memory, free, tuning))
     local, _corner, _free_row0, _free_col0, end_row, _end_column = mode_shape(
         mode.code, *mode.flags())
     tracks_rows = local or end_row  # the fill keeps running row bests (keyed or selected)
@@ -241,55 +249,54 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                           lengths, start, batch.width, out)
         run_base = device64(batch.run_base)
     query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
-    h_buffer = scratch("h_row", batch.row_words, np.int32)
-    i_buffer = scratch("i_row", batch.row_words, np.int32)
-    tb = scratch("traceback", batch.tb_words, np.uint32)
     alphabet_and_gaps = (job.alphabet_size, job.gap_open, job.gap_extend)
-    common = (job.sub, *alphabet_and_gaps, h_buffer, i_buffer, tb, slot_row,
-              columns["score"], columns["query_end"], columns["target_end"])
-    row_start = None if batch.kind == "inter" else device64(batch.row_start)
     interval = tuning.progress_interval
-    control = None
+    mode_code, fqs, _fqe, fts, _fte, _ = job.flags
+    if batch.kind == "linear":  # one pair, its walk done block by block
+        runs, run_count = align_linear(job, batch, query, target, tuning.linear_block_bytes,
+                                       on_cells)
+        return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths,
+                             direct, grid, lambda: None)
+    tb = scratch("traceback", batch.tb_words, np.uint32)
+    long_fill = None
 
     def settle() -> None:
         """Wait (polled) for a long fill before the host's first wait for later work; the
         walk and CIGAR kernels are queued behind the fill by then."""
-        if control is not None:
-            control.wait(on_cells, interval)
+        if long_fill is not None:
+            long_fill.wait(on_cells, interval)
 
     with beside_default_stream(batch.cells, tuning) as stream:
-        if batch.packed:  # two pairs per thread; the table has a padding code (= alphabet)
-            kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
-            launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK, query,
-                          target, query_lengths, target_lengths,
-                          *(warps[k] for k in (0, 1, 2, 5)), job.sub16, *alphabet_and_gaps,
-                          h_buffer, i_buffer, slot_row, columns["score"], columns["query_end"],
-                          columns["target_end"], stream=stream)
-        elif batch.kind == "inter":
-            kernel = inter.fill_kernel(*job.flags, job.use_dpx, keyed, *fill_shape(tuning),
-                                       tuning.funnel_append)
-            launch_kernel("fill", kernel, grid, THREADS_PER_BLOCK, query, target,
-                          query_lengths, target_lengths, *(warps[k] for k in (0, 1, 2, 3, 5)),
-                          *common, stream=stream)
-        else:
-            control = FillControl()
-            kernel = intra.long_fill_kernel(*job.flags, job.use_dpx, tuning.intra_threads,
-                                            tuning.funnel_append)
-            launch_kernel("fill", kernel, batch.slots, tuning.intra_threads, query, target,
-                          query_lengths, target_lengths, query_start, target_start, row_start,
-                          tb_start, *common, control.device, stream=stream)
-            control.launched(stream)
+        if batch.kind == "long":
+            long_fill = fill_long_batch(job, batch, query, target, tb, stream)
             if stream is not None:  # the side stream is joined (a blocking wait) at the end
-                control.wait(on_cells, interval)
+                settle()
+                long_fill = None
+        else:
+            h_buffer = scratch("h_row", batch.row_words, np.int32)
+            i_buffer = scratch("i_row", batch.row_words, np.int32)
+            if batch.packed:  # two pairs per thread; the table has a padding code
+                kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
+                launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
+                              query, target, query_lengths, target_lengths,
+                              *(warps[k] for k in (0, 1, 2, 5)), job.sub16, *alphabet_and_gaps,
+                              h_buffer, i_buffer, slot_row, columns["score"],
+                              columns["query_end"], columns["target_end"], stream=stream)
+            else:
+                kernel = inter.fill_kernel(*job.flags, job.use_dpx, keyed, *fill_shape(tuning),
+                                           tuning.funnel_append)
+                launch_kernel("fill", kernel, grid, THREADS_PER_BLOCK, query, target,
+                              query_lengths, target_lengths,
+                              *(warps[k] for k in (0, 1, 2, 3, 5)), job.sub, *alphabet_and_gaps,
+                              h_buffer, i_buffer, tb, slot_row, columns["score"],
+                              columns["query_end"], columns["target_end"], stream=stream)
     if not job.traceback:
         settle()
         return None
-    used = slot_row >= 0
-    known_row = xp.maximum(slot_row, 0)
-    mode_code, fqs, _fqe, fts, _fte, _ = job.flags
     runs = scratch("runs", batch.run_words, np.uint32)
     run_count = scratch("run_count", batch.slots, np.int32)
-    walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip)
+    walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip,
+                                  batch.kind == "long")
     launch_kernel("walk", walk, grid, THREADS_PER_BLOCK, query, target, query_lengths,
                   target_lengths, query_start, target_start, tb_start, slot_columns,
                   batch.width, tb, job.concrete, job.sub, *alphabet_and_gaps, slot_row,
@@ -297,6 +304,18 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                   run_count, columns["query_start"], columns["target_start"], columns["matches"],
                   columns["mismatches"], columns["gap_opens"], columns["gaps"],
                   columns["cigar_length"])
+    return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct,
+                         grid, settle)
+
+
+def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct, grid,
+                  settle):
+    """CIGAR characters of a walked batch (see :func:`run_batch`'s return); ``settle``
+    waits for a long fill still running before the host's first wait."""
+    xp = array_module()
+    columns = job.columns
+    used = slot_row >= 0
+    known_row = xp.maximum(slot_row, 0)
     if direct is not None:  # no wait for the total: a bound sizes the buffer
         offsets_of_rows = row_offsets(xp, columns["cigar_length"], direct)
         slot_offsets = xp.where(used, offsets_of_rows[known_row], 0)
@@ -335,7 +354,8 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
 
 def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                   pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
-                  cigar_style: str, clip: str | None, progress) -> AlignmentArrays:
+                  cigar_style: str, clip: str | None, progress,
+                  traceback_memory: int | None = None) -> AlignmentArrays:
     """Align pairs of host-encoded sequences on the GPU; host arrays in pair order.
 
     The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
@@ -349,5 +369,5 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
                               queries.lengths[pair_query], targets.lengths[pair_target], valid,
                               scoring, mode, traceback=traceback, cigar_style=cigar_style,
                               clip=clip, progress=progress, longest=longest,
-                              all_valid=bool(valid.all()))
+                              all_valid=bool(valid.all()), traceback_memory=traceback_memory)
     return to_host(results, valid, traceback)

@@ -10,8 +10,10 @@ planned on the host.
   inter-task kernel: sorted by (target, query) length, longest first, in warps of 32
   slots; residues of a warp interleaved (``base + 32*i + lane``), traceback words of a
   warp interleaved too.
-* Long pairs go to the intra-task kernel, one block per pair, residues contiguous
-  (width 1).
+* Long pairs go to the band kernel (:mod:`gpualign_df.gpu.long`), residues contiguous
+  (width 1), traceback words in the band layout; a pair whose traceback words exceed the
+  job's traceback budget (or the batch budget) is a batch of its own, traced back in
+  linear space.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import numpy as np
 
 from .. import config
 from ..kernels import planning, simulator
-from ..kernels.strip import STRIP_ROWS, WARP
+from ..kernels.strip import WARP
+from . import long
 from .device import THREADS_PER_BLOCK, kernel_view
 from .launch import launch
+from .long import traceback_words
 
 
 @dataclass
@@ -105,7 +109,8 @@ def to_numpy(array) -> np.ndarray:
 
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
                  sort: bool = True, fits_16bit=None, longest: tuple[int, int] | None = None,
-                 inter_max_cells: int | None = None) -> list[Batch]:
+                 inter_max_cells: int | None = None,
+                 traceback_budget: int | None = None) -> list[Batch]:
     """Batches for job rows ``pairs`` (None: every row; lengths indexed by job row; numpy or
     CuPy arrays, all of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
@@ -113,7 +118,9 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     paired: :mod:`gpualign_df.kernels.inter16`); None: never. ``longest``: bounds on the
     longest query and target (every pair short when their product is): no maxima are read
     back, and the 16-bit and keyed-best checks take the bounds. Pairs of more than
-    ``inter_max_cells`` cells (None: the setting) are long pairs."""
+    ``inter_max_cells`` cells (None: the setting) are long pairs; a long pair whose
+    traceback words take more than ``traceback_budget`` bytes (None: no limit but the
+    batch budget) takes the linear-space path (blocks as the settings say)."""
     if inter_max_cells is None:
         inter_max_cells = config.settings().inter_max_cells
     xp = module_of(query_lengths)
@@ -144,10 +151,11 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     batches = _inter_batches(xp, pairs[short], pair_query_lengths[short],
                              pair_target_lengths[short], traceback, budget_bytes, sort,
                              longest_query, longest_target, fits_16bit)
+    tuning = config.settings()
     return batches + _long_batches(to_numpy(pairs[is_long]),
                                    to_numpy(pair_query_lengths[is_long]),
                                    to_numpy(pair_target_lengths[is_long]), traceback,
-                                   budget_bytes)
+                                   budget_bytes, traceback_budget, tuning)
 
 
 def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, sort,
@@ -242,34 +250,52 @@ def _sort_key():
                                   "key = -((target << 32) + query)", "gpualign_sort_key")
 
 
-def _long_batches(pairs, m, n, traceback, budget):
-    """Long-pair batches of host arrays: rows ``pairs`` of lengths ``m`` x ``n``."""
+def _long_batches(pairs, m, n, traceback, budget, traceback_budget, tuning):
+    """Long-pair batches of host arrays: rows ``pairs`` of lengths ``m`` x ``n``; pairs
+    whose traceback words do not fit (``traceback_budget``, ``budget``) one batch each,
+    kind ``"linear"``."""
     if len(pairs) == 0:
         return []
     order = np.argsort(-(m * n), kind="stable")
     pairs, m, n = pairs[order], m[order], n[order]
-    strips = (m + STRIP_ROWS - 1) // STRIP_ROWS
-    tb_words = strips * n if traceback else np.zeros_like(m)
+    tb_words = traceback_words(m, n) if traceback else np.zeros_like(m)
     run_words = (m + n) if traceback else np.zeros_like(m)
     need = m + n + 8 * (n + 1) + 4 * tb_words + 6 * run_words + 96
-    if need.max() > budget:
-        worst = int(np.argmax(need))
-        raise MemoryError(f"pair of lengths {m[worst]} x {n[worst]} needs {need[worst] >> 20} MiB "
-                          f"of GPU memory for its traceback, more than the {budget >> 20} MiB "
-                          f"available; align it with traceback=False or on the CPU")
+    linear = traceback & ((need > budget) | (traceback_budget is not None
+                                             and 4 * tb_words > traceback_budget))
     batches = []
-    for first, stop in _split(need, budget):
+    for k in np.flatnonzero(linear):
+        block = long.block_rows(int(n[k]), tuning.linear_block_bytes, tuning.band_lanes)
+        linear_need = long.linear_bytes(int(m[k]), int(n[k]), block)
+        if linear_need > budget:
+            raise MemoryError(
+                f"pair of lengths {m[k]} x {n[k]} needs {linear_need >> 20} MiB of GPU memory "
+                f"even in linear space (checkpoint rows and one block of {block} rows), more "
+                f"than the {budget >> 20} MiB available; free GPU memory or align it on the "
+                f"CPU (backend='cpu')")
+        batches.append(_long_batch("linear", pairs[k:k + 1], m[k:k + 1], n[k:k + 1],
+                                   np.zeros(1, np.int64), run_words[k:k + 1]))
+    keep = ~linear
+    pairs, m, n, tb_words, run_words, need = (values[keep] for values in (
+        pairs, m, n, tb_words, run_words, need))
+    for first, stop in _split(need, budget) if len(pairs) else []:
         part = slice(first, stop)
-        batches.append(Batch(
-            kind="long", width=1, slot_row=pairs[part], query_lengths=m[part].astype(np.int32),
-            target_lengths=n[part].astype(np.int32), query_start=_exclusive_cumsum(m[part]),
-            target_start=_exclusive_cumsum(n[part]), tb_start=_exclusive_cumsum(tb_words[part]),
-            run_base=_exclusive_cumsum(run_words[part]), columns=n[part].astype(np.int32),
-            row_start=_exclusive_cumsum(n[part] + 1), query_size=int(m[part].sum()),
-            target_size=int(n[part].sum()), row_words=int((n[part] + 1).sum()),
-            tb_words=int(tb_words[part].sum()), run_words=int(run_words[part].sum()),
-            cells=int((m[part] * n[part]).sum())))
+        batches.append(_long_batch("long", pairs[part], m[part], n[part], tb_words[part],
+                                   run_words[part]))
     return batches
+
+
+def _long_batch(kind, pairs, m, n, tb_words, run_words) -> Batch:
+    """A batch of long pairs, residues back to back."""
+    return Batch(
+        kind=kind, width=1, slot_row=pairs, query_lengths=m.astype(np.int32),
+        target_lengths=n.astype(np.int32), query_start=_exclusive_cumsum(m),
+        target_start=_exclusive_cumsum(n), tb_start=_exclusive_cumsum(tb_words),
+        run_base=_exclusive_cumsum(run_words), columns=n.astype(np.int32),
+        row_start=_exclusive_cumsum(n + 1), query_size=int(m.sum()),
+        target_size=int(n.sum()), row_words=int((n + 1).sum()),
+        tb_words=int(tb_words.sum()), run_words=int(run_words.sum()),
+        cells=int((m * n).sum()))
 
 
 def launch_plan(groups, *arguments):

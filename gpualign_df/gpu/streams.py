@@ -101,7 +101,7 @@ def poll(event):
 
 class FillControl:
     """The stop flag and cell counter a long-pair fill shares with the host while it runs
-    (``device``: two int64 on the device, see :mod:`gpualign_df.kernels.intra`), and the
+    (``device``: two int64 on the device, see :mod:`gpualign_df.kernels.band`), and the
     host's wait for such a fill: polled, so Ctrl-C is handled and the progress bar moves
     within one long pair, instead of one blocking synchronize of minutes.
 

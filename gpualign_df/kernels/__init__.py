@@ -1,6 +1,6 @@
 """The engines' kernels, numba code only: ``njit`` for the CPU (:mod:`.cpu`, :mod:`.cpu_lanes`,
 :mod:`.common`), CUDA for the GPU (:mod:`.strip` the cells every fill and search shares,
-:mod:`.inter`, :mod:`.inter16`, :mod:`.intra` fills, :mod:`.search` score passes and top-k,
+:mod:`.inter`, :mod:`.inter16`, :mod:`.band` fills, :mod:`.search` score passes and top-k,
 :mod:`.traceback` walk and CIGARs, :mod:`.gather`, :mod:`.planning`, :mod:`.dpx`).
 
 Nothing here imports the engines or reads settings: kernel factories take what they are

@@ -33,6 +33,13 @@ extern "C" __device__ unsigned gpualign_append_sign(unsigned word, int diff) {
   unsigned out;
   asm("shf.l.clamp.b32 %0, %1, %2, 1;" : "=r"(out) : "r"((unsigned)diff), "r"(word));
   return out; }
+/* A global int64 read through L2 (ld.global.cg), volatile so that a wait loop reads it
+   again on every pass instead of once. */
+extern "C" __device__ long long gpualign_load_cg(long long address, long long index) {
+  long long value;
+  asm volatile("ld.global.cg.s64 %0, [%1];" : "=l"(value)
+               : "l"(((const long long*)address) + index));
+  return value; }
 /* The value in the high word, a bit in the low word (inlined, the packing costs nothing).
    __vibmax_s32(a, b, &p) is max(a, b) with p = (a >= b). */
 extern "C" __device__ long long gpualign_keep_best(int best, int h) {
@@ -172,6 +179,14 @@ def append_sign():
     """``word << 1`` with the sign bit of an int32 difference shifted in, as linked CUDA C:
     one funnel shift (``SHF.L``) per traceback bit (the ``funnel_append`` setting)."""
     return cuda.declare_device("gpualign_append_sign", "uint32(uint32, int32)",
+                               link=_linked_source(), abi="c")
+
+
+@lru_cache(maxsize=None)
+def load_cg():
+    """``load_cg(address, index)``: the int64 at ``address`` + 8 * ``index`` in global
+    memory, read through L2 and again on every call (linked CUDA C)."""
+    return cuda.declare_device("gpualign_load_cg", "int64(int64, int64)",
                                link=_linked_source(), abi="c")
 
 

@@ -1,5 +1,5 @@
 """Device functions of one strip of query rows, shared by every CUDA fill and search
-kernel (inter-task, intra-task, packed 16-bit), so that their recurrences, tie-breaks and
+kernel (inter-task, packed 16-bit), so that their recurrences, tie-breaks and
 end cells are literally the same code; and the layout constants those kernels share.
 
 Same recurrences and tie-breaks as :mod:`gpualign_df.kernels.cpu` (the contract is written
@@ -86,7 +86,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                     use_dpx: bool = False, keyed: bool = False, rows: int = STRIP_ROWS,
                     track: bool = True, funnel: bool = True):
     """Device functions of one strip of ``rows`` query rows (``STRIP_ROWS`` or twice as
-    many), shared by the inter-task and intra-task kernels: start a strip, compute one
+    many), shared by the inter-task kernels: start a strip, compute one
     column of it, collect its end-cell candidates, and the end cell of a pair with an
     empty sequence. A column's traceback bits fill one word per ``STRIP_ROWS`` rows.
     ``track=False``: the column keeps no running best of its rows (for a strip whose rows

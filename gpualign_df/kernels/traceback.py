@@ -36,53 +36,44 @@ def flush_run(runs, position, length, op, count, size, opens):
 
 
 @lru_cache(maxsize=None)
-def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool):
-    """Traceback walk for one mode / free-starts / CIGAR-style combination, over the fill
-    kernels' words (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at
-    bits ``4 * (7 - r)``). H's source comes from two bits and there is no start bit: a
-    local walk tracks H back from the score and stops where it is 0 (the CPU engine's
-    source 0: a cell whose best is <= 0)."""
+def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool):
+    """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
+    / CIGAR-style / layout combination, over the fill kernels' words
+    (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
+    r)``). H's source comes from two bits and there is no start bit: a local walk tracks H
+    back from the score and stops where it is 0 (the CPU engine's source 0: a cell whose
+    best is <= 0).
+
+    ``steps`` walks from a cell and state until the alignment's start, or until it reaches
+    row ``stop_row`` > 0 (the top of a block of rows whose words ``tb`` holds from
+    ``b0``, rows counted from ``row0``: the linear-space traceback walks block by block);
+    ``finish`` flushes the last run and counts the soft clips. The walk's state travels as
+    one tuple: (i, j, state, value, runs, current op, run length, CIGAR characters,
+    matches, mismatches, gap opens, gap columns). Word of (i, j): strip ``(i - row0 - 1)
+    // 8``, row ``r = (i - row0 - 1) % 8``, at ``b0 + width * (strip * columns + j - 1)``;
+    ``skewed`` (the band kernel's layout, :mod:`gpualign_df.kernels.band`): at ``b0 + strip
+    * (columns + 7) + j - 1 + r``."""
     local = mode == MODE_LOCAL
     glob = mode == MODE_GLOBAL
 
     @cuda.jit(device=True, inline=True)
-    def nibble_at(tb, b0, width, columns, i, j):
-        strip = (i - 1) // STRIP_ROWS
-        row = (i - 1) % STRIP_ROWS
-        word = tb[uint64(b0 + width * (strip * columns + j - 1))]
+    def nibble_at(tb, b0, width, columns, row0, i, j):
+        strip = (i - row0 - 1) // STRIP_ROWS
+        row = (i - row0 - 1) % STRIP_ROWS
+        if skewed:
+            word = tb[uint64(b0 + strip * (columns + STRIP_ROWS - 1) + j - 1 + row)]
+        else:
+            word = tb[uint64(b0 + width * (strip * columns + j - 1))]
         return (word >> uint32(4 * (STRIP_ROWS - 1 - row))) & uint32(15)
 
-    @cuda.jit
-    def walk(query, target, query_lengths, target_lengths, query_start, target_start, tb_start,
-             slot_columns, width, tb, concrete, sub, alphabet_size, go, ge, slot_row, score,
-             end_i, end_j, run_base, runs, run_count, start_i, start_j, matches, mismatches,
-             gap_opens, gaps, cigar_length):
-        slot = cuda.grid(1)
-        if slot >= query_lengths.shape[0]:
-            return
-        m = query_lengths[slot]
-        if m < 0:  # an unused slot of the warp
-            run_count[slot] = 0
-            return
-        pair = slot_row[slot]
-        q0 = query_start[slot]
-        t0 = target_start[slot]
-        b0 = tb_start[slot]
-        columns = slot_columns[slot]
-        out = run_base[slot]
-        i = end_i[pair]
-        j = end_j[pair]
-        state = 1  # 1: in H, 2: in I, 3: in D
-        value = score[pair]  # local: H, I or D of the current cell and state
-        count = 0
-        current = -1
-        length = 0
-        size = 0
-        n_match = 0
-        n_mismatch = 0
-        n_open = 0
-        n_gap = 0
+    @cuda.jit(device=True, inline=True)
+    def steps(query, target, q0, t0, width, tb, b0, columns, row0, stop_row, concrete, sub,
+              alphabet_size, go, ge, runs, out, walk):
+        i, j, state, value, count, current, length, size, n_match, n_mismatch, n_open, \
+            n_gap = walk
         while True:  # one operation per pass (a gap run at a border is one pass)
+            if stop_row > 0 and i == stop_row:
+                break
             repeat = 1
             if state == 1 and (i == 0 or j == 0):
                 if local:
@@ -100,7 +91,7 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
             else:
                 if local and state == 1 and value == 0:  # where H is 0 the alignment starts
                     break
-                nibble = nibble_at(tb, b0, width, columns, i, j)
+                nibble = nibble_at(tb, b0, width, columns, row0, i, j)
                 # in H, its source: bit 1, D beats max(diagonal, I); bit 0, I beats the
                 # diagonal; a gap step from H uses this same cell's extension bit
                 src = min(nibble & 3, 2) + 1 if state == 1 else state
@@ -138,22 +129,117 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
                                                 n_open)
                 current = run_op
                 length = repeat
+        return (i, j, state, value, count, current, length, size, n_match, n_mismatch, n_open,
+                n_gap)
+
+    @cuda.jit(device=True, inline=True)
+    def finish(runs, out, walk, soft_clip, m, end_i):
+        """The walk's last run flushed; (runs, CIGAR characters, gap opens) with the soft
+        clips of a query of length ``m`` aligned up to ``end_i``."""
+        i, j, state, value, count, current, length, size, n_match, n_mismatch, n_open, \
+            n_gap = walk
         count, size, n_open = flush_run(runs, out + count, length, current, count, size, n_open)
         if soft_clip:
             if i > 0:
                 size += digits(i) + 1
-            if m - end_i[pair] > 0:
-                size += digits(m - end_i[pair]) + 1
+            if m - end_i > 0:
+                size += digits(m - end_i) + 1
+        return count, size, n_open
+
+    return steps, finish
+
+
+@lru_cache(maxsize=None)
+def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool,
+                skewed: bool = False):
+    """Traceback walk, one thread per slot (:func:`walk_functions`; ``skewed``: the band
+    kernel's layout, ``width`` 1)."""
+    steps, finish = walk_functions(mode, fqs, fts, merge_matches, skewed)
+
+    @cuda.jit
+    def walk(query, target, query_lengths, target_lengths, query_start, target_start, tb_start,
+             slot_columns, width, tb, concrete, sub, alphabet_size, go, ge, slot_row, score,
+             end_i, end_j, run_base, runs, run_count, start_i, start_j, matches, mismatches,
+             gap_opens, gaps, cigar_length):
+        slot = cuda.grid(1)
+        if slot >= query_lengths.shape[0]:
+            return
+        m = query_lengths[slot]
+        if m < 0:  # an unused slot of the warp
+            run_count[slot] = 0
+            return
+        pair = slot_row[slot]
+        out = run_base[slot]
+        # state 1: in H, 2: in I, 3: in D; value (local): H, I or D of the cell and state
+        walk = (end_i[pair], end_j[pair], 1, score[pair], 0, -1, 0, 0, 0, 0, 0, 0)
+        walk = steps(query, target, query_start[slot], target_start[slot], width, tb,
+                     tb_start[slot], slot_columns[slot], 0, 0, concrete, sub, alphabet_size,
+                     go, ge, runs, out, walk)
+        count, size, n_open = finish(runs, out, walk, soft_clip, m, end_i[pair])
         run_count[slot] = count
-        start_i[pair] = i
-        start_j[pair] = j
-        matches[pair] = n_match
-        mismatches[pair] = n_mismatch
+        start_i[pair] = walk[0]
+        start_j[pair] = walk[1]
+        matches[pair] = walk[8]
+        mismatches[pair] = walk[9]
         gap_opens[pair] = n_open
-        gaps[pair] = n_gap
+        gaps[pair] = walk[11]
         cigar_length[pair] = size
 
     return walk
+
+
+#: Entries of a linear-space walk's state array (int64): the walk tuple of
+#: :func:`walk_functions`.
+WALK_STATE = 12
+
+
+@lru_cache(maxsize=None)
+def block_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool):
+    """One thread walks one pair's block of rows ``row0 + 1 ..`` (band layout, the block's
+    words from ``tb[0]``, ``columns`` wide) from the walk in ``walk_state`` until it
+    reaches row ``row0`` (> 0) or the start of the alignment (``row0`` 0), and leaves the
+    walk there: the linear-space traceback, block by block from the bottom."""
+    steps, _finish = walk_functions(mode, fqs, fts, merge_matches, True)
+
+    @cuda.jit
+    def walk_block(query, target, q0, t0, tb, columns, row0, concrete, sub, alphabet_size, go,
+                   ge, runs, walk_state):
+        if cuda.grid(1) != 0:
+            return
+        s = walk_state
+        walk = (s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11])
+        walk = steps(query, target, q0, t0, 1, tb, 0, columns, row0, row0, concrete, sub,
+                     alphabet_size, go, ge, runs, 0, walk)
+        for k in range(WALK_STATE):
+            s[k] = walk[k]
+
+    return walk_block
+
+
+@lru_cache(maxsize=None)
+def finish_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool):
+    """One thread: a linear-space walk finished into job row ``row``'s columns and its
+    run count (``run_count[0]``) for :func:`cigar_kernel`."""
+    _steps, finish = walk_functions(mode, fqs, fts, merge_matches, True)
+
+    @cuda.jit
+    def finish_walk(walk_state, runs, m, row, end_i, run_count, start_i, start_j, matches,
+                    mismatches, gap_opens, gaps, cigar_length):
+        if cuda.grid(1) != 0:
+            return
+        s = walk_state
+        walk = (s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11])
+        count, size, n_open = finish(runs, 0, walk, soft_clip, m, end_i[row])
+        run_count[0] = count
+        start_i[row] = walk[0]
+        start_j[row] = walk[1]
+        matches[row] = walk[8]
+        mismatches[row] = walk[9]
+        gap_opens[row] = n_open
+        gaps[row] = walk[11]
+        cigar_length[row] = size
+
+    return finish_walk
 
 
 @cuda.jit(device=True, inline=True)

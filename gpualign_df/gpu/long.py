@@ -1,0 +1,223 @@
+"""Long pairs on the device: the band kernel (:mod:`gpualign_df.kernels.band`) over a batch
+of long pairs, and the linear-space traceback of a pair whose traceback cannot fit.
+
+* A batch of long pairs is one launch of persistent one-warp blocks that take the pairs'
+  bands (32 * rows query rows each) in order, so one pair fills the GPU and many pairs
+  share it; a second kernel folds each pair's band candidates into its end cell. With
+  traceback the bands write the skewed words the walk kernel reads
+  (:func:`gpualign_df.kernels.traceback.walk_kernel` with ``skewed``).
+* Linear space (:func:`align_linear`): the forward fill keeps every ``K``-th row's border
+  words (checkpoints); the traceback then recomputes, from the bottom, the block of rows
+  between the checkpoint above the walk and the walk's row, over the columns left of the
+  walk, with full traceback words, and walks it up to the checkpoint row. The
+  recomputation runs the same kernel on the same cells, so the words and therefore the
+  alignment are those of the full-matrix path. ``K`` is the most rows whose words fit the
+  block budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import band, simulator, traceback as tb_kernels
+from ..kernels.strip import STRIP_ROWS, mode_shape
+from .device import THREADS_PER_BLOCK, array_module, blocks
+from .launch import launch_kernel
+from .streams import FillControl
+
+#: Query rows a lane holds: 8 with traceback (a lane's nibbles fill one word); score-only
+#: fills take 4 rows below ``FOUR_ROW_LIMIT`` query rows (more bands, more warps), else 8.
+TRACEBACK_ROWS = STRIP_ROWS
+FOUR_ROW_LIMIT = 1 << 18
+
+
+def lane_rows(traceback: bool, longest_query: int) -> int:
+    """Query rows per lane of a band fill."""
+    if traceback or longest_query >= FOUR_ROW_LIMIT:
+        return TRACEBACK_ROWS
+    return 4
+
+
+def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
+    """uint32 traceback words of an m x n problem in the band layout."""
+    return (m + STRIP_ROWS - 1) // STRIP_ROWS * (n + STRIP_ROWS - 1)
+
+
+def _warps(items: int, rows: int) -> int:
+    """Persistent one-warp blocks of a launch: as many as can be resident (register-bound:
+    about 128 registers a thread at 8 rows, 64 at 4), at most one per band."""
+    if simulator():
+        return 1  # the simulator runs blocks one after another
+    import cupy
+
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    per_sm = 16 if rows == 8 else 32
+    return max(1, min(items, sms * per_sm))
+
+
+def _address(array) -> int:
+    """Device address of an array (0 under the simulator, where it is not used)."""
+    return 0 if simulator() else int(array.data.ptr)
+
+
+class BandFill:
+    """One band-kernel launch over ``problems`` (a :data:`band.FIELDS` x P int64 host
+    table whose item, border and top offsets this fills in) and its end-cell fold."""
+
+    def __init__(self, job, problems: np.ndarray, rows: int, traceback: bool) -> None:
+        xp = array_module()
+        self.job, self.rows, self.traceback = job, rows, traceback
+        self.lanes = job.tuning.band_lanes
+        m, n = problems[band.F_M], problems[band.F_N]
+        height = band.band_rows(rows, self.lanes)
+        bands = (m + height - 1) // height
+        problems[band.F_BANDS] = bands
+        problems[band.F_ITEM0] = np.cumsum(bands) - bands
+        problems[band.F_BORDER0] = np.cumsum(n + 1) - (n + 1)
+        self.items = int(bands.sum())
+        self.problems = xp.asarray(problems)
+        self.item_problem = xp.asarray(np.repeat(np.arange(problems.shape[1]), bands))
+        self.border = xp.zeros(int((n + 1).sum()), np.int64)
+        self.band_results = xp.empty((3, max(self.items, 1)), np.int32)
+        self.work = xp.zeros(2, np.int64)
+        self.control = FillControl()
+
+    def launch(self, query, target, top, checkpoints, checkpoint_every: int, tb, columns,
+               stream=None) -> None:
+        """Queue the fill (and the fold into ``columns``' score and end cell, by job row)."""
+        job = self.job
+        mode_code, fqs, fqe, fts, fte, _ = job.flags
+        kernel = band.band_kernel(mode_code, fqs, fqe, fts, fte, self.traceback, job.use_dpx,
+                                  self.rows, self.lanes)
+        launch_kernel("fill", kernel, _warps(self.items, self.rows), self.lanes, query, target,
+                      self.problems, self.item_problem, self.items, job.sub, job.alphabet_size,
+                      job.gap_open, job.gap_extend, top, _address(top), self.border,
+                      _address(self.border), checkpoints, checkpoint_every, tb,
+                      self.band_results[0], self.band_results[1], self.band_results[2],
+                      self.control.device, self.work, stream=stream)
+        self.control.launched(stream)
+        launch_kernel("fill", band.reduce_kernel(mode_code, fqs, fqe, fts, fte),
+                      blocks(self.problems.shape[1]), THREADS_PER_BLOCK, self.problems,
+                      self.band_results[0], self.band_results[1], self.band_results[2],
+                      columns["score"], columns["query_end"], columns["target_end"],
+                      stream=stream)
+
+    def wait(self, on_cells, interval: float) -> None:
+        """Wait for the fill (polled; Ctrl-C stops it), then check it met no hang."""
+        self.control.wait(on_cells, interval)
+        if int(self.work[1]) != 0:
+            raise RuntimeError("the long-pair kernel stopped waiting for a band that never "
+                               "came (a device fault?); the results are not usable")
+
+
+def top_words(job, n: int):
+    """Border words of row 0 for problems up to ``n`` columns, on the device."""
+    _local, _corner, free_row0, *_ = mode_shape(*job.flags[:5])
+    return array_module().asarray(band.top_row(n, job.gap_open, job.gap_extend, free_row0))
+
+
+def long_problems(batch) -> np.ndarray:
+    """The problems table of a long batch: whole pairs, residues and traceback words where
+    the plan put them, top row shared (offset 0)."""
+    problems = np.zeros((band.FIELDS, batch.slots), np.int64)
+    problems[band.F_M] = batch.query_lengths
+    problems[band.F_N] = batch.target_lengths
+    problems[band.F_Q0] = batch.query_start
+    problems[band.F_T0] = batch.target_start
+    problems[band.F_TB0] = batch.tb_start
+    problems[band.F_ROW] = batch.slot_row
+    return problems
+
+
+def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill:
+    """Queue the band fill of a long batch (score and end cell by job row; with the job's
+    traceback, the words of each pair at its ``tb_start``)."""
+    rows = lane_rows(job.traceback, int(batch.query_lengths.max()))
+    fill = BandFill(job, long_problems(batch), rows, job.traceback)
+    top = top_words(job, int(batch.target_lengths.max()))
+    fill.launch(query, target, top, top, 0, tb, job.columns, stream)
+    return fill
+
+
+def block_rows(n: int, budget: int, lanes: int) -> int:
+    """Rows of a linear-space block: the most whole bands (of ``lanes`` lanes) whose
+    traceback words (``n`` columns) fit ``budget`` bytes, at least one band."""
+    height = band.band_rows(TRACEBACK_ROWS, lanes)
+    per_band = 4 * traceback_words(height, n)
+    return height * max(1, budget // per_band)
+
+
+def linear_bytes(m: int, n: int, rows: int) -> int:
+    """Device bytes of the linear-space path for one m x n pair with blocks of ``rows``:
+    checkpoint and border rows, one block's words, residues, runs."""
+    checkpoints = max(0, (m - 1) // rows) * (n + 1) * 8
+    return (checkpoints + 4 * traceback_words(rows, n) + 16 * (n + 1) + m + n
+            + 4 * (m + n) + 1024)
+
+
+def align_linear(job, batch, query, target, block_budget: int, on_cells):
+    """Score, end cell and walk of the one pair of a linear batch, in linear space: the
+    pair's columns (by job row) filled like the walk kernel's; returns ``(runs,
+    run_count)`` for :func:`gpualign_df.kernels.traceback.cigar_kernel` (runs from 0)."""
+    xp = array_module()
+    tuning = job.tuning
+    mode_code, fqs, fqe, fts, fte, _ = job.flags
+    m, n = int(batch.query_lengths[0]), int(batch.target_lengths[0])
+    row = int(batch.slot_row[0])
+    q0, t0 = int(batch.query_start[0]), int(batch.target_start[0])
+    lanes = tuning.band_lanes
+    rows = block_rows(n, block_budget, lanes)
+    columns = job.columns
+    top = top_words(job, n)
+    checkpoints = xp.zeros(max(1, (m - 1) // rows * (n + 1)), np.int64)
+    no_words = xp.zeros(1, np.uint32)
+    forward = BandFill(job, long_problems(batch), TRACEBACK_ROWS, False)
+    forward.launch(query, target, top, checkpoints, rows // band.band_rows(TRACEBACK_ROWS, lanes),
+                   no_words, columns)
+    forward.wait(on_cells, tuning.progress_interval)
+    end = [int(value) for value in
+           _host(xp.stack([columns[name][row] for name in ("query_end", "target_end", "score")]))]
+    state = xp.asarray(np.array([end[0], end[1], 1, end[2], 0, -1, 0, 0, 0, 0, 0, 0],
+                                np.int64))
+    runs = xp.empty(m + n + 1, np.uint32)
+    walk_block = tb_kernels.block_walk_kernel(mode_code, fqs, fts, job.merge_matches)
+    tb = xp.empty(traceback_words(rows, n), np.uint32)
+    block_columns = {name: xp.empty(1, np.int32) for name in ("score", "query_end",
+                                                               "target_end")}
+    i, j = end[0], end[1]
+    while True:
+        # the block from the checkpoint row above the walk (0: the top border) to its row;
+        # at a border (i or j 0) there is nothing to recompute: the walk's gap run to the
+        # corner, or its end, needs no words
+        top_row = (i - 1) // rows * rows if i > 0 and j > 0 else 0
+        if i > 0 and j > 0:
+            block = np.zeros((band.FIELDS, 1), np.int64)
+            block[band.F_M], block[band.F_N] = i - top_row, j
+            block[band.F_Q0], block[band.F_T0], block[band.F_ROW0] = q0 + top_row, t0, top_row
+            recompute = BandFill(job, block, TRACEBACK_ROWS, True)
+            source = top if top_row == 0 else checkpoints[(top_row // rows - 1) * (n + 1):]
+            recompute.launch(query, target, source, checkpoints, 0, tb, block_columns)
+            recompute.wait(_ignore, tuning.progress_interval)
+        launch_kernel("walk", walk_block, 1, 1, query, target, q0, t0, tb, max(j, 1), top_row,
+                      job.concrete, job.sub, job.alphabet_size, job.gap_open, job.gap_extend,
+                      runs, state)
+        i_next, j = (int(value) for value in _host(state[:2]))
+        if top_row == 0 or i_next > top_row:  # the walk reached the alignment's start
+            break
+        i = i_next
+    finish = tb_kernels.finish_walk_kernel(mode_code, fqs, fts, job.merge_matches,
+                                           job.soft_clip)
+    run_count = xp.zeros(1, np.int32)
+    launch_kernel("walk", finish, 1, 1, state, runs, m, row, columns["query_end"], run_count,
+                  columns["query_start"], columns["target_start"], columns["matches"],
+                  columns["mismatches"], columns["gap_opens"], columns["gaps"],
+                  columns["cigar_length"])
+    return runs, run_count
+
+
+def _ignore(done: int) -> None:
+    """Progress of a recomputation: not counted (the bar counts each cell once)."""
+
+
+def _host(array) -> np.ndarray:
+    return array if isinstance(array, np.ndarray) else array.get()
