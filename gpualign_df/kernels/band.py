@@ -200,12 +200,9 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         """One step of a lane (``checked``: rows may lie outside columns 1..n)."""
 
         @cuda.jit(device=True, inline=True)
-        def step(s, lane, n, up_h, up_i, code_t, shared_sub, go32, ge32, row_offset, h_left,
-                 i_reg, d_reg, diag, t_codes, best, best_j):
+        def step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag, best,
+                 best_j):
             word = uint32(0)
-            for r in range(rows - 1, 0, -1):  # the target code each row sees this step
-                t_codes[r] = t_codes[r - 1]
-            t_codes[0] = code_t
             c = s - lane * rows + 1
             for r in range(rows):
                 carry_h = h_left[r]
@@ -215,7 +212,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     open_ins = int32(up_h - go32)
                     del_ext = int32(d_reg[r] - ge32)
                     open_del = int32(h_left[r] - go32)
-                    match = int32(diag[r] + shared_sub[int32(row_offset[r] + t_codes[r])])
+                    match = int32(diag[r] + subs[r])
                     if use_dpx:
                         ins = add_max(up_h, -go32, ins_ext)
                         dele = add_max(h_left[r], -go32, del_ext)
@@ -269,6 +266,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         d_reg = cuda.local.array(rows, int32)
         diag = cuda.local.array(rows, int32)
         t_codes = cuda.local.array(rows, int32)
+        subs = cuda.local.array(rows, int32)
         best = cuda.local.array(rows, int32)
         best_j = cuda.local.array(rows, int32)
         go32 = int32(go)
@@ -329,6 +327,9 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             steps = n + band_height - 1
             up_h = int32(0)
             up_i = int32(0)
+            # the target residue of the lane's first row, one step ahead
+            c_next = 1 - lane * rows
+            code_next = int32(target[t0 + c_next - 1]) if c_next >= 1 and c_next <= n else 0
             for s in range(steps):
                 if (s & batch_mask) == 0:  # a new batch of border words, one a lane
                     current = ahead
@@ -344,6 +345,16 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                                 current = int64(expected) << 48
                     if column + lanes <= n:
                         ahead = load(source, address, source0 + column + lanes)
+                # first what does not wait for the previous step: each row's target residue
+                # (row r sees what row r - 1 saw a step before) and substitution score, and
+                # the next step's residue
+                for r in range(rows - 1, 0, -1):
+                    t_codes[r] = t_codes[r - 1]
+                t_codes[0] = code_next
+                for r in range(rows):
+                    subs[r] = shared_sub[int32(row_offset[r] + t_codes[r])]
+                c_next += 1
+                code_next = int32(target[t0 + c_next - 1]) if c_next >= 1 and c_next <= n else 0
                 bottom_h, bottom_i, word_in = exchange(h_left[rows - 1], i_reg[rows - 1], current,
                                                        s & batch_mask, lane, scratch)
                 if lane == 0:
@@ -351,16 +362,12 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 else:
                     up_h = bottom_h
                     up_i = bottom_i
-                c0 = s - lane * rows + 1
-                code_t = int32(target[t0 + c0 - 1]) if c0 >= 1 and c0 <= n else 0
                 if s >= band_height - 1 and s < n:
-                    word = step_plain(s, lane, n, up_h, up_i, code_t, shared_sub, go32, ge32,
-                                      row_offset, h_left, i_reg, d_reg, diag, t_codes, best,
-                                      best_j)
+                    word = step_plain(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg,
+                                      d_reg, diag, best, best_j)
                 else:
-                    word = step_checked(s, lane, n, up_h, up_i, code_t, shared_sub, go32, ge32,
-                                        row_offset, h_left, i_reg, d_reg, diag, t_codes, best,
-                                        best_j)
+                    word = step_checked(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg,
+                                        d_reg, diag, best, best_j)
                 if writes_tb:
                     index = s - lane * rows
                     if index >= 0 and index <= n + STRIP_ROWS - 2:
