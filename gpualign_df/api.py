@@ -67,6 +67,7 @@ def align(
     clip: str | None = None,
     backend: str = "auto",
     progress: bool | None = None,
+    traceback_memory: int | None = None,
 ) -> pd.DataFrame:
     """Align sequences pair by pair and return one row per alignment.
 
@@ -106,6 +107,12 @@ def align(
         input gives a cuDF frame computed on the GPU (``"cpu"``: through pandas).
     progress : bool, optional
         Force the progress bar on or off; by default it appears after 2 seconds.
+    traceback_memory : int, optional
+        Bytes that the traceback of one pair may take. A pair whose 4-bit traceback matrix
+        (``len(query) * ceil(len(target) / 2)`` bytes) is larger is traced back in linear
+        space (checkpoint rows, then the traceback recomputed block by block): the same
+        result for at most twice the work. Default: ``traceback_memory_share`` (a quarter)
+        of the free memory of the engine that runs the pair (:mod:`gpualign_df.config`).
 
     Returns
     -------
@@ -125,7 +132,8 @@ def align(
     job = resolve_job(queries, targets, how=how, mode=mode, matrix=matrix, match=match,
                       mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
                       free_ends=free_ends, top_k=top_k, traceback=traceback,
-                      cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
+                      cigar_style=cigar_style, clip=clip, backend=backend, progress=progress,
+                      traceback_memory=traceback_memory)
     if job.library == "cudf":
         if job.engine == "cuda":
             from .cudf_path import align_cudf, as_cudf
@@ -150,7 +158,8 @@ def as_pandas(values: Any) -> Any:
 def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
                 match: int | None, mismatch: int | None, gap_open: int, gap_extend: int,
                 free_ends: Any, top_k: int | None, traceback: bool, cigar_style: str,
-                clip: str | None, backend: str, progress: bool | None) -> Job:
+                clip: str | None, backend: str, progress: bool | None,
+                traceback_memory: int | None = None) -> Job:
     """Validate every option of :func:`align` and make every choice once (output library,
     engine), before any work; the :class:`~gpualign_df.job.Job` is passed down.
 
@@ -164,14 +173,15 @@ def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
     ('cpu', 'pandas', 'sg')
     """
     validate_job(how, queries, targets, top_k)
-    check_options(backend, cigar_style, clip, traceback, progress)
+    check_options(backend, cigar_style, clip, traceback, progress, traceback_memory)
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
     parsed_mode = parse_mode(mode, free_ends)
     # backend="cuda" without a GPU fails here, before any work
     engine = choose_engine(backend, scoring)
     return Job(how, "cudf" if is_cudf(queries) else "pandas", engine, scoring, parsed_mode,
-               top_k, bool(traceback), cigar_style, clip, progress)
+               top_k, bool(traceback), cigar_style, clip, progress,
+               None if traceback_memory is None else int(traceback_memory))
 
 
 @dataclass(frozen=True)
@@ -296,6 +306,7 @@ def align_batches(
     clip: str | None = None,
     backend: str = "auto",
     progress: bool | None = None,
+    traceback_memory: int | None = None,
 ) -> Iterator[pd.DataFrame]:
     """:func:`align` in batches: yields pandas frames whose concatenation is the frame
     :func:`align` returns, row for row, holding one batch in memory at a time.
@@ -304,8 +315,23 @@ def align_batches(
     every row of the queries it covers (all of a query's pairs, or its ``top_k`` hits), at
     most ``stream_batch_pairs`` pairs and ``stream_batch_cells`` DP cells of
     :func:`gpualign_df.config.settings` where one query allows. A job with no rows yields one
-    empty frame (the columns and dtypes). Options as :func:`align`; cuDF input is aligned
-    through pandas.
+    empty frame (the columns and dtypes). Options as :func:`align` (``traceback_memory``
+    included); cuDF input is aligned through pandas.
+
+    Parameters
+    ----------
+    queries, targets, how, mode, matrix, match, mismatch, gap_open, gap_extend
+        As :func:`align`.
+    free_ends, top_k, traceback, cigar_style, clip, backend, progress
+        As :func:`align`.
+    traceback_memory : int, optional
+        Bytes that the traceback of one pair may take; a pair whose 4-bit traceback matrix
+        is larger is traced back in linear space, with the same result (as :func:`align`).
+
+    Yields
+    ------
+    pandas.DataFrame
+        The rows of consecutive queries, as :func:`align` returns them.
 
     Examples
     --------
@@ -321,7 +347,8 @@ def align_batches(
     job = resolve_job(queries, targets, how=how, mode=mode, matrix=matrix, match=match,
                       mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
                       free_ends=free_ends, top_k=top_k, traceback=traceback,
-                      cigar_style=cigar_style, clip=clip, backend=backend, progress=progress)
+                      cigar_style=cigar_style, clip=clip, backend=backend, progress=progress,
+                      traceback_memory=traceback_memory)
     encoded = encode_job(as_pandas(queries), as_pandas(targets), replace(job, library="pandas"))
     return _batches_of(encoded, config.settings())
 

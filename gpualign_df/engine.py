@@ -21,9 +21,10 @@ from tqdm.auto import tqdm
 from . import config
 from .arrays import AlignmentArrays
 from .encode import EncodedSequences
-from .job import Job
+from .job import (Job, full_traceback_bytes, needs_linear_space,  # noqa: F401 (public)
+                  traceback_budget)
 from .pairs import best_first, search_pairs
-from .kernels import cpu, cpu_lanes
+from .kernels import cpu, cpu_lanes, cpu_linear
 from .scoring import SCORE_LIMIT, Mode, Scoring
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -43,11 +44,16 @@ def check_backend(backend: str) -> None:
 
 
 def check_options(backend: str, cigar_style: str, clip: str | None, traceback: bool = True,
-                  progress: bool | None = None) -> None:
+                  progress: bool | None = None, traceback_memory: int | None = None) -> None:
     """Validate engine options before any work."""
     check_backend(backend)
     if not isinstance(traceback, (bool, np.bool_)):
         raise ValueError(f"traceback must be True or False, got {traceback!r}")
+    if traceback_memory is not None and (
+            isinstance(traceback_memory, (bool, np.bool_))
+            or not isinstance(traceback_memory, (int, np.integer)) or traceback_memory < 1):
+        raise ValueError(f"traceback_memory must be a positive number of bytes (an int) or "
+                         f"None, got {traceback_memory!r}")
     if progress is not None and not isinstance(progress, (bool, np.bool_)):
         raise ValueError(f"progress must be True, False or None, got {progress!r}")
     if cigar_style not in CIGAR_STYLES:
@@ -126,7 +132,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     queries, targets : EncodedSequences
         Encoded inputs; ``pair_query``/``pair_target`` index into them.
     job : Job
-        The resolved job (engine, scoring, mode, CIGAR options, progress).
+        The resolved job (engine, scoring, mode, CIGAR options, progress, traceback memory).
     traceback : bool, optional
         Overrides ``job.traceback`` (a search's score-only pass).
     """
@@ -136,7 +142,8 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
     if job.engine == "cpu":
         return _run_pairs_cpu(queries, targets, pair_query, pair_target, job.scoring, job.mode,
-                              traceback, job.cigar_style, job.clip, job.progress)
+                              traceback, job.cigar_style, job.clip, job.progress,
+                              job.traceback_memory)
     from . import gpu
 
     started = time.perf_counter()
@@ -221,8 +228,11 @@ class _Enclosing(contextlib.AbstractContextManager):
 
 def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                    pair_target: np.ndarray, scoring: Scoring, mode: Mode, traceback: bool,
-                   cigar_style: str, clip: str | None, progress: bool | None) -> AlignmentArrays:
-    """The CPU engine: lane groups for short pairs, one pair per thread for the rest.
+                   cigar_style: str, clip: str | None, progress: bool | None,
+                   traceback_memory: int | None = None) -> AlignmentArrays:
+    """The CPU engine: lane groups for short pairs, one pair per thread for the rest, and a
+    linear-space traceback for pairs whose 4-bit matrix exceeds their traceback budget
+    (:func:`traceback_budget` of ``traceback_memory``; :mod:`gpualign_df.kernels.cpu_linear`).
 
     The work runs on worker threads (the kernels release the GIL) while the calling thread
     updates the progress bar and stays responsive: Ctrl-C (or any error) sets the kernels'
@@ -240,6 +250,13 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     target_start = np.zeros(pairs, np.int32)
     cells = query_lengths * target_lengths
     out.cells = int(cells[valid].sum())
+    available = available_host_memory()
+    rows = linear_block_rows(query_lengths, target_lengths, valid, traceback, traceback_memory,
+                             available, tuning)
+    linear = rows > 0
+    # A linear-space pair counts its cells twice on the bar: the fill, then the recomputed
+    # blocks topped up to its cells (cpu_linear.align_pair_linear), never more.
+    bar_cells = cells * np.where(linear, 2, 1)
     # Longest first balances the threads; batches bound the ops buffer.
     order = np.flatnonzero(valid)
     order = order[np.argsort(-cells[order], kind="stable")]
@@ -249,35 +266,42 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
                               int(target_lengths.max(initial=0))), scoring.gap_open)
         & (query_lengths > 0) & (target_lengths > 0)
         & (query_lengths <= tuning.lane_max_length)
-        & (target_lengths <= tuning.lane_max_length))
+        & (target_lengths <= tuning.lane_max_length)
+        & ~linear)
     threads = cpu_threads(query_lengths, target_lengths, order[~in_lanes_all[order]],
-                           traceback, tuning)
+                          traceback, tuning, rows, available)
     op_counts = np.zeros(pairs, dtype=np.int64)
     ops_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     started = time.perf_counter()
     free = mode.flags()
     done_before = 0
-    with progress_bar(out.cells, progress) as bar:
+    with progress_bar(int(bar_cells[valid].sum()), progress) as bar:
         for batch in _batches(ops_sizes if traceback else np.ones(pairs, np.int64), order,
                               tuning):
             batch_offsets = np.zeros(pairs, dtype=np.int64)
             batch_offsets[batch] = np.cumsum(ops_sizes[batch]) - ops_sizes[batch]
             ops = np.empty(int(ops_sizes[batch].sum()) if traceback else 0, dtype=np.uint8)
-            arguments = (scoring.matrix, scoring.concrete, scoring.gap_open, scoring.gap_extend,
-                         mode.code, *free, traceback, batch_offsets, ops, out.score, query_start,
-                         out.query_end, target_start, out.target_end, op_counts)
-            in_lanes = in_lanes_all[batch]
+            scheme = (scoring.matrix, scoring.concrete, scoring.gap_open, scoring.gap_extend,
+                      mode.code, *free)
+            outputs = (batch_offsets, ops, out.score, query_start, out.query_end, target_start,
+                       out.target_end, op_counts)
+            arguments = (*scheme, traceback, *outputs)
+            in_lanes, in_linear = in_lanes_all[batch], linear[batch]
             work = [partial(cpu_lanes.align_lane_groups, queries.codes, queries.offsets,
                             targets.codes, targets.offsets, pair_query, pair_target, groups,
                             *arguments, tuning.lane_narrow_score_limit)
                     for groups in _split_groups(
                         lane_groups(batch[in_lanes], query_lengths, target_lengths), threads)]
+            work += [partial(cpu_linear.align_pairs_linear, queries.codes, queries.offsets,
+                             targets.codes, targets.offsets, pair_query, pair_target, chunk,
+                             rows, *scheme, *outputs)
+                     for chunk in _split_by_cells(batch[in_linear], bar_cells, threads)]
             work += [partial(cpu.align_pairs, queries.codes, queries.offsets, targets.codes,
                              targets.offsets, pair_query, pair_target, chunk, *arguments)
-                     for chunk in _split_by_cells(batch[~in_lanes], cells, threads)]
+                     for chunk in _split_by_cells(batch[~in_lanes & ~in_linear], cells, threads)]
             run_interruptible(work, threads, lambda done: bar.update(done - bar.n + done_before),
                               tuning.progress_interval)
-            done_before += int(cells[batch].sum())
+            done_before += int(bar_cells[batch].sum())
             bar.update(done_before - bar.n)
             if traceback:
                 ops_chunks.append((batch, batch_offsets[batch], ops))
@@ -347,9 +371,33 @@ def available_host_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def host_budget(tuning: config.Settings) -> int:
-    """Bytes a job may use: ``host_memory_share`` of the memory available now."""
-    return int(available_host_memory() * tuning.host_memory_share)
+def host_budget(tuning: config.Settings, available: int | None = None) -> int:
+    """Bytes a job may use: ``host_memory_share`` of the memory available now (or of
+    ``available`` bytes)."""
+    if available is None:
+        available = available_host_memory()
+    return int(available * tuning.host_memory_share)
+
+
+def linear_block_rows(query_lengths: np.ndarray, target_lengths: np.ndarray, valid: np.ndarray,
+                      traceback: bool, traceback_memory: int | None, available: int,
+                      tuning: config.Settings) -> np.ndarray:
+    """Rows per recomputed block of each pair of a CPU job that takes the linear-space
+    traceback, 0 for the others (int64 array).
+
+    A pair takes it where its full 4-bit matrix exceeds its traceback budget
+    (:func:`traceback_budget`), which on the host is also at most the job's
+    :func:`host_budget`: a matrix the job cannot hold is traced back in linear space rather
+    than refused. The rows follow :func:`gpualign_df.kernels.cpu_linear.block_rows`.
+    """
+    budget = min(traceback_budget(traceback_memory, available, tuning),
+                 host_budget(tuning, available))
+    linear = valid & needs_linear_space(query_lengths, target_lengths, budget) if traceback \
+        else np.zeros(len(valid), dtype=bool)
+    rows = np.zeros(len(valid), dtype=np.int64)
+    rows[linear] = cpu_linear.block_rows(query_lengths[linear], target_lengths[linear], budget,
+                                         tuning.linear_min_block_rows)
+    return rows
 
 
 def gib(size: float) -> str:
@@ -358,24 +406,50 @@ def gib(size: float) -> str:
 
 
 def cpu_threads(query_lengths: np.ndarray, target_lengths: np.ndarray, one_pair: np.ndarray,
-                traceback: bool, tuning: config.Settings) -> int:
-    """Worker threads of a CPU job: numba's thread count, fewer when the one-pair path's
-    traceback matrices (each thread holds one) would not fit the host budget; refuses a pair
-    whose matrix alone does not fit."""
+                traceback: bool, tuning: config.Settings, block_rows: np.ndarray | None = None,
+                available: int | None = None) -> int:
+    """Worker threads of a CPU job: numba's thread count, fewer when the tracebacks of the
+    pairs that run one per thread (each thread holds one at a time) would not fit the host
+    budget together; refuses, before any work, a pair whose traceback alone does not fit.
+
+    ``block_rows`` (:func:`linear_block_rows`) marks the pairs traced back in linear space
+    (nonzero: their rows per block), whose memory is
+    :func:`gpualign_df.kernels.cpu_linear.linear_bytes`; the others hold their full 4-bit
+    matrix. ``available``: the host memory available (default: now)."""
     threads = numba.get_num_threads()
     if not traceback or len(one_pair) == 0:
         return threads
-    matrix = query_lengths[one_pair] * ((target_lengths[one_pair] + 1) // 2)
-    worst = int(np.argmax(matrix))
-    largest = int(matrix[worst])
-    budget = host_budget(tuning)
+    m, n = query_lengths[one_pair], target_lengths[one_pair]
+    rows = np.zeros(len(one_pair), np.int64) if block_rows is None else block_rows[one_pair]
+    linear = rows > 0
+    memory = np.where(linear, cpu_linear.linear_bytes(m, n, np.maximum(rows, 1)),
+                      full_traceback_bytes(m, n))
+    worst = int(np.argmax(memory))
+    largest = int(memory[worst])
+    budget = host_budget(tuning, available)
     if largest > budget:
+        m, n, rows = int(m[worst]), int(n[worst]), int(rows[worst])
+        limit = (f"more than the {gib(budget)} this job may use ({tuning.host_memory_share:.0%} "
+                 f"of the memory available)")
+        if not linear[worst]:
+            raise HostMemoryError(
+                f"the pair of lengths {m} x {n} needs {gib(largest)} ({largest:,} bytes) of "
+                f"host memory for its traceback matrix, {limit}: align it with a smaller "
+                f"traceback_memory (a linear-space traceback), with traceback=False (score "
+                f"and end coordinates), or on a machine with more memory")
+        least = cpu_linear.least_memory_rows(np.array([m]), np.array([n]))
+        fewest = int(cpu_linear.linear_bytes(np.array([m]), np.array([n]), least)[0])
+        if fewest <= budget:  # the traceback_memory given made the checkpoint rows many
+            raise HostMemoryError(
+                f"the pair of lengths {m} x {n} needs {gib(largest)} ({largest:,} bytes) of "
+                f"host memory for its linear-space traceback in blocks of {rows} rows (all "
+                f"that its traceback_memory allows), {limit}: give a traceback_memory of at "
+                f"least {int(least[0]) * ((n + 1) // 2):,} bytes (fewer checkpoint rows), or "
+                f"align it with traceback=False (score and end coordinates)")
         raise HostMemoryError(
-            f"the pair of lengths {int(query_lengths[one_pair][worst])} x "
-            f"{int(target_lengths[one_pair][worst])} needs {gib(largest)} of host memory for "
-            f"its traceback, more than the {gib(budget)} this job may use "
-            f"({tuning.host_memory_share:.0%} of the memory available): align it with "
-            f"traceback=False (score and end coordinates), or on a GPU with more memory")
+            f"the pair of lengths {m} x {n} needs {gib(fewest)} ({fewest:,} bytes) of host "
+            f"memory for its traceback even in linear space, {limit}: align it with "
+            f"traceback=False (score and end coordinates), or on a machine with more memory")
     return max(1, min(threads, budget // max(largest, 1)))
 
 

@@ -3,12 +3,20 @@
 :func:`gpualign_df.api.resolve_job` validates the options and builds a :class:`Job`; the
 engine dispatch (:mod:`gpualign_df.engine`), the cuDF path and the streaming batches read
 it and never check an option again.
+
+The rule of one pair's traceback memory lives here too, below every engine, so that the
+CPU engine (:mod:`gpualign_df.engine`, which re-exports it) and the GPU engine
+(:mod:`gpualign_df.gpu`) apply the same one: :func:`traceback_budget` and
+:func:`needs_linear_space`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from . import config
 from .scoring import Mode, Scoring
 
 #: The job shapes.
@@ -58,11 +66,51 @@ class Job:
     traceback_memory: int | None = None
 
 
-def traceback_budget(traceback_memory: int | None, available: int, tuning) -> int:
-    """Bytes one pair's traceback may take: ``traceback_memory`` where the job gives it,
-    else the ``traceback_memory_share`` setting of ``available`` bytes (the free memory of
-    the engine that runs the pair). A pair whose traceback needs more is traced back in
-    linear space."""
-    if traceback_memory is not None:
-        return int(traceback_memory)
+def traceback_budget(job_traceback_memory: int | None, available: int,
+                     tuning: config.Settings) -> int:
+    """Bytes that one pair's traceback may take: the job's ``traceback_memory`` where it
+    gives one, else ``traceback_memory_share`` of the ``available`` memory of the engine
+    that runs the pair (the host's on the CPU, the device's free memory on the GPU).
+
+    The one rule for every engine; a pair whose full 4-bit traceback exceeds it is traced
+    back in linear space (:func:`needs_linear_space`).
+
+    Examples
+    --------
+    >>> from gpualign_df import config
+    >>> tuning = config.Settings(traceback_memory_share=0.25)
+    >>> traceback_budget(None, 8 << 30, tuning) == 2 << 30, traceback_budget(1000, 8 << 30, tuning)
+    (True, 1000)
+    """
+    if job_traceback_memory is not None:
+        return int(job_traceback_memory)
     return int(available * tuning.traceback_memory_share)
+
+
+def full_traceback_bytes(query_length, target_length):
+    """Bytes of a pair's full 4-bit traceback matrix, ``m * ceil(n / 2)`` (two cells per
+    byte, rows padded to whole bytes): Python ints, or int64 arrays (numpy, CuPy) for
+    arrays of lengths."""
+    return _as_int64(query_length) * ((_as_int64(target_length) + 1) // 2)
+
+
+def needs_linear_space(query_length, target_length, budget: int):
+    """Whether a pair's full 4-bit traceback (:func:`full_traceback_bytes`) exceeds
+    ``budget`` bytes (:func:`traceback_budget`), so that its traceback runs in linear space.
+    Elementwise for arrays of lengths (numpy or CuPy): a bool array.
+
+    Examples
+    --------
+    >>> needs_linear_space(20_000, 20_000, 100 << 20), needs_linear_space(2000, 2000, 100 << 20)
+    (True, False)
+    >>> needs_linear_space(np.array([10, 3]), np.array([10, 3]), 40).tolist()
+    [True, False]
+    """
+    return full_traceback_bytes(query_length, target_length) > budget
+
+
+def _as_int64(value):
+    """A length as an exact integer: Python int, or an int64 array (numpy, CuPy)."""
+    if hasattr(value, "astype") and getattr(value, "ndim", 0) > 0:
+        return value.astype(np.int64)
+    return int(value)

@@ -102,21 +102,26 @@ def test_concurrent_calls_under_the_workqueue_layer():
     assert result.stdout.split() == ["done", "0"]
 
 
-def test_a_pair_whose_traceback_cannot_fit_is_refused_before_any_work(monkeypatch):
-    monkeypatch.setattr(engine, "available_host_memory", lambda: 100 << 20)   # 100 MiB
+def test_a_pair_that_cannot_fit_even_in_linear_space_is_refused_before_any_work(monkeypatch):
+    """A pair whose 4-bit matrix cannot fit is traced back in linear space
+    (tests/test_linear_space.py); one whose checkpoints and block cannot fit either is
+    refused at once, with its lengths and what it needs."""
+    monkeypatch.setattr(engine, "available_host_memory", lambda: 1 << 20)   # 1 MiB
     started = time.perf_counter()
-    with pytest.raises(MemoryError, match=r"20000 x 20000 needs .* traceback=False") as info:
+    with pytest.raises(MemoryError, match=r"20000 x 20000 needs .* even in linear space, .*"
+                                          r"traceback=False") as info:
         gpualign_df.align(["A" * 20000], ["C" * 20000], mode="nw", **DNA)
     assert isinstance(info.value, engine.HostMemoryError)
     assert time.perf_counter() - started < 2
-    # score only needs no traceback matrix and runs
+    # score only needs no traceback and runs
     frame = gpualign_df.align(["A" * 2000], ["A" * 2100], mode="nw", traceback=False, **DNA)
     assert frame["score"].tolist() == [2000 - 7 - 99]
 
 
 def test_threads_shrink_so_traceback_matrices_fit(monkeypatch):
     """Each one-pair thread holds one traceback matrix: with room for one at a time the job
-    still runs, on one thread, and gives the same frame."""
+    still runs, on one thread, and gives the same frame (traceback_memory large enough for
+    the full matrices, which the job's host budget still bounds)."""
     rng = np.random.default_rng(2)
     queries = [random_dna(rng, 3000) for _ in range(3)]
     targets = [random_dna(rng, 3000) for _ in range(3)]
@@ -130,8 +135,8 @@ def test_threads_shrink_so_traceback_matrices_fit(monkeypatch):
 
     monkeypatch.setattr(engine, "cpu_threads", spy)
     monkeypatch.setattr(engine, "available_host_memory", lambda: 2 * 3000 * 1501 * 3 // 2)
-    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="nw", **DNA),
-                                  expected)
+    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="nw",
+                                                    traceback_memory=1 << 30, **DNA), expected)
     assert threads_used == [1]
 
 
