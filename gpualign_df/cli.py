@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Sequence
 
@@ -102,6 +103,29 @@ def _int_within(low: int, high: int | None, what: str):
     return parse
 
 
+#: Suffixes of --traceback-memory: powers of 1024 (``256M`` is 256 MiB).
+BYTE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _byte_count(text: str) -> int:
+    """An argparse type for a number of bytes: a positive integer, or a number with a suffix
+    K, M, G or T (powers of 1024; ``B``/``iB`` after it and any case accepted): ``256M``,
+    ``2G``, ``1.5G``, ``1000000``. Refused by argparse, flag named, when it is anything else.
+
+    Examples
+    --------
+    >>> _byte_count("256M"), _byte_count("2gib"), _byte_count("1.5K"), _byte_count("4096")
+    (268435456, 2147483648, 1536, 4096)
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([KMGT])(?:I?B)?|B)?\s*", text.upper())
+    value = int(float(match[1]) * BYTE_SUFFIXES[match[2] or ""]) if match else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of bytes such as 256M, 2G or 1000000 (K, M, G, T: "
+            f"powers of 1024), got {text!r}")
+    return value
+
+
 def _gpu_count(text: str) -> str | int:
     if text == "all":
         return text
@@ -172,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-traceback", action="store_true",
                      help="scores and end coordinates only, much faster; TSV and Parquet only "
                           "(default: off)")
+    run.add_argument("--traceback-memory", type=_byte_count, default=None, metavar="BYTES",
+                     help="bytes that the traceback of one pair may take, e.g. 256M, 2G or "
+                          "1000000 (K, M, G, T: powers of 1024); a pair whose 4-bit traceback "
+                          "matrix is larger is traced back in linear space, with the same "
+                          "result (default: a quarter of the free memory of the engine)")
     run.add_argument("--cigar-style", choices=CIGAR_STYLES, default="=",
                      help="'=': extended CIGAR, = for identical residues and X for others; "
                           "'M': classic SAM, M for both")

@@ -21,6 +21,7 @@ API_FLAGS = {
     "match": "--match", "mismatch": "--mismatch", "gap_open": "--gap-open",
     "gap_extend": "--gap-extend", "top_k": "--top-k", "cigar_style": "--cigar-style",
     "clip": "--clip", "backend": "--backend", "format": "--format",
+    "traceback_memory": "--traceback-memory",
 }
 #: Rewrites applied in order to a library message. Phrases first, then ``name=value`` and
 #: ``name='value'`` spellings, then bare option names as whole words; the bare names are
@@ -37,7 +38,8 @@ _MESSAGE_REWRITES: tuple[tuple[str, Any], ...] = (
     (r"\bpass format= ?", "pass --format "),
     (r"\b(" + "|".join(API_FLAGS) + r")=(['\"]?)([\w.*=+-]+)\2",
      lambda m: f"{API_FLAGS[m[1]]} {m[3]}"),
-    (r"\b(gap_open|gap_extend|top_k|free_ends|cigar_style)\b", lambda m: API_FLAGS[m[1]]),
+    (r"\b(gap_open|gap_extend|top_k|free_ends|cigar_style|traceback_memory)\b",
+     lambda m: API_FLAGS[m[1]]),
 )
 
 
@@ -170,7 +172,7 @@ def run_align(args: argparse.Namespace) -> int:
                    mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend,
                    free_ends=args.free_ends, top_k=args.top_k, traceback=not args.no_traceback,
                    cigar_style=args.cigar_style, clip=None if clip == "none" else clip,
-                   backend=args.backend)
+                   backend=args.backend, traceback_memory=args.traceback_memory)
     query_seq = queries["seq"]
     target_seq = None if targets is None else targets["seq"]
     with open_results(args.out, output_format, queries=queries,

@@ -664,3 +664,29 @@ def test_pandas_series_align_is_untouched():
     assert isinstance(left.aln, SeriesAlignAccessor)
     frame = pd.DataFrame({"x": left})
     assert frame.align(right.to_frame("x"), join="outer")[0].shape == (4, 1)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "1G", True, 2.0 ** 30],
+                         ids=["zero", "negative", "float", "string", "bool", "float-exact"])
+def test_traceback_memory_validation(no_work, value):
+    """traceback_memory is a positive int (bytes) or None, refused otherwise before any work,
+    naming the option, on every entry point."""
+    with pytest.raises(ValueError, match="traceback_memory must be a positive number of bytes"):
+        gpualign_df.align(["ACGT"], ["ACGT"], traceback_memory=value)
+    with pytest.raises(ValueError, match="traceback_memory"):
+        pd.Series(["ACGT"]).aln.rowwise(pd.Series(["ACGT"]), traceback_memory=value)
+    with pytest.raises(ValueError, match="traceback_memory"):
+        gpualign_df.align_batches(["ACGT"], ["ACGT"], traceback_memory=value)
+
+
+def test_traceback_memory_is_carried_by_the_job():
+    from gpualign_df.api import resolve_job
+
+    options = dict(how="rowwise", mode="sw", matrix=None, match=1, mismatch=-1, gap_open=2,
+                   gap_extend=1, free_ends=None, top_k=None, traceback=True, cigar_style="=",
+                   clip=None, backend="cpu", progress=None)
+    assert resolve_job(["A"], ["A"], **options).traceback_memory is None
+    job = resolve_job(["A"], ["A"], traceback_memory=np.int64(1 << 20), **options)
+    assert job.traceback_memory == 1 << 20 and type(job.traceback_memory) is int
+    assert gpualign_df.align(["ACGT"], ["ACGT"], traceback_memory=1, match=1, mismatch=-1)[
+        "cigar"].tolist() == ["4="]

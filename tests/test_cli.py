@@ -576,3 +576,60 @@ def test_version_is_read_when_asked(capsys):
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out == f"gpualign_df {gpualign_df.__version__}\n"
+
+
+@pytest.mark.parametrize("text, expected", [("256M", 256 << 20), ("2G", 2 << 30),
+                                            ("1000000", 1_000_000), ("1.5k", 1536),
+                                            ("3MiB", 3 << 20), ("64KB", 64 << 10), ("1T", 1 << 40)])
+def test_traceback_memory_accepts_sizes(text, expected):
+    args = cli.build_parser().parse_args(["align", "q.fa", "t.fa", "--traceback-memory", text,
+                                          "--out", "o.tsv"])
+    assert args.traceback_memory == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "2X", "G", "1.2.3", "", "0.4"])
+def test_bad_traceback_memory_is_refused_naming_the_flag(tmp_path, capsys, text):
+    out = tmp_path / "o.tsv"
+    with pytest.raises(SystemExit) as exit_:
+        main(["align", str(QUERIES), str(TARGETS), "--traceback-memory", text, "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "gpualign: error: argument --traceback-memory: expected a positive number of " \
+           "bytes such as 256M, 2G or 1000000" in err
+    assert not out.exists()
+
+
+def test_traceback_memory_gives_the_same_output_in_linear_space(tmp_path, monkeypatch):
+    """A budget of 4 KB sends every GASAL2 pair (150 x 152-275, matrices of 11-21 KB) to the
+    linear-space traceback; the file is the one written without it."""
+    from gpualign_df.kernels import cpu_linear
+
+    ran = []
+    kernel = cpu_linear.align_pairs_linear
+
+    def spy(*args):
+        ran.append(len(args[6]))
+        return kernel(*args)
+
+    monkeypatch.setattr(cpu_linear, "align_pairs_linear", spy)
+    outputs = []
+    for extra in ([], ["--traceback-memory", "4K"]):
+        out = tmp_path / f"out{len(extra)}.sam"
+        assert main(["align", str(QUERIES), str(TARGETS), "--mode", "sg", *DNA, "--backend",
+                     "cpu", "--out", str(out), *extra]) == 0
+        outputs.append(out.read_text())
+    assert sum(ran) == 500
+    assert outputs[0] == outputs[1]
+
+
+def test_memory_refusal_is_worded_in_flags(tmp_path, capsys, monkeypatch):
+    from gpualign_df import engine
+
+    monkeypatch.setattr(engine, "available_host_memory", lambda: 4 << 20)
+    queries = tmp_path / "q.fa"
+    queries.write_text(">q\n" + "A" * 3000 + "\n")
+    assert main(["align", str(queries), str(queries), "--backend", "cpu", "--traceback-memory",
+                 "100", "--out", str(tmp_path / "o.tsv")]) == 2
+    err = capsys.readouterr().err
+    assert "give a --traceback-memory of at least 330,000 bytes" in err
+    assert "--no-traceback" in err and not API_SPELLING.search(err)

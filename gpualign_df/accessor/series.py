@@ -19,7 +19,8 @@ class SeriesAlignAccessor:
 
     Every method takes the keyword options of :func:`gpualign_df.align` (``mode``,
     ``matrix``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``free_ends``,
-    ``traceback``, ``cigar_style``, ``clip``, ``backend``, ``progress``).
+    ``traceback``, ``cigar_style``, ``clip``, ``backend``, ``progress``,
+    ``traceback_memory``).
 
     Examples
     --------

@@ -181,9 +181,10 @@ class DaskSeriesAlignAccessor:
 
     Every method takes the keyword options of :func:`gpualign_df.align` (``mode``,
     ``matrix``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``free_ends``,
-    ``traceback``, ``cigar_style``, ``clip``, ``backend``, ``progress``) and returns a lazy
-    ``dask.dataframe.DataFrame``; ``.compute()`` equals the in-memory result on the
-    computed Series. ``pairwise`` and ``search`` also take ``cells_per_task``,
+    ``traceback``, ``cigar_style``, ``clip``, ``backend``, ``progress``,
+    ``traceback_memory``: one pair's traceback memory on the worker that runs it) and
+    returns a lazy ``dask.dataframe.DataFrame``; ``.compute()`` equals the in-memory result
+    on the computed Series. ``pairwise`` and ``search`` also take ``cells_per_task``,
     ``pairs_per_task`` (task sizing; see :func:`plan_blocks`) and ``ordered``.
 
     Rows and the orientation of pairs follow the collection's order (that of
