@@ -21,7 +21,7 @@ from ..arrays import AlignmentArrays
 from ..encode import EncodedSequences
 from ..job import traceback_budget
 from ..kernels import dpx, inter, inter16, traceback as tb_kernels
-from ..kernels.gather import gather_pair_residues, prepare_inter_slots
+from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import Mode, Scoring
 from .buffers import DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload
@@ -244,9 +244,9 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         for sequences, sequence_of_row, start, lengths, out in (
                 (job.queries, job.pair_query, starts[0], query_lengths, query),
                 (job.targets, job.pair_target, starts[1], target_lengths, target)):
-            launch_kernel("gather", gather_pair_residues, grid, THREADS_PER_BLOCK,
-                          sequences.codes, sequences.offsets, slot_row, sequence_of_row,
-                          lengths, start, batch.width, out)
+            launch_kernel("gather", gather_long_residues, batch.slots * LONG_GATHER_BLOCKS,
+                          THREADS_PER_BLOCK, sequences.codes, sequences.offsets, slot_row,
+                          sequence_of_row, lengths, start, out)
         run_base = device64(batch.run_base)
     query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
     alphabet_and_gaps = (job.alphabet_size, job.gap_open, job.gap_extend)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from numba import cuda
 
+from . import simulator
 from .strip import WARP
 
 
@@ -29,15 +30,27 @@ def gather_residues(codes, offsets, sequence_of_slot, slot_lengths, slot_start, 
                        slot_start[slot], width, out)
 
 
+#: Blocks that share the copy of one long pair's sequence (one under the simulator, whose
+#: blocks run one after another).
+LONG_GATHER_BLOCKS = 1 if simulator() else 64
+
+
 @cuda.jit
-def gather_pair_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths, slot_start,
-                         width, out):
+def gather_long_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths, slot_start,
+                         out):
     """Residues of the sequence ``sequence_of_row[slot_row[slot]]`` of each used slot
-    (``slot_row`` >= 0) to ``out[slot_start + width * i]``."""
-    slot = cuda.grid(1)
-    if slot < slot_row.shape[0] and slot_row[slot] >= 0:
-        _copy_residues(codes, offsets, sequence_of_row[slot_row[slot]], slot_lengths[slot],
-                       slot_start[slot], width, out)
+    (``slot_row`` >= 0) to ``out[slot_start + i]`` (long pairs, width 1):
+    ``LONG_GATHER_BLOCKS`` blocks a slot, their threads striding over its residues (one
+    thread per sequence of hundreds of kilobases would copy for milliseconds)."""
+    slot = cuda.blockIdx.x // LONG_GATHER_BLOCKS
+    if slot >= slot_row.shape[0] or slot_row[slot] < 0:
+        return
+    start = offsets[sequence_of_row[slot_row[slot]]]
+    base = slot_start[slot]
+    stride = LONG_GATHER_BLOCKS * cuda.blockDim.x
+    first = (cuda.blockIdx.x % LONG_GATHER_BLOCKS) * cuda.blockDim.x + cuda.threadIdx.x
+    for i in range(first, slot_lengths[slot], stride):
+        out[base + i] = codes[start + i]
 
 
 @cuda.jit
