@@ -180,9 +180,9 @@ def mode_id(mode: str, ends) -> str:
 
 @pytest.mark.parametrize("mode,free_ends", MODES, ids=[mode_id(*mode) for mode in MODES])
 def test_random_dna_equals_full_matrix_in_every_mode(mode, free_ends, linear_pairs):
-    """Pairs of 0.6-2.4 kbp, blocks of 1 or 2 rows (traceback_memory 600), a few rows, and
-    64 rows or more."""
-    queries, targets = related_pairs(MODES.index((mode, free_ends)), 3, DNA, 600, 2400)
+    """Pairs of 1-2.5 kbp (with flanks up to 3 kbp): blocks of 1 row (traceback_memory 600,
+    below two rows), a few rows, and 64 rows or more."""
+    queries, targets = related_pairs(MODES.index((mode, free_ends)), 3, DNA, 1000, 2500)
     for traceback_memory in (600, 4000, 64 * 1201):
         assert_linear_equals_full(queries, targets, traceback_memory, seen=linear_pairs,
                                   mode=mode, free_ends=free_ends)
@@ -426,11 +426,10 @@ def test_the_stop_flag_stops_the_recomputation_within_a_row():
     """The flag set while the traceback recomputes its blocks (after the forward fill's
     cells are counted) ends the pair at once, its outputs untouched."""
     rng = np.random.default_rng(4)
-    m = n = 8000
-    codes = rng.integers(0, 4, m + n).astype(np.uint8)
     scoring = make_scoring(**SCORING)
 
-    def arguments(control):
+    def arguments(m, n, control):
+        codes = rng.integers(0, 4, m + n).astype(np.uint8)
         outputs = [np.full(1, -7, np.int32) for _ in range(5)] + [np.zeros(1, np.int64)]
         return outputs, (codes, np.array([0, m, m + n]), codes, np.array([0, m, m + n]),
                          np.array([0]), np.array([1]), np.array([0]), np.array([64]),
@@ -439,10 +438,11 @@ def test_the_stop_flag_stops_the_recomputation_within_a_row():
                          np.zeros(m + n, np.uint8), *outputs, control, 0)
 
     warm = np.zeros(2, np.int64)
-    cpu_linear.align_pairs_linear(*arguments(warm)[1])
-    assert warm[1] == 2 * m * n
+    cpu_linear.align_pairs_linear(*arguments(300, 200, warm)[1])   # compiled, and counts
+    assert warm[1] == 2 * 300 * 200
+    m = n = 10_000
     control = np.zeros(2, np.int64)
-    outputs, call = arguments(control)
+    outputs, call = arguments(m, n, control)
     worker = threading.Thread(target=cpu_linear.align_pairs_linear, args=call)
     worker.start()
     deadline = time.perf_counter() + 30
