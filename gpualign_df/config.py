@@ -130,8 +130,9 @@ class Settings:
         small pairs take several bands.
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
-        (:mod:`gpualign_df.gpu.long`): more rows per block give the recomputation more
-        warps, up to this fixed budget beside the memory linear in the lengths.
+        (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows
+        per block give the recomputation more warps, up to this fixed budget beside the
+        memory linear in the lengths (a 1 Mbp pair then stays under 16 GB).
     top_k_segments : int
         Most segments one query's targets are split into by the first phase of the GPU
         top-k (at most 64, the merge's head array): more segments, more threads in that
@@ -183,7 +184,7 @@ class Settings:
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))
     funnel_append: bool = True
     band_lanes: int = 32
-    linear_block_bytes: int = 8 << 30
+    linear_block_bytes: int = 12 << 30
     top_k_segments: int = 64
     side_stream: bool = True
     side_stream_cells: int = 1 << 34

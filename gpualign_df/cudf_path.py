@@ -210,7 +210,8 @@ def _align_cudf(queries, targets, job: Job):
                                       pair_target_lengths, valid, scoring, mode,
                                       traceback=with_traceback, cigar_style=cigar_style,
                                       clip=clip, longest=(longest_query, longest_target),
-                                      all_valid=all_valid)
+                                      all_valid=all_valid,
+                                      traceback_memory=job.traceback_memory)
         return result_frame(results, valid, queries.index, targets.index, pq, pt,
                             with_traceback, all_valid)
 

@@ -153,7 +153,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         out = gpu.run_pairs_gpu(
             queries, targets, pair_query, pair_target, job.scoring, job.mode,
             traceback=traceback, cigar_style=job.cigar_style, clip=job.clip,
-            progress=bar.update)
+            progress=bar.update, traceback_memory=job.traceback_memory)
     out.cells = cells
     out.seconds = time.perf_counter() - started
     return out

@@ -50,7 +50,7 @@ class Job:
     traceback_memory : int or None
         Bytes that one pair's traceback may take; a pair whose 4-bit traceback matrix is
         larger is traced back in linear space. None: the share ``traceback_memory_share`` of
-        the free memory of the engine that runs it (:func:`gpualign_df.engine.traceback_budget`).
+        the free memory of the engine that runs it (:func:`traceback_budget`).
     """
 
     how: str

@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 import gpualign_df
-import gpualign_df.api as api
 from gpualign_df import gpu
 from gpualign_df.accessor.series import SeriesAlignAccessor
 from gpualign_df.scoring import make_scoring

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import gzip
-import os
 import re
 import subprocess
 import sys

@@ -95,20 +95,32 @@ def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
 @pytest.mark.parametrize("mode,free_ends", [
     mode if mode[0] != "sg" or mode[1] == ("target_start", "target_end")
     else pytest.param(*mode, marks=pytest.mark.slow) for mode in MODES])
-def test_linear_space_traceback_equals_cpu(settings, mode, free_ends):
-    """Pairs whose traceback may not fit take the linear-space path (checkpoint rows, then
-    blocks of one band recomputed and walked from the bottom) and give the full-matrix
-    frame: repeats with many equal-score paths, a pair with a long gap, one-residue and
+def test_linear_space_traceback_equals_cpu(monkeypatch, settings, mode, free_ends):
+    """Pairs whose traceback may not fit (``traceback_memory=1``) take the linear-space path
+    (checkpoint rows, then blocks of one band recomputed and walked from the bottom) and
+    give the full-matrix frame: repeats with many equal-score paths, a pair with a long gap, one-residue and
     empty partners; under the simulator with bands of 4 lanes (32 rows, several blocks)."""
-    settings(inter_max_cells=0, traceback_memory_share=1e-12, linear_block_bytes=1)
+    settings(inter_max_cells=0, linear_block_bytes=1)
     if gpualign_df.gpu.simulator():
         settings(band_lanes=4)
     rng = np.random.default_rng(5)
     queries = ["ACGACGACG" * 5, "A" * 40, random_sequences(rng, 1, "ACGT", 45, 45)[0], "C", ""]
     targets = ["ACGACG" * 4, "A" * 20 + "C" + "A" * 5, queries[2][:15] + queries[2][35:],
                "ACCGT" * 4, "ACG"]
-    both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
-                 gap_open=5, gap_extend=2)
+    options = dict(mode=mode, free_ends=free_ends, match=2, mismatch=-3, gap_open=5,
+                   gap_extend=2)
+    cpu = gpualign_df.align(queries, targets, backend="cpu", **options)
+    linear_rows = []
+    align_linear = gpualign_df.gpu.batches.align_linear
+
+    def spy(job, batch, *arguments):
+        linear_rows.extend(batch.slot_row.tolist())
+        return align_linear(job, batch, *arguments)
+
+    monkeypatch.setattr(gpualign_df.gpu.batches, "align_linear", spy)
+    gpu = gpualign_df.align(queries, targets, backend="cuda", traceback_memory=1, **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    assert sorted(linear_rows) == [0, 1, 2, 3]  # every pair of two non-empty sequences
 
 
 @pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None),

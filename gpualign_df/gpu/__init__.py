@@ -13,6 +13,8 @@ Modules, lowest first (each imports only those above it):
 * :mod:`~gpualign_df.gpu.buffers`: scratch buffers and tables kept between jobs, sequences
   on the device, the one-job-at-a-time lock;
 * :mod:`~gpualign_df.gpu.policy`: where packed 16-bit cells and keyed bests are exact;
+* :mod:`~gpualign_df.gpu.long`: the band kernel's launches for long pairs, and the
+  linear-space traceback of a pair whose traceback does not fit;
 * :mod:`~gpualign_df.gpu.plan`: length sort, warps, batches within the free memory;
 * :mod:`~gpualign_df.gpu.batches`: a job's pairs through gather, fill, walk and CIGAR
   kernels into result columns in row order;

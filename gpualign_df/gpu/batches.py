@@ -253,8 +253,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     interval = tuning.progress_interval
     mode_code, fqs, _fqe, fts, _fte, _ = job.flags
     if batch.kind == "linear":  # one pair, its walk done block by block
-        runs, run_count = align_linear(job, batch, query, target, tuning.linear_block_bytes,
-                                       on_cells)
+        runs, run_count = align_linear(job, batch, query, target, on_cells)
         return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths,
                              direct, grid, lambda: None)
     tb = scratch("traceback", batch.tb_words, np.uint32)

@@ -12,7 +12,7 @@ of long pairs, and the linear-space traceback of a pair whose traceback cannot f
   walk, with full traceback words, and walks it up to the checkpoint row. The
   recomputation runs the same kernel on the same cells, so the words and therefore the
   alignment are those of the full-matrix path. ``K`` is the most rows whose words fit the
-  block budget.
+  ``linear_block_bytes`` setting (and half the batch budget), chosen by the plan.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def linear_bytes(m: int, n: int, rows: int) -> int:
             + 4 * (m + n) + 1024)
 
 
-def align_linear(job, batch, query, target, block_budget: int, on_cells):
+def align_linear(job, batch, query, target, on_cells):
     """Score, end cell and walk of the one pair of a linear batch, in linear space: the
     pair's columns (by job row) filled like the walk kernel's; returns ``(runs,
     run_count)`` for :func:`gpualign_df.kernels.traceback.cigar_kernel` (runs from 0)."""
@@ -166,7 +166,7 @@ def align_linear(job, batch, query, target, block_budget: int, on_cells):
     row = int(batch.slot_row[0])
     q0, t0 = int(batch.query_start[0]), int(batch.target_start[0])
     lanes = tuning.band_lanes
-    rows = block_rows(n, block_budget, lanes)
+    rows = batch.block_rows
     columns = job.columns
     top = top_words(job, n)
     checkpoints = xp.zeros(max(1, (m - 1) // rows * (n + 1)), np.int64)

@@ -24,6 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import config
+from ..job import needs_linear_space
 from ..kernels import planning, simulator
 from ..kernels.strip import WARP
 from . import long
@@ -66,6 +67,7 @@ class Batch:
     packed: bool = False
     longest_query: int = 0         # inter: the longest query and target of the job's
     longest_target: int = 0        # inter-task pairs
+    block_rows: int = 0            # linear: rows of a recomputed block
 
     @property
     def slots(self) -> int:
@@ -262,10 +264,12 @@ def _long_batches(pairs, m, n, traceback, budget, traceback_budget, tuning):
     run_words = (m + n) if traceback else np.zeros_like(m)
     need = m + n + 8 * (n + 1) + 4 * tb_words + 6 * run_words + 96
     linear = traceback & ((need > budget) | (traceback_budget is not None
-                                             and 4 * tb_words > traceback_budget))
+                                             and needs_linear_space(m, n, traceback_budget)))
     batches = []
     for k in np.flatnonzero(linear):
-        block = long.block_rows(int(n[k]), tuning.linear_block_bytes, tuning.band_lanes)
+        # the block's words within the setting and half the batch budget (smaller GPUs)
+        block = long.block_rows(int(n[k]), min(tuning.linear_block_bytes, budget // 2),
+                                tuning.band_lanes)
         linear_need = long.linear_bytes(int(m[k]), int(n[k]), block)
         if linear_need > budget:
             raise MemoryError(
@@ -275,6 +279,7 @@ def _long_batches(pairs, m, n, traceback, budget, traceback_budget, tuning):
                 f"CPU (backend='cpu')")
         batches.append(_long_batch("linear", pairs[k:k + 1], m[k:k + 1], n[k:k + 1],
                                    np.zeros(1, np.int64), run_words[k:k + 1]))
+        batches[-1].block_rows = block
     keep = ~linear
     pairs, m, n, tb_words, run_words, need = (values[keep] for values in (
         pairs, m, n, tb_words, run_words, need))
