@@ -67,8 +67,9 @@ def choose_engine(backend: str, scoring: Scoring | None = None) -> str:
 
     ``"auto"`` takes the GPU when a real one is usable; ``"cuda"`` insists on it (the CUDA
     simulator counts, for tests) and raises ``RuntimeError`` when there is none. Either way
-    an alphabet larger than the GPU kernels' shared table (``scoring`` given) runs on the
-    CPU, which has no such bound.
+    an alphabet larger than the GPU kernels' shared table, or gap costs whose difference
+    the long-pair kernel's border words cannot hold (``gap_open - gap_extend`` of 65,534 or
+    more), runs on the CPU (``scoring`` given), which has no such bound.
     """
     from . import gpu  # numba.cuda: imported on the first job, not with the package
 
@@ -85,7 +86,11 @@ def choose_engine(backend: str, scoring: Scoring | None = None) -> str:
         engine = "cuda" if backend == "auto" and gpu.gpu_usable() else "cpu"
     from .kernels.strip import MAX_ALPHABET
 
-    if engine == "cuda" and scoring is not None and len(scoring.alphabet) > MAX_ALPHABET:
+    from .kernels.band import gap_delta_fits
+
+    if engine == "cuda" and scoring is not None and (
+            len(scoring.alphabet) > MAX_ALPHABET
+            or not gap_delta_fits(scoring.gap_open, scoring.gap_extend)):
         return "cpu"
     return engine
 

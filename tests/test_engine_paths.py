@@ -297,3 +297,17 @@ def test_int16_boundary_scores_equal_one_pair_path(monkeypatch, spy, mode):
                                                   matrix=matrix, gap_open=gap_open,
                                                   gap_extend=gap_extend)
         pd.testing.assert_frame_equal(default, forced)
+
+
+def test_gap_costs_beyond_the_band_word_run_on_the_cpu():
+    """gap_open - gap_extend must fit the long-pair kernel's 16-bit gap field; larger
+    differences go to the CPU engine, the one place that picks engines, and still align."""
+    from gpualign_df.engine import choose_engine
+
+    fits = make_scoring(match=1, mismatch=-1, gap_open=65_000, gap_extend=1)
+    too_wide = make_scoring(match=1, mismatch=-1, gap_open=70_000, gap_extend=1)
+    assert choose_engine("cuda", fits) == "cuda"
+    assert choose_engine("cuda", too_wide) == "cpu"
+    frame = gpualign_df.align(["ACGTAC"], ["ACGAC"], mode="nw", match=1, mismatch=-1,
+                              gap_open=70_000, gap_extend=1, backend="cuda")
+    assert frame.score[0] == 5 - 70_000 and frame.cigar[0] == "3=1I2="
