@@ -193,6 +193,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     exchange, broadcast = _warp_functions(lanes)
     neg = NEG_INF
     initial_best = 0 if local else neg
+    fold = candidate_fold(corner)
     band_height = lanes * rows
     batch_mask = lanes - 1
 
@@ -408,11 +409,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 total_i = 0
                 total_j = 0
                 for k in range(lanes):
-                    if (corner and cand_i[k] == m) or cand_score[k] > total:
-                        if not corner or cand_i[k] == m:
-                            total = cand_score[k]
-                            total_i = cand_i[k]
-                            total_j = cand_j[k]
+                    total, total_i, total_j = fold(total, total_i, total_j, cand_score[k],
+                                                   cand_i[k], cand_j[k], m)
                 band_score[item] = total
                 band_i[item] = total_i
                 band_j[item] = total_j
@@ -424,11 +422,27 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 
 
 @lru_cache(maxsize=None)
+def candidate_fold(corner: bool):
+    """``fold(total, i, j, value, value_i, value_j, m)``: the end cell so far with one more
+    candidate, candidates coming in row order: a strictly better score replaces it (so
+    ties keep the smaller row), and in the corner modes only row ``m`` counts."""
+
+    @cuda.jit(device=True, inline=True)
+    def fold(total, total_i, total_j, value, value_i, value_j, m):
+        if (corner and value_i == m) or (not corner and value > total):
+            return value, value_i, value_j
+        return total, total_i, total_j
+
+    return fold
+
+
+@lru_cache(maxsize=None)
 def reduce_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool):
     """One thread per problem: its bands' candidates folded in row order (strict >; the
     corner modes take row m) into ``score``, ``end_i``, ``end_j`` at its job row."""
     local, corner, *_ = mode_shape(mode, fqs, fqe, fts, fte)
     initial_best = 0 if local else NEG_INF
+    fold = candidate_fold(corner)
 
     @cuda.jit
     def reduce(problems, band_score, band_i, band_j, score, end_i, end_j):
@@ -441,11 +455,8 @@ def reduce_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool):
         total_i = 0
         total_j = 0
         for item in range(first, first + problems[F_BANDS, p]):
-            if (corner and band_i[item] == m) or band_score[item] > total:
-                if not corner or band_i[item] == m:
-                    total = band_score[item]
-                    total_i = band_i[item]
-                    total_j = band_j[item]
+            total, total_i, total_j = fold(total, total_i, total_j, band_score[item],
+                                           band_i[item], band_j[item], m)
         row = problems[F_ROW, p]
         score[row] = total
         end_i[row] = total_i

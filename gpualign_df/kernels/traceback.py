@@ -193,6 +193,13 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
 WALK_STATE = 12
 
 
+@cuda.jit(device=True, inline=True)
+def load_walk(state):
+    """The walk tuple of :func:`walk_functions` from a state array."""
+    return (state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7],
+            state[8], state[9], state[10], state[11])
+
+
 @lru_cache(maxsize=None)
 def block_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool):
     """One thread walks one pair's block of rows ``row0 + 1 ..`` (band layout, the block's
@@ -206,12 +213,10 @@ def block_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool):
                    ge, runs, walk_state):
         if cuda.grid(1) != 0:
             return
-        s = walk_state
-        walk = (s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11])
         walk = steps(query, target, q0, t0, 1, tb, 0, columns, row0, row0, concrete, sub,
-                     alphabet_size, go, ge, runs, 0, walk)
+                     alphabet_size, go, ge, runs, 0, load_walk(walk_state))
         for k in range(WALK_STATE):
-            s[k] = walk[k]
+            walk_state[k] = walk[k]
 
     return walk_block
 
@@ -227,8 +232,7 @@ def finish_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, sof
                     mismatches, gap_opens, gaps, cigar_length):
         if cuda.grid(1) != 0:
             return
-        s = walk_state
-        walk = (s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11])
+        walk = load_walk(walk_state)
         count, size, n_open = finish(runs, 0, walk, soft_clip, m, end_i[row])
         run_count[0] = count
         start_i[row] = walk[0]
