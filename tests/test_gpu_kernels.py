@@ -92,6 +92,33 @@ def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
                  gap_open=5, gap_extend=2)
 
 
+
+@pytest.mark.parametrize("alphabet,options,byte_rows", [
+    ("ACGTN", dict(match=2, mismatch=-3), True),              # codes below 8: byte rows
+    ("ACGTNRYKMSW", dict(match=2, mismatch=-3), False),       # ambiguity codes 8 and up
+    ("ACGT", dict(match=300, mismatch=-200), False),          # scores beyond a byte
+    ("ARNDCQEGHILKMFPSTWYV", dict(matrix="BLOSUM62"), False),  # protein codes
+])
+def test_long_pair_substitution_paths_equal_cpu(monkeypatch, settings, alphabet, options,
+                                                byte_rows):
+    """The band kernel keeps a row's scores in two registers (a byte per code) when every
+    residue's code is below 8 and the scores fit a byte, and reads the shared table
+    otherwise; both give the CPU's frame, and each case takes the path it should."""
+    settings(inter_max_cells=0)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    chosen = []
+    byte_rows_of = gpualign_df.gpu.long.byte_rows
+
+    def spy(*arguments):
+        chosen.append(byte_rows_of(*arguments))
+        return chosen[-1]
+
+    monkeypatch.setattr(gpualign_df.gpu.long, "byte_rows", spy)
+    queries, targets = small_pairs(11, alphabet, count=6, max_length=45)
+    both_engines(queries, targets, mode="sw", gap_open=5, gap_extend=2, **options)
+    assert chosen and set(chosen) == {byte_rows}
+
 @pytest.mark.parametrize("mode,free_ends", [
     mode if mode[0] != "sg" or mode[1] == ("target_start", "target_end")
     else pytest.param(*mode, marks=pytest.mark.slow) for mode in MODES])

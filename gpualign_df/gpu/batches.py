@@ -20,7 +20,7 @@ from .. import config
 from ..arrays import AlignmentArrays
 from ..encode import EncodedSequences
 from ..job import traceback_budget
-from ..kernels import dpx, inter, inter16, traceback as tb_kernels
+from ..kernels import band, dpx, inter, inter16, traceback as tb_kernels
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import Mode, Scoring
@@ -84,6 +84,7 @@ class DeviceJob:
     soft_clip: bool
     columns: dict               # name -> int32 device column, job row order
     use_dpx: bool
+    byte_scores: bool           # scores among codes 0-7 fit a byte (band kernels' byte rows)
     tuning: config.Settings
 
     @property
@@ -137,7 +138,8 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         alphabet_size=len(scoring.alphabet), gap_open=scoring.gap_open,
         gap_extend=scoring.gap_extend, flags=(mode.code, *mode.flags(), traceback),
         merge_matches=cigar_style == "M", soft_clip=clip == "soft", columns=columns,
-        use_dpx=dpx.available(), tuning=tuning)
+        use_dpx=dpx.available(), byte_scores=band.byte_scores_fit(scoring.matrix),
+        tuning=tuning)
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)

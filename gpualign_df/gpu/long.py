@@ -64,9 +64,10 @@ class BandFill:
     """One band-kernel launch over ``problems`` (a :data:`band.FIELDS` x P int64 host
     table whose item, border and top offsets this fills in) and its end-cell fold."""
 
-    def __init__(self, job, problems: np.ndarray, rows: int, traceback: bool) -> None:
+    def __init__(self, job, problems: np.ndarray, rows: int, traceback: bool,
+                 byte_rows: bool) -> None:
         xp = array_module()
-        self.job, self.rows, self.traceback = job, rows, traceback
+        self.job, self.rows, self.traceback, self.byte_rows = job, rows, traceback, byte_rows
         self.lanes = job.tuning.band_lanes
         m, n = problems[band.F_M], problems[band.F_N]
         height = band.band_rows(rows, self.lanes)
@@ -88,7 +89,7 @@ class BandFill:
         job = self.job
         mode_code, fqs, fqe, fts, fte, _ = job.flags
         kernel = band.band_kernel(mode_code, fqs, fqe, fts, fte, self.traceback, job.use_dpx,
-                                  self.rows, self.lanes)
+                                  self.rows, self.lanes, self.byte_rows)
         launch_kernel("fill", kernel, _warps(self.items, self.rows), self.lanes, query, target,
                       self.problems, self.item_problem, self.items, job.sub, job.alphabet_size,
                       job.gap_open, job.gap_extend, top, _address(top), self.border,
@@ -129,11 +130,24 @@ def long_problems(batch) -> np.ndarray:
     return problems
 
 
+def byte_rows(job, batch, query, target) -> bool:
+    """Whether the band fills of ``batch`` (residues in ``query`` and ``target``) can keep
+    their rows' scores as bytes (``band_kernel``'s ``byte_rows``): the job's scores allow it
+    and every residue's code is below :data:`band.BYTE_CODES` (DNA without ambiguity
+    codes beyond N)."""
+    if not job.byte_scores:
+        return False
+    largest = max(int(query[:batch.query_size].max()),
+                  int(target[:batch.target_size].max()))
+    return largest < band.BYTE_CODES
+
+
 def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill:
     """Queue the band fill of a long batch (score and end cell by job row; with the job's
     traceback, the words of each pair at its ``tb_start``)."""
     rows = lane_rows(job.traceback, int(batch.query_lengths.max()))
-    fill = BandFill(job, long_problems(batch), rows, job.traceback)
+    fill = BandFill(job, long_problems(batch), rows, job.traceback,
+                    byte_rows(job, batch, query, target))
     top = top_words(job, int(batch.target_lengths.max()))
     fill.launch(query, target, top, top, 0, tb, job.columns, stream)
     return fill
@@ -171,7 +185,8 @@ def align_linear(job, batch, query, target, on_cells):
     top = top_words(job, n)
     checkpoints = xp.zeros(max(1, (m - 1) // rows * (n + 1)), np.int64)
     no_words = xp.zeros(1, np.uint32)
-    forward = BandFill(job, long_problems(batch), TRACEBACK_ROWS, False)
+    bytes_ = byte_rows(job, batch, query, target)
+    forward = BandFill(job, long_problems(batch), TRACEBACK_ROWS, False, bytes_)
     forward.launch(query, target, top, checkpoints, rows // band.band_rows(TRACEBACK_ROWS, lanes),
                    no_words, columns)
     forward.wait(on_cells, tuning.progress_interval)
@@ -194,7 +209,7 @@ def align_linear(job, batch, query, target, on_cells):
             block = np.zeros((band.FIELDS, 1), np.int64)
             block[band.F_M], block[band.F_N] = i - top_row, j
             block[band.F_Q0], block[band.F_T0], block[band.F_ROW0] = q0 + top_row, t0, top_row
-            recompute = BandFill(job, block, TRACEBACK_ROWS, True)
+            recompute = BandFill(job, block, TRACEBACK_ROWS, True, bytes_)
             source = top if top_row == 0 else checkpoints[(top_row // rows - 1) * (n + 1):]
             recompute.launch(query, target, source, checkpoints, 0, tb, block_columns)
             recompute.wait(_ignore, tuning.progress_interval)

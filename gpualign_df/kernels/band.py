@@ -10,11 +10,18 @@ the band above through one int64 word per column in global memory (:func:`pack`)
 vertical gap state as ``min(H - I, go - ge + 1)`` (enough to recompute every cell and
 traceback bit exactly: a gap state more than ``go - ge`` below H is never extended), and a
 15-bit tag naming the band that wrote it, which is the readiness check (no flags, no
-fences: a 64-bit store is seen whole). Lane 0's words are read 32 columns ahead, one per
-lane, bypassing L1 (``ld.global.cg`` in linked CUDA C that the optimizer cannot hoist out
-of the wait; an atomic read without linked code; a plain read under the simulator). The
-last lane writes the band's bottom row there for the band below, and into a checkpoint
-row every ``checkpoint_every`` bands.
+fences: a 64-bit store is seen whole). Lane 0's words are read in batches of 32 columns,
+one per lane, prefetched a batch ahead and bypassing L1 (``ld.global.cg`` in linked CUDA C
+that the optimizer cannot hoist out of the wait; an atomic read without linked code; a
+plain read under the simulator); once checked, a word's tag bits carry its column's target
+residue to lane 0, and the other lanes take theirs from the lane before with H and I, so no
+step reads the target. The last lane writes the band's bottom row there for the band below,
+and into a checkpoint row every ``checkpoint_every`` bands.
+
+The step loop is what the time goes to, and with a few warps per scheduler its latency,
+branches included, is the time: its arithmetic is 32-bit, steps whose rows all lie inside
+the matrix run in unrolled groups with predicated stores, and for DNA a row's scores sit in
+two registers (``byte_rows``).
 
 Warps are persistent one-warp blocks that take bands in order from an atomic counter, so
 the band a warp waits for was taken earlier by a running warp: no deadlock whatever the
@@ -36,7 +43,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32, int64, uint32
+from numba import cuda, int32, int64, uint32, uint64
 
 from ..scoring import NEG_INF
 from . import dpx, simulator
@@ -57,6 +64,15 @@ TAG_MODULUS = (1 << 15) - 1
 DELTA_LIMIT = (1 << 16) - 2
 
 
+def inlined(function):
+    """``function`` as a device function that LLVM inlines (``alwaysinline``; the Numba-IR
+    inlining of ``inline=True`` multiplies compile time with the unrolled steps); under the
+    simulator (no ``forceinline`` there), a plain device function."""
+    if simulator():
+        return cuda.jit(device=True)(function)
+    return cuda.jit(device=True, forceinline=True)(function)
+
+
 def gap_delta_fits(gap_open: int, gap_extend: int) -> bool:
     """Whether the border word's 16-bit gap field holds ``min(H - I, go - ge + 1)``."""
     return gap_open - gap_extend < DELTA_LIMIT
@@ -72,23 +88,43 @@ def band_rows(rows: int, lanes: int = WARP) -> int:
     return lanes * rows
 
 
-@cuda.jit(device=True, inline=True)
+@inlined
 def pack(h, i_value, cap, tag):
     """A border word: H (low 32 bits), ``min(H - I, cap + 1)`` (16 bits), the tag."""
-    delta = min(int64(h) - int64(i_value), int64(cap + 1))
-    return (int64(tag) << 48) | (delta << 32) | (int64(h) & 0xFFFFFFFF)
+    delta = min(uint32(h - i_value), uint32(cap + 1))  # H >= I: no sign to keep
+    return (int64(tag) << 48) | (int64(delta) << 32) | int64(uint32(h))
 
 
-@cuda.jit(device=True, inline=True)
+@inlined
 def unpack(word):
     """(H, I) of a border word."""
     h = int32(((word & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000)
     return h, int32(h - ((word >> 32) & 0xFFFF))
 
 
-@cuda.jit(device=True, inline=True)
+@inlined
 def word_tag(word):
     return (word >> 48) & 0x7FFF
+
+
+#: A border word less its tag: once checked, the tag's 16 bits carry a target residue.
+LOW_BITS = (1 << 48) - 1
+#: A wait polls this often without sleeping (a band that has caught up with the one above
+#: waits briefly at most batches), then sleeps between polls, from MIN_NAP ns doubling to
+#: MAX_NAP ns (a band taken long before its turn leaves the issue slots and the memory
+#: system to the working bands).
+NAP_AFTER, MIN_NAP, MAX_NAP = 64, 64, 1024
+
+
+@inlined
+def spin_check(spins, work):
+    """``spins`` + 1, or -1 where the wait counts as a hang (``SPIN_LIMIT`` polls) or
+    another warp's did (``work[1]`` set, read every 1024 polls): the error word is set."""
+    spins += 1
+    if spins >= SPIN_LIMIT or ((spins & 1023) == 0 and cuda.atomic.add(work, 1, 0) != 0):
+        work[1] = 1
+        return -1
+    return spins
 
 
 def top_row(n: int, gap_open: int, gap_extend: int, free_row0: bool):
@@ -115,25 +151,27 @@ def _loader(linked: bool):
     if simulator():
         return _plain_load
     if not linked:
-        return cuda.jit(device=True, inline=True)(_atomic_load)
+        return inlined(_atomic_load)
     load_cg = dpx.load_cg()
 
     def linked_load(array, address, index):
         return load_cg(address, index)
 
-    return cuda.jit(device=True, inline=True)(linked_load)
+    return inlined(linked_load)
 
 
-def _exchange_simulated(h, i_value, word, source, lane, scratch):
+def _exchange_simulated(h, i_value, code, word, source, lane, scratch):
     """The simulator's warp exchange (no shuffles there): through shared memory."""
     cuda.syncthreads()
     scratch[0, lane] = h
     scratch[1, lane] = i_value
     scratch[2, lane] = word
+    scratch[3, lane] = code
     cuda.syncthreads()
     if lane > 0:
-        return int32(scratch[0, lane - 1]), int32(scratch[1, lane - 1]), scratch[2, source]
-    return h, i_value, scratch[2, source]
+        return (int32(scratch[0, lane - 1]), int32(scratch[1, lane - 1]),
+                int32(scratch[3, lane - 1]), scratch[2, source])
+    return h, i_value, code, scratch[2, source]
 
 
 def _broadcast_simulated(value, lane, scratch):
@@ -144,71 +182,88 @@ def _broadcast_simulated(value, lane, scratch):
     return scratch[2, 0]
 
 
+def _pause_simulated(nanoseconds):
+    pass
+
+
 def _warp_functions(lanes: int):
-    """(exchange, broadcast) for a band of ``lanes`` threads: the lane before's (H, I) and
-    lane ``source``'s word; lane 0's value to every lane. Shuffles on a GPU, shared memory
-    under the simulator (which has no shuffles)."""
+    """(exchange, broadcast, pause) for a band of ``lanes`` threads: the lane before's (H,
+    I, target code) and lane ``source``'s word; lane 0's value to every lane; a sleep of a
+    wait. Shuffles and ``nanosleep`` on a GPU, shared memory under the simulator (which has
+    neither)."""
     if simulator():
-        return _exchange_simulated, _broadcast_simulated
+        return _exchange_simulated, _broadcast_simulated, _pause_simulated
     mask = (1 << lanes) - 1
 
-    @cuda.jit(device=True, inline=True)
-    def exchange(h, i_value, word, source, lane, scratch):
+    @inlined
+    def exchange(h, i_value, code, word, source, lane, scratch):
         return (cuda.shfl_up_sync(mask, h, 1), cuda.shfl_up_sync(mask, i_value, 1),
-                cuda.shfl_sync(mask, word, source))
+                cuda.shfl_up_sync(mask, code, 1), cuda.shfl_sync(mask, word, source))
 
-    @cuda.jit(device=True, inline=True)
+    @inlined
     def broadcast(value, lane, scratch):
         return cuda.shfl_sync(mask, value, 0)
 
-    return exchange, broadcast
+    @inlined
+    def pause(nanoseconds):
+        cuda.nanosleep(nanoseconds)
+
+    return exchange, broadcast, pause
 
 
-@cuda.jit(device=True, inline=True)
+@inlined
 def nibble_index(strip, columns, j, row):
     """Word index (from the problem's traceback start) of cell (strip row ``row``, j)."""
     return strip * (columns + STRIP_ROWS - 1) + j - 1 + row
 
 
-@cuda.jit(device=True, inline=True)
+@inlined
 def tag_of_device(band):
     return band % TAG_MODULUS + 1
 
 
 @lru_cache(maxsize=None)
 def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                use_dpx: bool, rows: int, lanes: int = WARP):
+                use_dpx: bool, rows: int, lanes: int = WARP, byte_rows: bool = False):
     """The band fill for one mode / free-ends / traceback combination, ``rows`` query rows
     a lane (8 with traceback: a lane's nibbles of a step fill one word). Launch with 32
     threads a block and any number of blocks (they take bands from ``work[0]``).
     ``lanes``: threads of a band, a power of two up to 32 (fewer only to test bands of
-    few rows under the simulator)."""
+    few rows under the simulator). ``byte_rows``: every residue of the launch has a code
+    below 8 and those codes' scores fit a signed byte (:func:`byte_scores_fit`), so each row
+    keeps its scores in two registers and a cell's score is one byte select instead of a
+    shared-memory read."""
     assert rows in (4, 8) and (rows == STRIP_ROWS or not traceback)
     local, corner, _free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
                                                                          fte)
     track = local or end_row
     add_max, max3, max3_zero = dpx.functions(use_dpx)
     append = dpx.append_sign() if use_dpx else append_sign
+    byte_score = dpx.byte_score(use_dpx)
+    byte_selector = dpx.byte_selector
     load = _loader(use_dpx)
-    exchange, broadcast = _warp_functions(lanes)
+    exchange, broadcast, pause = _warp_functions(lanes)
     neg = NEG_INF
     initial_best = 0 if local else neg
     fold = candidate_fold(corner)
     band_height = lanes * rows
-    batch_mask = lanes - 1
+    # the step loop's arithmetic stays 32-bit (a Python int constant would widen it to 64
+    # bits, twice the instructions); indices are unsigned (no negative-index wrap code)
+    one, rows32, height32 = int32(1), int32(rows), int32(band_height)
+    batch_mask, lanes32, tb_last = int32(lanes - 1), int32(lanes), int32(STRIP_ROWS - 2)
 
     def make_step(checked):
         """One step of a lane (``checked``: rows may lie outside columns 1..n)."""
 
-        @cuda.jit(device=True, inline=True)
+        @inlined
         def step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag, best,
                  best_j):
             word = uint32(0)
-            c = s - lane * rows + 1
+            c = s - lane * rows32 + one
             for r in range(rows):
                 carry_h = h_left[r]
                 carry_i = i_reg[r]
-                if not checked or (c >= 1 and c <= n):
+                if not checked or (c >= one and c <= n):
                     ins_ext = int32(up_i - ge32)
                     open_ins = int32(up_h - go32)
                     del_ext = int32(d_reg[r] - ge32)
@@ -240,20 +295,100 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     word = append(append(append(append(word, 0), 0), 0), 0)
                 up_h = carry_h
                 up_i = carry_i
-                c -= 1
+                c -= one
             return word
 
         return step
 
-    step_checked = make_step(True)
-    step_plain = make_step(False)
+    def make_advance(checked):
+        """One step of a lane with its exchanges and stores. Plain steps (every row inside
+        columns 1..n) compute the border word in every lane and store it predicated: no
+        branch, whose resolution a warp alone on its scheduler would wait out."""
+        step = make_step(checked)
+
+        @inlined
+        def advance(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
+                    tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
+                    store_checkpoint, my_tag):
+            h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high, \
+                row_offset = regs
+            bottom_h, bottom_i, bottom_code, word_in = exchange(
+                h_left[rows - 1], i_reg[rows - 1], t_codes[rows - 1], current,
+                s & batch_mask, lane, scratch)
+            # row r sees the residue row r - 1 saw a step before; then the scores
+            for r in range(rows - 1, 0, -1):
+                t_codes[r] = t_codes[r - 1]
+            if lane == 0:
+                up_h, up_i = unpack(word_in)
+                t_codes[0] = int32((word_in >> 48) & 0xFFFF)
+            else:
+                up_h = bottom_h
+                up_i = bottom_i
+                t_codes[0] = bottom_code
+            for r in range(rows):
+                if byte_rows:
+                    subs[r] = byte_score(row_low[r], row_high[r], t_codes[r])
+                else:
+                    subs[r] = shared_sub[uint32(row_offset[r] + t_codes[r])]
+            word = step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag,
+                        best, best_j)
+            index = s - lane * rows32
+            c = s - height32 + int32(2)  # the last lane's column
+            if checked:
+                if writes_tb and index >= 0 and index <= n + tb_last:
+                    tb[tb_base + uint64(index)] = word
+                if store_border and c >= one and c <= n:
+                    packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
+                    border[border0 + uint64(c)] = packed
+                    if store_checkpoint:
+                        checkpoints[checkpoint + uint64(c)] = packed
+            else:
+                if writes_tb:
+                    tb[tb_base + uint64(index)] = word
+                packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
+                if store_border:
+                    border[border0 + uint64(c)] = packed
+                if store_checkpoint:
+                    checkpoints[checkpoint + uint64(c)] = packed
+
+        return advance
+
+    advance_checked = make_advance(True)
+    advance_plain = make_advance(False)
+
+    def doubled(advance, offset):
+        """``advance`` on steps s and s + ``offset`` (unrolled: two calls)."""
+
+        @inlined
+        def twice(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb, tb_base,
+                  writes_tb, border, border0, store_border, checkpoints, checkpoint,
+                  store_checkpoint, my_tag):
+            advance(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
+                    tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
+                    store_checkpoint, my_tag)
+            advance(s + int32(offset), lane, n, current, regs, shared_sub, go32, ge32, cap,
+                    scratch, tb, tb_base, writes_tb, border, border0, store_border,
+                    checkpoints, checkpoint, store_checkpoint, my_tag)
+
+        return twice
+
+    # plain steps go in groups of ``group`` (unrolled: the rows' registers rotate by
+    # renaming, and a group pays one loop branch); a group never straddles a batch
+    group = min(rows, lanes)
+    advance_group = advance_plain
+    width = 1
+    while width < group:
+        advance_group = doubled(advance_group, width)
+        width *= 2
+    group_mask = int32(group - 1)
+    group32 = int32(group)
 
     @cuda.jit
     def fill(query, target, problems, item_problem, total_items, sub, alphabet_size, go, ge,
-             top, top_address, border, border_address, checkpoints, checkpoint_every, tb, band_score,
-             band_i, band_j, control, work):
+             top, top_address, border, border_address, checkpoints, checkpoint_every, tb,
+             band_score, band_i, band_j, control, work):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
-        scratch = cuda.shared.array((3, lanes), int64)
+        scratch = cuda.shared.array((4, lanes), int64)
         cand_score = cuda.shared.array(lanes, int32)
         cand_i = cuda.shared.array(lanes, int32)
         cand_j = cuda.shared.array(lanes, int32)
@@ -262,6 +397,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             shared_sub[k] = sub[k]
         cuda.syncthreads()
         row_offset = cuda.local.array(rows, int32)
+        row_low = cuda.local.array(rows, int32)
+        row_high = cuda.local.array(rows, int32)
         h_left = cuda.local.array(rows, int32)
         i_reg = cuda.local.array(rows, int32)
         d_reg = cuda.local.array(rows, int32)
@@ -289,13 +426,24 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             t0 = problems[F_T0, p]
             row0 = int32(problems[F_ROW0, p])
             band = int32(item - problems[F_ITEM0, p])
-            first = band * band_height + lane * rows + 1  # problem-relative first row
+            first = band * height32 + lane * rows32 + one  # problem-relative first row
             for r in range(rows):
-                i = first + r
-                code = query[q0 + i - 1] if i <= m else 0
-                row_offset[r] = int32(code) * alphabet_size
+                i = first + int32(r)
+                code = query[uint64(q0 + i - one)] if i <= m else 0
+                row_offset[r] = int32(code) * int32(alphabet_size)
+                if byte_rows:  # the row's scores against codes 0-3 and 4-7, a byte each
+                    low = uint32(0)
+                    high = uint32(0)
+                    for k in range(4):
+                        if k < alphabet_size:
+                            low |= uint32(shared_sub[row_offset[r] + k] & 0xFF) << uint32(8 * k)
+                        if k + 4 < alphabet_size:
+                            high |= uint32(shared_sub[row_offset[r] + k + 4]
+                                           & 0xFF) << uint32(8 * k)
+                    row_low[r] = int32(low)
+                    row_high[r] = int32(high)
                 h_left[r] = border_score(row0 + i, go, ge, free_col0)
-                diag[r] = border_score(row0 + i - 1, go, ge, free_col0)
+                diag[r] = border_score(row0 + i - one, go, ge, free_col0)
                 i_reg[r] = neg
                 d_reg[r] = neg
                 t_codes[r] = 0
@@ -313,73 +461,72 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 address = border_address
                 source0 = problems[F_BORDER0, p]
                 expected = tag_of_device(band - 1)
-            border0 = problems[F_BORDER0, p]
-            column = lane + 1
+            border0 = uint64(problems[F_BORDER0, p])
+            column = lane + one
             ahead = load(source, address, source0 + column) if column <= n else int64(0)
             current = ahead
             writes_border = band_height * (band + 1) < m  # a band below reads it
-            checkpoint = -1
+            checkpoint = uint64(0)
+            checkpointed = False
             if checkpoint_every > 0 and writes_border and (band + 1) % checkpoint_every == 0:
-                checkpoint = problems[F_CKPT0, p] + ((band + 1) // checkpoint_every - 1) * (n + 1)
+                checkpointed = True
+                checkpoint = uint64(problems[F_CKPT0, p]
+                                    + ((band + 1) // checkpoint_every - 1) * (n + 1))
             strip = band * lanes + lane
-            tb_base = problems[F_TB0, p] + strip * (n + STRIP_ROWS - 1)
+            tb_base = uint64(problems[F_TB0, p] + strip * (n + STRIP_ROWS - 1))
             writes_tb = traceback and first <= m
             my_tag = tag_of_device(band)
-            steps = n + band_height - 1
-            up_h = int32(0)
-            up_i = int32(0)
-            # the target residue of the lane's first row, one step ahead
-            c_next = 1 - lane * rows
-            code_next = int32(target[t0 + c_next - 1]) if c_next >= 1 and c_next <= n else 0
-            for s in range(steps):
-                if (s & batch_mask) == 0:  # a new batch of border words, one a lane
+            steps = n + height32 - one
+            t_start = uint64(t0)
+            store_border = lane == lanes32 - one and writes_border
+            store_checkpoint = store_border and checkpointed
+            # steps whose rows all lie inside columns 1..n, in whole groups
+            plain_first = height32 - one
+            plain_last = n - group32
+            regs = (h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high,
+                    row_offset)
+            s = int32(0)
+            while s < steps:  # (a range() here counts in 64 bits)
+                if (s & batch_mask) == 0:
+                    # a new batch: lane k's word is column s + 1 + k (lane 0's on step s + k),
+                    # prefetched a batch ago; a lane whose word is not there yet polls it,
+                    # sleeping longer and longer between polls (waiting warps leave the memory
+                    # system and the issue slots to the working ones)
                     current = ahead
-                    column = s + 1 + lane
-                    if expected >= 0 and column <= n:
+                    column = s + one + lane
+                    inside = column <= n
+                    if inside and expected >= 0:
                         spins = 0
+                        nap = uint32(MIN_NAP)
                         while word_tag(current) != expected:
+                            if spins >= NAP_AFTER:
+                                pause(nap)
+                                nap = min(nap * uint32(2), uint32(MAX_NAP))
                             current = load(source, address, source0 + column)
-                            spins += 1
-                            if spins >= SPIN_LIMIT or ((spins & 1023) == 0
-                                                       and cuda.atomic.add(work, 1, 0) != 0):
-                                work[1] = 1
+                            spins = spin_check(spins, work)
+                            if spins < 0:
                                 current = int64(expected) << 48
-                    if column + lanes <= n:
-                        ahead = load(source, address, source0 + column + lanes)
-                # first what does not wait for the previous step: each row's target residue
-                # (row r sees what row r - 1 saw a step before) and substitution score, and
-                # the next step's residue
-                for r in range(rows - 1, 0, -1):
-                    t_codes[r] = t_codes[r - 1]
-                t_codes[0] = code_next
-                for r in range(rows):
-                    subs[r] = shared_sub[int32(row_offset[r] + t_codes[r])]
-                c_next += 1
-                code_next = int32(target[t0 + c_next - 1]) if c_next >= 1 and c_next <= n else 0
-                bottom_h, bottom_i, word_in = exchange(h_left[rows - 1], i_reg[rows - 1], current,
-                                                       s & batch_mask, lane, scratch)
-                if lane == 0:
-                    up_h, up_i = unpack(word_in)
+                    if column + lanes32 <= n:
+                        ahead = load(source, address, source0 + column + lanes32)
+                    # the tag has served: lane 0 takes the column's target residue with the
+                    # word (the other lanes take theirs from the lane before, a step late)
+                    code = int32(target[t_start + uint64(column - one)]) if inside else \
+                        int32(0)
+                    if byte_rows:
+                        code = byte_selector(code)
+                    current = (current & LOW_BITS) | (int64(code) << 48)
+                if s >= plain_first and s <= plain_last and (s & group_mask) == 0:
+                    advance_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                  scratch, tb, tb_base, writes_tb, border, border0,
+                                  store_border, checkpoints, checkpoint, store_checkpoint,
+                                  my_tag)
+                    s += group32
                 else:
-                    up_h = bottom_h
-                    up_i = bottom_i
-                if s >= band_height - 1 and s < n:
-                    word = step_plain(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg,
-                                      d_reg, diag, best, best_j)
-                else:
-                    word = step_checked(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg,
-                                        d_reg, diag, best, best_j)
-                if writes_tb:
-                    index = s - lane * rows
-                    if index >= 0 and index <= n + STRIP_ROWS - 2:
-                        tb[tb_base + index] = word
-                if lane == lanes - 1 and writes_border:
-                    c = s - band_height + 2
-                    if c >= 1 and c <= n:
-                        packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
-                        border[border0 + c] = packed
-                        if checkpoint >= 0:
-                            checkpoints[checkpoint + c] = packed
+                    advance_checked(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                    scratch, tb, tb_base, writes_tb, border, border0,
+                                    store_border, checkpoints, checkpoint, store_checkpoint,
+                                    my_tag)
+                    s += one
             # the band's end-cell candidate: rows ascending, strict > (corner: row m)
             value = initial_best
             value_i = 0
@@ -421,13 +568,27 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     return fill
 
 
+#: Codes a byte row holds (:func:`band_kernel`'s ``byte_rows``).
+BYTE_CODES = 8
+
+
+def byte_scores_fit(table) -> bool:
+    """Whether the scores among codes below :data:`BYTE_CODES` (``table``: the square
+    substitution table) fit a signed byte: a launch whose residues all have such codes can
+    use ``byte_rows``."""
+    import numpy as np
+
+    block = np.asarray(table)[:BYTE_CODES, :BYTE_CODES]
+    return bool(block.min() >= -128 and block.max() <= 127)
+
+
 @lru_cache(maxsize=None)
 def candidate_fold(corner: bool):
     """``fold(total, i, j, value, value_i, value_j, m)``: the end cell so far with one more
     candidate, candidates coming in row order: a strictly better score replaces it (so
     ties keep the smaller row), and in the corner modes only row ``m`` counts."""
 
-    @cuda.jit(device=True, inline=True)
+    @inlined
     def fold(total, total_i, total_j, value, value_i, value_j, m):
         if (corner and value_i == m) or (not corner and value > total):
             return value, value_i, value_j

@@ -33,6 +33,12 @@ extern "C" __device__ unsigned gpualign_append_sign(unsigned word, int diff) {
   unsigned out;
   asm("shf.l.clamp.b32 %0, %1, %2, 1;" : "=r"(out) : "r"((unsigned)diff), "r"(word));
   return out; }
+/* Byte (s & 7) of the eight bytes y:x, sign-extended, for s = byte_selector(code): PTX
+   prmt (__byte_perm masks the selector's sign-replicate bits away). */
+extern "C" __device__ int gpualign_byte_score(int x, int y, int s) {
+  int out;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(out) : "r"(x), "r"(y), "r"(s));
+  return out; }
 /* A global int64 read through L2 (ld.global.cg), volatile so that a wait loop reads it
    again on every pass instead of once. */
 extern "C" __device__ long long gpualign_load_cg(long long address, long long index) {
@@ -179,6 +185,32 @@ def append_sign():
     """``word << 1`` with the sign bit of an int32 difference shifted in, as linked CUDA C:
     one funnel shift (``SHF.L``) per traceback bit (the ``funnel_append`` setting)."""
     return cuda.declare_device("gpualign_append_sign", "uint32(uint32, int32)",
+                               link=_linked_source(), abi="c")
+
+
+@_device_function
+def byte_selector(code):
+    """The ``__byte_perm`` selector that picks byte ``code`` (0-7) of eight, sign-extended
+    (each upper nibble ``code | 8``: replicate that byte's sign)."""
+    return int32(code * 0x1111 + 0x8880)
+
+
+@_device_function
+def byte_score_plain(x, y, s):
+    k = s & 7
+    word = x if k < 4 else y
+    value = (word >> ((k & 3) * 8)) & 0xFF
+    return int32(value - 256 if value >= 128 else value)
+
+
+@lru_cache(maxsize=None)
+def byte_score(linked: bool):
+    """``byte_score(x, y, s)``: signed byte ``s & 7`` of the eight bytes of ``y:x`` (low
+    word first), for a selector from :func:`byte_selector`: one ``PRMT`` (linked CUDA C) or
+    plain. A substitution row of up to 8 codes lives in two registers this way."""
+    if not linked:
+        return byte_score_plain
+    return cuda.declare_device("gpualign_byte_score", "int32(int32, int32, int32)",
                                link=_linked_source(), abi="c")
 
 
