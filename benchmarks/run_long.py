@@ -15,7 +15,7 @@ how="rowwise")`` on one backend. The rows:
 For each row: the DP cells (sum of len(q) * len(t)), the first call in this process
 (numba compilation or cache load included) apart, then the warm time (median and min of
 ``--repeat`` calls; the 1 Mbp rows ``--repeat-1m``), GCUPS from the warm median, the peak
-GPU memory of the warm calls (``cudaMemGetInfo`` sampled by a background thread, see
+GPU memory of one more warm call (``cudaMemGetInfo`` sampled by a background thread, see
 :class:`MemorySampler`), the score, the CIGAR's size, an independent re-scoring of every
 CIGAR against the sequences (:func:`rescore`), the issue's target and whether the row meets
 it. A row that raises is reported in its row and the script goes on. ``--check-cpu`` also
@@ -64,8 +64,8 @@ MIB = 2**20
 CHR21_CHR22_CELLS = 1.55e15
 CUDALIGN_HOURS = 8.4
 MEMORY_METHOD = ("device memory in use (cudaMemGetInfo total - free, blocks cached between "
-                 "calls included) sampled every 5 ms by a background thread during the warm "
-                 "calls, maximum minus the reading before the row's first call, taken after "
+                 "calls included) sampled every 5 ms by a background thread during one more "
+                 "warm call after the timed ones (sampling perturbs timings), maximum minus the reading before the row's first call, taken after "
                  "emptying the engine's cached buffers, CuPy's pool and numba's pending frees")
 
 
@@ -413,13 +413,12 @@ def run_row(row: Row, args: argparse.Namespace, read: Callable[[Path], list[str]
         if not args.no_first_call:
             first, _ = timed_runs(run, 1, synchronize=cuda)
             result.first_call_s = first[0]
-        if cuda:
+        seconds, frame = timed_runs(run, repeat, synchronize=cuda)
+        if cuda:  # one more call for the peak memory: the sampling thread perturbs timings
             with sampler:
-                seconds, frame = timed_runs(run, repeat, synchronize=cuda)
+                run()
             result.gpu_before_bytes, result.gpu_peak_bytes = sampler.before, sampler.peak
             result.gpu_samples = sampler.samples
-        else:
-            seconds, frame = timed_runs(run, repeat)
         if args.no_first_call:
             result.first_call_s = seconds[0]
         result.warm_s = seconds

@@ -65,12 +65,12 @@ DELTA_LIMIT = (1 << 16) - 2
 
 
 def inlined(function):
-    """``function`` as a device function that LLVM inlines (``alwaysinline``; the Numba-IR
-    inlining of ``inline=True`` multiplies compile time with the unrolled steps); under the
-    simulator (no ``forceinline`` there), a plain device function."""
+    """``function`` as a device function inlined at the Numba-IR level (the step loop's
+    code comes out leaner than with LLVM's inlining, at about twice the compile time of the
+    unrolled kernels); under the simulator, a plain device function."""
     if simulator():
         return cuda.jit(device=True)(function)
-    return cuda.jit(device=True, forceinline=True)(function)
+    return cuda.jit(device=True, inline="always")(function)
 
 
 def gap_delta_fits(gap_open: int, gap_extend: int) -> bool:
@@ -202,7 +202,14 @@ def _warp_functions(lanes: int):
 
     @inlined
     def broadcast(value, lane, scratch):
-        return cuda.shfl_sync(mask, value, 0)
+        # through shared memory, not a shuffle: a value read at one shared address can be
+        # taken as the same in every lane, and the whole band's work derives from it
+        if lane == 0:
+            scratch[2, 0] = value
+        cuda.syncwarp(mask)
+        value = scratch[2, 0]
+        cuda.syncwarp(mask)
+        return value
 
     @inlined
     def pause(nanoseconds):
