@@ -65,12 +65,13 @@ DELTA_LIMIT = (1 << 16) - 2
 
 
 def inlined(function):
-    """``function`` as a device function inlined at the Numba-IR level (the step loop's
-    code comes out leaner than with LLVM's inlining, at about twice the compile time of the
-    unrolled kernels); under the simulator, a plain device function."""
+    """``function`` as a device function that LLVM inlines (``alwaysinline``: Numba-IR
+    inlining gives a somewhat faster step loop but compiles the unrolled kernels two to four
+    times slower, which every first call pays); under the simulator, a plain device
+    function."""
     if simulator():
         return cuda.jit(device=True)(function)
-    return cuda.jit(device=True, inline="always")(function)
+    return cuda.jit(device=True, forceinline=True)(function)
 
 
 def gap_delta_fits(gap_open: int, gap_extend: int) -> bool:
