@@ -190,8 +190,9 @@ def append_sign():
 
 @_device_function
 def byte_selector(code):
-    """The ``__byte_perm`` selector that picks byte ``code`` (0-7) of eight, sign-extended
-    (each upper nibble ``code | 8``: replicate that byte's sign)."""
+    """The PTX ``prmt`` selector that picks byte ``code`` (0-7) of eight, sign-extended
+    (each upper nibble ``code | 8``: replicate that byte's sign; ``__byte_perm`` would mask
+    those bits away)."""
     return int32(code * 0x1111 + 0x8880)
 
 
