@@ -19,9 +19,11 @@ step reads the target. The last lane writes the band's bottom row there for the 
 and into a checkpoint row every ``checkpoint_every`` bands.
 
 The step loop is what the time goes to, and with a few warps per scheduler its latency,
-branches included, is the time: its arithmetic is 32-bit, steps whose rows all lie inside
-the matrix run in unrolled groups with predicated stores, and for DNA a row's scores sit in
-two registers (``byte_rows``).
+branches included, is the time: its arithmetic is 32-bit, steps run in unrolled groups, and
+for DNA a row's scores sit in two registers (``byte_rows``). A band's first ``32 * rows - 1``
+steps (some rows still left of column 1) lie on the path of every band below, which waits
+for the band's bottom row: they compute every row and keep the state of the rows outside
+the matrix by selects, not branches.
 
 Warps are persistent one-warp blocks that take bands in order from an atomic counter, so
 the band a warp waits for was taken earlier by a running warp: no deadlock whatever the
@@ -187,13 +189,18 @@ def _pause_simulated(nanoseconds):
     pass
 
 
+def _every_simulated(predicate):
+    return cuda.syncthreads_and(1 if predicate else 0) != 0
+
+
 def _warp_functions(lanes: int):
-    """(exchange, broadcast, pause) for a band of ``lanes`` threads: the lane before's (H,
-    I, target code) and lane ``source``'s word; lane 0's value to every lane; a sleep of a
-    wait. Shuffles and ``nanosleep`` on a GPU, shared memory under the simulator (which has
-    neither)."""
+    """(exchange, broadcast, pause, every) for a band of ``lanes`` threads: the lane
+    before's (H, I, target code) and lane ``source``'s word; lane 0's value to every lane; a
+    sleep of a wait; whether a predicate holds in every lane. Shuffles, votes and
+    ``nanosleep`` on a GPU; shared memory and block votes under the simulator (which has
+    neither shuffles nor warp votes; there a band is a block)."""
     if simulator():
-        return _exchange_simulated, _broadcast_simulated, _pause_simulated
+        return _exchange_simulated, _broadcast_simulated, _pause_simulated, _every_simulated
     mask = (1 << lanes) - 1
 
     @inlined
@@ -216,7 +223,11 @@ def _warp_functions(lanes: int):
     def pause(nanoseconds):
         cuda.nanosleep(nanoseconds)
 
-    return exchange, broadcast, pause
+    @inlined
+    def every(predicate):
+        return cuda.all_sync(mask, predicate) != 0
+
+    return exchange, broadcast, pause, every
 
 
 @inlined
@@ -250,7 +261,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     byte_score = dpx.byte_score(use_dpx)
     byte_selector = dpx.byte_selector
     load = _loader(use_dpx)
-    exchange, broadcast, pause = _warp_functions(lanes)
+    exchange, broadcast, pause, every = _warp_functions(lanes)
     neg = NEG_INF
     initial_best = 0 if local else neg
     fold = candidate_fold(corner)
@@ -261,7 +272,10 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     batch_mask, lanes32, tb_last = int32(lanes - 1), int32(lanes), int32(STRIP_ROWS - 2)
 
     def make_step(checked):
-        """One step of a lane (``checked``: rows may lie outside columns 1..n)."""
+        """One step of a lane (``checked``: rows may lie outside columns 1..n). A checked
+        step computes every row as a plain one and keeps, by selects rather than branches,
+        the state of rows outside the matrix: the first and last ``height - 1`` steps of
+        every band are checked, and the band below waits for the first ones."""
 
         @inlined
         def step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag, best,
@@ -271,27 +285,39 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             for r in range(rows):
                 carry_h = h_left[r]
                 carry_i = i_reg[r]
-                if not checked or (c >= one and c <= n):
-                    ins_ext = int32(up_i - ge32)
-                    open_ins = int32(up_h - go32)
-                    del_ext = int32(d_reg[r] - ge32)
-                    open_del = int32(h_left[r] - go32)
-                    match = int32(diag[r] + subs[r])
-                    if use_dpx:
-                        ins = add_max(up_h, -go32, ins_ext)
-                        dele = add_max(h_left[r], -go32, del_ext)
-                        h = max3_zero(match, ins, dele) if local else max3(match, ins, dele)
-                    else:
-                        ins = max(open_ins, ins_ext)
-                        dele = max(open_del, del_ext)
-                        h = max(max(match, ins), dele)
-                        if local:
-                            h = max(h, 0)
-                    if traceback:
-                        word = append(word, int32(open_del - del_ext))
-                        word = append(word, int32(open_ins - ins_ext))
-                        word = append(word, int32(max(match, ins) - dele))
-                        word = append(word, int32(match - ins))
+                ins_ext = int32(up_i - ge32)
+                open_ins = int32(up_h - go32)
+                del_ext = int32(d_reg[r] - ge32)
+                open_del = int32(h_left[r] - go32)
+                match = int32(diag[r] + subs[r])
+                if use_dpx:
+                    ins = add_max(up_h, -go32, ins_ext)
+                    dele = add_max(h_left[r], -go32, del_ext)
+                    h = max3_zero(match, ins, dele) if local else max3(match, ins, dele)
+                else:
+                    ins = max(open_ins, ins_ext)
+                    dele = max(open_del, del_ext)
+                    h = max(max(match, ins), dele)
+                    if local:
+                        h = max(h, 0)
+                before = word
+                if traceback:
+                    word = append(word, int32(open_del - del_ext))
+                    word = append(word, int32(open_ins - ins_ext))
+                    word = append(word, int32(max(match, ins) - dele))
+                    word = append(word, int32(match - ins))
+                if checked:
+                    inside = c >= one and c <= n
+                    if traceback:  # a nibble of zeros outside
+                        word = word if inside else before << uint32(4)
+                    if track and inside and h > best[r]:
+                        best[r] = h
+                        best_j[r] = c
+                    diag[r] = up_h if inside else diag[r]
+                    h_left[r] = h if inside else h_left[r]
+                    i_reg[r] = ins if inside else i_reg[r]
+                    d_reg[r] = dele if inside else d_reg[r]
+                else:
                     if track and h > best[r]:
                         best[r] = h
                         best_j[r] = c
@@ -299,8 +325,6 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     h_left[r] = h
                     i_reg[r] = ins
                     d_reg[r] = dele
-                elif traceback:  # a nibble of zeros keeps the other rows in place
-                    word = append(append(append(append(word, 0), 0), 0), 0)
                 up_h = carry_h
                 up_i = carry_i
                 c -= one
@@ -309,9 +333,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         return step
 
     def make_advance(checked):
-        """One step of a lane with its exchanges and stores. Plain steps (every row inside
-        columns 1..n) compute the border word in every lane and store it predicated: no
-        branch, whose resolution a warp alone on its scheduler would wait out."""
+        """One step of a lane with its exchanges and stores (a checked step stores only
+        what lies inside the matrix)."""
         step = make_step(checked)
 
         @inlined
@@ -342,22 +365,18 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                         best, best_j)
             index = s - lane * rows32
             c = s - height32 + int32(2)  # the last lane's column
+            writes_word = writes_tb
+            writes_column = True
             if checked:
-                if writes_tb and index >= 0 and index <= n + tb_last:
-                    tb[tb_base + uint64(index)] = word
-                if store_border and c >= one and c <= n:
-                    packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
-                    border[border0 + uint64(c)] = packed
-                    if store_checkpoint:
-                        checkpoints[checkpoint + uint64(c)] = packed
-            else:
-                if writes_tb:
-                    tb[tb_base + uint64(index)] = word
-                packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
-                if store_border:
-                    border[border0 + uint64(c)] = packed
-                if store_checkpoint:
-                    checkpoints[checkpoint + uint64(c)] = packed
+                writes_word = writes_tb and index >= 0 and index <= n + tb_last
+                writes_column = c >= one and c <= n
+            if writes_word:
+                tb[tb_base + uint64(index)] = word
+            packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
+            if store_border and writes_column:
+                border[border0 + uint64(c)] = packed
+            if store_checkpoint and writes_column:
+                checkpoints[checkpoint + uint64(c)] = packed
 
         return advance
 
@@ -380,14 +399,21 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 
         return twice
 
-    # plain steps go in groups of ``group`` (unrolled: the rows' registers rotate by
-    # renaming, and a group pays one loop branch); a group never straddles a batch
+    # steps go in groups of ``group`` (unrolled: the rows' registers rotate by renaming, and
+    # a group pays one loop branch), plain or, at four rows a lane, checked too (at eight the
+    # code of checked groups costs more than it saves); a group never straddles a batch
     group = min(rows, lanes)
-    advance_group = advance_plain
-    width = 1
-    while width < group:
-        advance_group = doubled(advance_group, width)
-        width *= 2
+    group_checked = rows == 4
+
+    def grouped(advance):
+        width = 1
+        while width < group:
+            advance = doubled(advance, width)
+            width *= 2
+        return advance
+
+    plain_group = grouped(advance_plain)
+    checked_group = grouped(advance_checked)
     group_mask = int32(group - 1)
     group32 = int32(group)
 
@@ -491,6 +517,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             # steps whose rows all lie inside columns 1..n, in whole groups
             plain_first = height32 - one
             plain_last = n - group32
+            last_group = steps - group32  # the last step that starts a whole group
             regs = (h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high,
                     row_offset)
             s = int32(0)
@@ -503,17 +530,24 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     current = ahead
                     column = s + one + lane
                     inside = column <= n
-                    if inside and expected >= 0:
+                    if expected >= 0:
+                        # the warp waits as one (a vote ends the loop): a wait loop of its
+                        # own in each lane would make the compiler guard every later shuffle
+                        # against a divergent warp
+                        ready = not inside or word_tag(current) == expected
                         spins = 0
                         nap = uint32(MIN_NAP)
-                        while word_tag(current) != expected:
+                        while not every(ready):
                             if spins >= NAP_AFTER:
                                 pause(nap)
                                 nap = min(nap * uint32(2), uint32(MAX_NAP))
-                            current = load(source, address, source0 + column)
+                            if not ready:
+                                current = load(source, address, source0 + column)
+                                ready = word_tag(current) == expected
                             spins = spin_check(spins, work)
-                            if spins < 0:
+                            if not every(spins >= 0):  # a hang: the results are void
                                 current = int64(expected) << 48
+                                break
                     if column + lanes32 <= n:
                         ahead = load(source, address, source0 + column + lanes32)
                     # the tag has served: lane 0 takes the column's target residue with the
@@ -523,11 +557,18 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     if byte_rows:
                         code = byte_selector(code)
                     current = (current & LOW_BITS) | (int64(code) << 48)
-                if s >= plain_first and s <= plain_last and (s & group_mask) == 0:
-                    advance_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                  scratch, tb, tb_base, writes_tb, border, border0,
-                                  store_border, checkpoints, checkpoint, store_checkpoint,
-                                  my_tag)
+                plain = s >= plain_first and s <= plain_last
+                if (s & group_mask) == 0 and s <= last_group and (plain or group_checked):
+                    if plain:
+                        plain_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                    scratch, tb, tb_base, writes_tb, border, border0,
+                                    store_border, checkpoints, checkpoint, store_checkpoint,
+                                    my_tag)
+                    else:
+                        checked_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                      scratch, tb, tb_base, writes_tb, border, border0,
+                                      store_border, checkpoints, checkpoint,
+                                      store_checkpoint, my_tag)
                     s += group32
                 else:
                     advance_checked(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
