@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-import gpualign_df  # noqa: F401  (registers the .aln accessor)
+import gpualign_df  # registers the .aln accessor
 
 reads = pd.DataFrame({"read_id": ["r1", "r2", "r3"],
                       "seq": ["ACGTTGCAAC", "ACGTAGCAAC", "TTGCAACG"],
@@ -19,3 +19,7 @@ hits = reads.seq.aln.search(database, top_k=2, mode="sw", match=1, mismatch=-4, 
 print("\nbest 2 database hits per read, joined to the read ids:")
 print(hits.merge(reads[["read_id"]], left_on="query", right_index=True)[
     ["read_id", "target", "score", "cigar", "identity"]])
+
+print("\nthe first hit of r2, aligned:")
+print(gpualign_df.view(hits, reads.seq, database, rows=hits.index[hits["query"] == 1][:1],
+                       match=1, mismatch=-4, gap_open=7, gap_extend=1))

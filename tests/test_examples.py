@@ -105,6 +105,7 @@ def check_protein_all_pairs(result: subprocess.CompletedProcess, workdir: Path) 
 
 def check_quickstart(result: subprocess.CompletedProcess, workdir: Path) -> None:
     rowwise, search = result.stdout.split("best 2 database hits per read")
+    search, shown = search.split("the first hit of r2, aligned:")
     rows = [line.split() for line in rowwise.splitlines()[2:] if line.strip()]
     assert [row[:2] for row in rows] == [["0", "0"], ["1", "1"], ["2", "2"]]
     assert rows[2][2] == "<NA>"  # the null mate gives a null row
@@ -113,8 +114,13 @@ def check_quickstart(result: subprocess.CompletedProcess, workdir: Path) -> None
     expected = gpualign_df.align(pd.Series(["ACGTTGCAAC", "ACGTAGCAAC", "TTGCAACG"]), database,
                                  how="search", top_k=2, mode="sw", match=1, mismatch=-4,
                                  gap_open=7, gap_extend=1)
-    assert [(row[1], row[2], int(row[3])) for row in hits] == [
+    assert [(row[1], row[2], int(row[3])) for row in hits if row] == [
         (f"r{q + 1}", t, s) for q, t, s in zip(expected["query"], expected["target"], expected["score"])]
+    first = expected.index[expected["query"] == 1][:1]
+    view = gpualign_df.view(expected, pd.Series(["ACGTTGCAAC", "ACGTAGCAAC", "TTGCAACG"]),
+                            database, rows=first, match=1, mismatch=-4, gap_open=7,
+                            gap_extend=1)
+    assert shown.strip() == str(view).strip()
 
 
 CHECKS = {
