@@ -21,12 +21,13 @@ from . import libraries as _libraries
 from .cluster import cluster
 
 __all__ = ["align", "align_batches", "make_scoring", "parse_mode", "blast_to_gap_costs",
-           "cluster", "view"]
+           "cluster", "view", "dot_plot"]
 __version__ = "0.1.0"
 
 #: Public names provided on first use, by the module that defines them.
 _LAZY = {"align": "api", "align_batches": "api", "make_scoring": "scoring",
-         "parse_mode": "scoring", "blast_to_gap_costs": "scoring", "view": "views"}
+         "parse_mode": "scoring", "blast_to_gap_costs": "scoring", "view": "views",
+         "dot_plot": "dotplot"}
 
 
 # PEP 562: a public function's module is imported when the function is first asked for

@@ -38,7 +38,7 @@ MODES = ("sw", "local", "nw", "global", "sg", "semiglobal")
 FREE_ENDS = ("query_start", "query_end", "target_start", "target_end")
 MATRICES = ("BLOSUM45", "BLOSUM50", "BLOSUM62", "BLOSUM80", "BLOSUM90", "PAM30", "PAM70",
             "PAM250", "EDNAFULL", "NUC.4.4")
-FORMATS = ("tsv", "parquet", "sam", "paf", "blast6")
+FORMATS = ("tsv", "parquet", "sam", "paf", "blast6", "pairwise")
 BACKENDS = ("auto", "cpu", "cuda")
 CIGAR_STYLES = ("=", "M")
 CLIPS = ("none", "soft")
@@ -209,10 +209,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "so it spans the whole query (default: soft for SAM output, which "
                           "needs it, none otherwise)")
     run.add_argument("--out", required=True, metavar="PATH",
-                     help="output file: .tsv .parquet .sam .paf .blast6 .m8, text formats "
-                          "optionally .gz (required, no default)")
+                     help="output file: .tsv .parquet .sam .paf .blast6 .m8 .txt (pairwise: "
+                          "the aligned pairs in blocks), text formats optionally .gz "
+                          "(required, no default)")
     run.add_argument("--format", choices=FORMATS, default=None,
                      help="output format (default: from the --out extension)")
+    run.add_argument("--plot", default=None, metavar="FILE",
+                     help="also draw a k-mer dot plot of the first result row's pair with its "
+                          "alignment path to FILE (.png, .svg or .pdf; needs matplotlib: pip "
+                          "install \"gpualign_df[plot]\") (default: none)")
     run.add_argument("--no-progress", action="store_true",
                      help="never show a progress bar (default: off; the bar appears on "
                           "stderr when a job runs longer than 2 s)")

@@ -9,10 +9,11 @@ import argparse
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 #: Formats whose records need the traceback (start coordinates, CIGAR, statistics).
-TRACEBACK_FORMATS = ("sam", "paf", "blast6")
+TRACEBACK_FORMATS = ("sam", "paf", "blast6", "pairwise")
 
 #: Library option names -> this command's flags, for messages that come from the library
 #: (the command checks its own flag combinations first; these cover the rest).
@@ -97,6 +98,15 @@ def _check_flags(args: argparse.Namespace, how: str, output_format: str) -> None
                        "drop --clip none")
     if args.gpus is not None and args.scheduler is not None:
         raise CliError("give either --gpus or --scheduler, not both")
+    if args.plot is not None:
+        import importlib.util
+
+        if args.no_traceback:
+            raise CliError("--plot draws the alignment path (the CIGAR): drop --no-traceback")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise CliError('--plot needs matplotlib: pip install "gpualign_df[plot]"')
+        if Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise CliError(f"--plot writes .png, .svg or .pdf, not {args.plot!r}")
 
 
 def _scoring_flags(args: argparse.Namespace) -> str:
@@ -178,15 +188,26 @@ def run_align(args: argparse.Namespace) -> int:
     with open_results(args.out, output_format, queries=queries,
                       targets=queries if targets is None else targets, mode=args.mode,
                       scoring=scoring, how=how) as writer:
+        first_row = None  # for --plot
         if args.gpus is not None or args.scheduler is not None:
-            writer.write(_run_on_dask(query_seq, target_seq, options, args))
+            frame = _run_on_dask(query_seq, target_seq, options, args)
+            writer.write(frame)
+            first_row = frame.iloc[:1]
+            del frame
         else:
             for frame in align_batches(query_seq, target_seq,
                                        progress=False if args.no_progress else None, **options):
                 writer.write(frame)
+                if first_row is None and len(frame):
+                    first_row = frame.iloc[:1].copy()
                 # Dropped before the next batch is computed, so that two batches are never
                 # held at once (the loop variable would keep this one alive until then).
                 del frame
+    if args.plot is not None and first_row is not None and len(first_row):
+        from .dotplot import dot_plot
+
+        dot_plot(first_row, query_seq, query_seq if target_seq is None else target_seq,
+                 args.plot)
     seconds = time.perf_counter() - started
     print(f"gpualign: {writer.rows_written:,} alignments in {seconds:.2f} s -> {args.out} "
           f"({output_format})", file=sys.stderr)

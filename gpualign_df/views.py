@@ -22,7 +22,8 @@ import pandas as pd
 from .results import COORDINATES, STATISTICS
 from .scoring import Scoring, make_scoring
 
-_CIGAR_RUN = re.compile(r"(\d+)([=XMIDS])")
+#: One run of a CIGAR: its length and operation.
+CIGAR_RUN = re.compile(r"(\d+)([=XMIDS])")
 #: CSS of the HTML view: monospace, mismatches and gaps coloured, wide blocks scroll.
 _STYLE = ("font-family: monospace; white-space: pre; overflow-x: auto; line-height: 1.25;")
 _COLOURS = {"X": "#c0392b", "gap": "#2471a3"}
@@ -57,7 +58,7 @@ def _aligned_lines(cigar: str, query: str, target: str, query_start: int, target
     middle: list[str] = []
     bottom: list[str] = []
     i, j = query_start, target_start
-    for count_text, op in _CIGAR_RUN.findall(cigar):
+    for count_text, op in CIGAR_RUN.findall(cigar):
         count = int(count_text)
         if op == "S":
             continue
@@ -91,7 +92,7 @@ def _match_symbol(a: str, b: str, scoring: Scoring) -> str:
     return ":" if score > 0 else "." if score == 0 else " "
 
 
-def _lookup(values: Any, labels: list[Any], what: str) -> list[str | None]:
+def lookup_sequences(values: Any, labels: list[Any], what: str) -> list[str | None]:
     """The sequences of ``labels`` in ``values`` (a pandas or cuDF Series by label, or a
     list-like by position), only those rows brought to the host."""
     if hasattr(values, "loc") and hasattr(values, "index"):
@@ -295,21 +296,32 @@ def view(frame: Any, queries: Any, targets: Any, rows: Any = None, *, width: int
         frame = frame.loc[[rows] if np.isscalar(rows) else list(rows)]
     if hasattr(frame, "to_pandas"):  # cuDF: the rows asked for, to the host
         frame = frame.to_pandas()
-    query_sequences = _lookup(queries, frame["query"].tolist(), "query")
-    target_sequences = _lookup(targets, frame["target"].tolist(), "target")
+    query_sequences = lookup_sequences(queries, frame["query"].tolist(), "query")
+    target_sequences = lookup_sequences(targets, frame["target"].tolist(), "target")
+    return AlignmentView(aligned_rows(frame, query_sequences, target_sequences, scoring),
+                         int(width))
+
+
+def aligned_rows(frame: pd.DataFrame, query_sequences: list[str | None],
+                 target_sequences: list[str | None], scoring: Scoring,
+                 query_names: list[Any] | None = None,
+                 target_names: list[Any] | None = None) -> list[AlignedRow]:
+    """The rows of a pandas result frame aligned over their sequences (one each, in row
+    order; None where null), shown under ``query_names`` / ``target_names`` (default: the
+    frame's labels)."""
     shown = [name for name in ("score", *COORDINATES, "cigar", *STATISTICS, "identity")
              if name in frame.columns]
-    aligned = []
-    for (_, record), query, target in zip(frame.iterrows(), query_sequences,
-                                          target_sequences):
+    query_names = frame["query"].tolist() if query_names is None else query_names
+    target_names = frame["target"].tolist() if target_names is None else target_names
+    rows = []
+    for (_, record), query, target, query_name, target_name in zip(
+            frame.iterrows(), query_sequences, target_sequences, query_names, target_names):
         fields = {name: (None if pd.isna(record[name]) else record[name]) for name in shown}
         cigar = fields.get("cigar")
         if cigar is None or query is None or target is None:
-            aligned.append(AlignedRow(record["query"], record["target"], fields, None, None,
-                                      None))
+            rows.append(AlignedRow(query_name, target_name, fields, None, None, None))
             continue
         q0, t0 = int(fields["query_start"]), int(fields["target_start"])
         top, middle, bottom = _aligned_lines(cigar, query, target, q0, t0, scoring)
-        aligned.append(AlignedRow(record["query"], record["target"], fields, top, middle,
-                                  bottom, q0, t0))
-    return AlignmentView(aligned, int(width))
+        rows.append(AlignedRow(query_name, target_name, fields, top, middle, bottom, q0, t0))
+    return rows

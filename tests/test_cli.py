@@ -235,7 +235,7 @@ API_SPELLING = re.compile(r"\b(traceback|format|matrix|how|backend|top_k|gap_ope
     (2, ["--clip", "soft", "--no-traceback", "--out", "{tmp}/o.tsv"], "drop --no-traceback"),
     (2, ["--gpus", "2", "--scheduler", "tcp://x:1", "--out", "{tmp}/o.tsv"],
      "either --gpus or --scheduler"),
-    (2, ["--out", "{tmp}/o.txt"], "pass --format one of"),
+    (2, ["--out", "{tmp}/o.xyz"], "pass --format one of"),
 ])
 def test_flag_mistakes_are_errors_in_flags(tmp_path, capsys, no_work, files, flags, says):
     # no_work: every one of these is refused before any sequence is encoded or aligned.
@@ -265,7 +265,7 @@ def library_messages(directory):
 
     messages = []
     calls = [
-        lambda: format_from_path("out.txt"),
+        lambda: format_from_path("out.xyz"),
         lambda: gpualign_df.align(["ACGT"], ["ACGT"], how="pairwise"),
         lambda: gpualign_df.align(["ACGT"], how="search"),
         lambda: gpualign_df.align(["ACGT"], ["ACGT"], top_k=1),

@@ -61,6 +61,18 @@ def test_sliced_series_and_aln_accessor():
     assert_same(result, expected)
 
 
+def test_view_of_cudf_rows_equals_the_pandas_view():
+    """A view of a cuDF result over cuDF inputs brings only the rows asked for to the host
+    and shows what the pandas view shows."""
+    queries, targets = sample(4, count=60)
+    device_queries, device_targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
+    result = device_queries.aln.rowwise(device_targets, mode="sg", **DNA)
+    expected = queries.aln.rowwise(targets, mode="sg", backend="cpu", **DNA)
+    rows = [0, 3, 7, 42]  # a null query and an empty one among them
+    assert str(gpualign_df.view(result, device_queries, device_targets, rows=rows, **DNA)) == \
+        str(gpualign_df.view(expected, queries, targets, rows=rows, **DNA))
+
+
 def test_pairwise_and_search_top_k_equal_cpu():
     proteins = read_fasta(shared_file("adept_proteins_30k.fasta.gz"), limit=120)
     series = pd.Series(proteins)

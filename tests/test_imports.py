@@ -138,12 +138,17 @@ def test_public_functions_on_first_use():
                           "modes": gpualign_df.parse_mode("local") ==
                                    gpualign_df.parse_mode("sw") !=
                                    gpualign_df.parse_mode("nw"),
-                          "cluster": callable(gpualign_df.cluster), "scoring": scoring}))
+                          "cluster": callable(gpualign_df.cluster), "scoring": scoring,
+                          "shown": str(gpualign_df.view(frame, ["ACGTACGT"], ["TTACGTACGTTT"],
+                                                        match=2, mismatch=-3)).count("|"),
+                          "plots": callable(gpualign_df.dot_plot),
+                          "matplotlib": "matplotlib" in sys.modules}))
     """)
     assert out["listed"] == sorted(["align", "align_batches", "make_scoring", "parse_mode",
-                                    "blast_to_gap_costs", "cluster"])
+                                    "blast_to_gap_costs", "cluster", "view", "dot_plot"])
     assert out["score"] == 16 and out["blast"] == [12, 1]
     assert out["scoring"] == "Scoring" and out["modes"] and out["cluster"]
+    assert out["shown"] == 8 and out["plots"] and not out["matplotlib"]
 
 
 def test_unknown_attribute_is_an_attribute_error():

@@ -160,3 +160,49 @@ def test_rows_and_bad_arguments():
         gpualign_df.view(scores, queries, targets, **DNA)
     with pytest.raises(KeyError, match="positions"):
         gpualign_df.view(frame, queries[:1], targets, **DNA)
+
+
+def test_pairwise_file_equals_the_api_view_in_blocks_of_rows(tmp_path, settings):
+    """The pairwise writer gives the text of one view of all its rows under the record
+    names, whatever the block of rows it writes at a time; a null row says so."""
+    from gpualign_df.io import write_results
+
+    queries = pd.DataFrame({"name": ["r1", "r2", "r3"],
+                            "seq": ["ACGTTGCAAC", None, "TTGCAACGGA"]})
+    targets = pd.DataFrame({"name": ["db1", "db2"], "seq": ["ACGTTGCAACGT", "GCAACG"]})
+    frame = gpualign_df.align(queries.seq, targets.seq, how="search", top_k=2, mode="sw",
+                              backend="cpu", **DNA)
+    settings(write_chunk_rows=2)
+    path = tmp_path / "hits.txt"
+    write_results(frame, path, queries=queries, targets=targets,
+                  scoring=make_scoring(**DNA))
+    written = path.read_text()
+    named = gpualign_df.view(frame.assign(query=frame["query"].map(queries.name),
+                                          target=frame["target"].map(targets.name)),
+                             queries.set_index("name").seq, targets.set_index("name").seq,
+                             **DNA)
+    assert written == str(named)
+    assert written.count("# query: ") == len(frame) == 6  # the null query keeps 2 rows
+    assert "# query: r2\n# target: db1\n(null row" in written
+    with pytest.raises(ValueError, match="scoring"):
+        write_results(frame, tmp_path / "no.txt", queries=queries, targets=targets)
+
+
+def test_cli_pairwise_output_equals_the_api_view(tmp_path):
+    from gpualign_df.cli import main
+    from gpualign_df.io import read_sequences
+
+    fasta_q, fasta_t = tmp_path / "q.fa", tmp_path / "t.fa"
+    fasta_q.write_text(">read_a\nACGTTGCAACGGATTACA\n>read_b\nTTGCAACGGA\n")
+    fasta_t.write_text(">ref_1\nGGACGTTGCAACGTATTACAGG\n>ref_2\nCCTTGCAACG\n")
+    out = tmp_path / "hits.txt"
+    assert main(["align", str(fasta_q), str(fasta_t), "--mode", "sw", "--match", "2",
+                 "--mismatch", "-3", "--gap-open", "5", "--gap-extend", "2", "--out",
+                 str(out), "--backend", "cpu", "--no-progress"]) == 0
+    queries, targets = read_sequences(fasta_q), read_sequences(fasta_t)
+    frame = gpualign_df.align(queries.seq, targets.seq, mode="sw", backend="cpu", **DNA)
+    named = frame.assign(query=frame["query"].map(queries.name),
+                         target=frame["target"].map(targets.name))
+    assert out.read_text() == str(gpualign_df.view(named, queries.set_index("name").seq,
+                                                   targets.set_index("name").seq, **DNA))
+    assert "read_a" in out.read_text() and "|" in out.read_text()

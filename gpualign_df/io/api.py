@@ -18,6 +18,7 @@ from .encoder import Encoder, Side, as_pandas
 from .formats import HOWS, TEXT_FORMATS, format_from_path, parse_format
 from .output import Destination
 from .paf import PafEncoder
+from .pairwise import PairwiseEncoder
 from .parquet import ParquetEncoder
 from .sam import SamEncoder
 from .tsv import TsvEncoder
@@ -27,7 +28,7 @@ __all__ = ["open_results", "write_results"]
 
 _ENCODERS: dict[str, type[Encoder]] = {
     "tsv": TsvEncoder, "parquet": ParquetEncoder, "sam": SamEncoder, "paf": PafEncoder,
-    "blast6": Blast6Encoder,
+    "blast6": Blast6Encoder, "pairwise": PairwiseEncoder,
 }
 
 
@@ -59,7 +60,7 @@ def open_results(
         Output file.  For the text formats a name ending in ``.gz`` is gzip-compressed.
         An existing target that is not a regular file (``/dev/stdout``, a FIFO) is
         written in place, as a stream, without atomicity.
-    format : {"tsv", "parquet", "sam", "paf", "blast6"}, optional
+    format : {"tsv", "parquet", "sam", "paf", "blast6", "pairwise"}, optional
         Output format (``"m8"`` is accepted for ``"blast6"``); inferred from the
         extension of `path` by :func:`format_from_path` when None.
     queries, targets : pandas.DataFrame
@@ -75,7 +76,9 @@ def open_results(
     scoring : gpualign_df.scoring.Scoring, optional
         The scoring the results were computed with (from
         :func:`gpualign_df.scoring.make_scoring`); BLAST tabular output needs it for
-        e-values and bit scores, and writes ``NA`` there without it.
+        e-values and bit scores, and writes ``NA`` there without it; pairwise output
+        (the aligned pairs in blocks, as :func:`gpualign_df.view` shows them) needs it for
+        its match lines.
     how : {"rowwise", "pairwise", "search"}, optional
         The job's shape; it decides BLAST's search space (see Notes).
 
@@ -221,12 +224,12 @@ def write_results(
     results : pandas.DataFrame
         The aligner's result frame (a cuDF frame is converted with ``to_pandas()``).
         ``query``/``target`` hold index labels of `queries`/`targets`.  TSV and Parquet
-        accept score-only frames (``traceback=False``); SAM, PAF and BLAST need the
+        accept score-only frames (``traceback=False``); SAM, PAF, BLAST and pairwise need the
         traceback columns (``query_start``, ``target_start``, ``cigar``, ``matches``,
         ``mismatches``, ``gap_opens``, ``gaps``, ``length``, ``identity``).
     path : str or os.PathLike
         Output file.  For the text formats a name ending in ``.gz`` is gzip-compressed.
-    format : {"tsv", "parquet", "sam", "paf", "blast6"}, optional
+    format : {"tsv", "parquet", "sam", "paf", "blast6", "pairwise"}, optional
         Output format (``"m8"`` is accepted for ``"blast6"``); inferred from the
         extension of `path` by :func:`format_from_path` when None.
     queries, targets : pandas.DataFrame
@@ -235,7 +238,8 @@ def write_results(
     mode : str, default "sw"
         The alignment mode the results were computed with; recorded in SAM and Parquet.
     scoring : gpualign_df.scoring.Scoring, optional
-        The scoring of the job, for BLAST's e-values and bit scores (``NA`` without it).
+        The scoring of the job, for BLAST's e-values and bit scores (``NA`` without it)
+        and the match lines of pairwise output (needed there).
     how : {"rowwise", "pairwise", "search"}, optional
         The job's shape, for BLAST's search space.
 

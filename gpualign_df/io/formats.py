@@ -9,13 +9,13 @@ __all__ = ["FORMATS", "HOWS", "TEXT_FORMATS", "format_from_path", "parse_format"
 
 #: Output formats understood by :func:`~gpualign_df.io.write_results` and
 #: :func:`~gpualign_df.io.open_results`.
-FORMATS: tuple[str, ...] = ("tsv", "parquet", "sam", "paf", "blast6")
+FORMATS: tuple[str, ...] = ("tsv", "parquet", "sam", "paf", "blast6", "pairwise")
 
 #: Job shapes (``how``) the writers accept; they decide BLAST's search space.
 HOWS: tuple[str, ...] = ("rowwise", "pairwise", "search")
 
 #: The formats written as lines of text, which a ``.gz`` name compresses.
-TEXT_FORMATS = frozenset({"tsv", "sam", "paf", "blast6"})
+TEXT_FORMATS = frozenset({"tsv", "sam", "paf", "blast6", "pairwise"})
 
 _EXTENSIONS: dict[str, str] = {
     ".tsv": "tsv",
@@ -24,6 +24,7 @@ _EXTENSIONS: dict[str, str] = {
     ".paf": "paf",
     ".blast6": "blast6",
     ".m8": "blast6",
+    ".txt": "pairwise",
 }
 _FORMAT_ALIASES: dict[str, str] = {**{f: f for f in FORMATS}, "m8": "blast6", "blast": "blast6"}
 
@@ -36,9 +37,9 @@ def format_from_path(path: str | os.PathLike[str]) -> str:
     path : str or os.PathLike
         The output path.  Recognised extensions (case-insensitive): ``.tsv`` -> ``"tsv"``,
         ``.parquet`` -> ``"parquet"``, ``.sam`` -> ``"sam"``, ``.paf`` -> ``"paf"``,
-        ``.blast6`` and ``.m8`` -> ``"blast6"``.  The text formats may carry a further
-        ``.gz`` (``reads.tsv.gz``, ``hits.paf.gz``), in which case the output is
-        gzip-compressed.
+        ``.blast6`` and ``.m8`` -> ``"blast6"``, ``.txt`` -> ``"pairwise"``.  The text
+        formats may carry a further ``.gz`` (``reads.tsv.gz``, ``hits.paf.gz``), in which
+        case the output is gzip-compressed.
 
     Returns
     -------
@@ -61,7 +62,7 @@ def format_from_path(path: str | os.PathLike[str]) -> str:
     fmt = _EXTENSIONS.get(os.path.splitext(stem)[1])
     if fmt is None or (compressed and fmt not in TEXT_FORMATS):
         supported = ", ".join([*_EXTENSIONS, ".tsv.gz", ".sam.gz", ".paf.gz", ".blast6.gz",
-                               ".m8.gz"])
+                               ".m8.gz", ".txt.gz"])
         raise ValueError(f"cannot infer the output format of {os.fspath(path)!r}; "
                          f"supported extensions: {supported} (or pass format= one of "
                          f"{', '.join(FORMATS)})")
