@@ -62,10 +62,13 @@ def test_plot_files_are_written_whole(tmp_path):
         gpualign_df.dot_plot(nulls, [None], [t], tmp_path / "x.png")
 
 
-def test_plot_of_the_hg38_pair_follows_its_alignment(tmp_path):
-    """The bundled 51 kbp hg38/CHM13 pair (its first 6 kbp, aligned globally on the CPU):
-    the plot is written and its path is the row's CIGAR, along the diagonal of dots."""
-    query, target = (s[:6000] for s in read_fasta(shared_file("hg38_chm13_51kbp_pair.fasta.gz")))
+@pytest.mark.parametrize("length", [6000, pytest.param(None, marks=pytest.mark.slow)])
+def test_plot_of_the_hg38_pair_follows_its_alignment(tmp_path, length):
+    """The bundled 51 kbp hg38/CHM13 pair, aligned globally on the CPU (its first 6 kbp in
+    the quick suite, whole in the slow one): the plot is written and its path is the row's
+    CIGAR, along the diagonal of dots."""
+    query, target = (s[:length] for s in
+                     read_fasta(shared_file("hg38_chm13_51kbp_pair.fasta.gz")))
     frame = gpualign_df.align([query], [target], mode="nw", backend="cpu", **DNA)
     plot = gpualign_df.dot_plot(frame, [query], [target], tmp_path / "hg38.png")
     assert plot.path[-1].tolist() == [len(query), len(target)]
