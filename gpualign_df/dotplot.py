@@ -10,7 +10,6 @@ about a second); the path is the row's CIGAR from ``(query_start, target_start)`
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .views import CIGAR_RUN, lookup_sequences
+from .views import cigar_runs, lookup_sequences, result_rows
 
 #: Hash multiplier of the k-mers (odd, 64-bit; arithmetic wraps).
 _BASE = np.uint64(0x100000001B3)
@@ -45,16 +44,8 @@ def alignment_path(cigar: str, query_start: int, target_start: int) -> np.ndarra
     [[2, 0], [5, 3], [6, 3], [8, 5], [8, 6]]
     """
     points = [(query_start, target_start)]
-    i, j = query_start, target_start
-    for count_text, op in CIGAR_RUN.findall(cigar):
-        count = int(count_text)
-        if op == "S":
-            continue
-        if op != "D":
-            i += count
-        if op != "I":
-            j += count
-        points.append((i, j))
+    for count, op, i, j in cigar_runs(cigar, query_start, target_start):
+        points.append((i + (0 if op == "D" else count), j + (0 if op == "I" else count)))
     return np.array(points, dtype=np.int64)
 
 
@@ -140,11 +131,9 @@ def dot_plot(frame: Any, queries: Any, targets: Any, path: str | os.PathLike[str
     except ImportError as error:  # the optional extra
         raise ImportError('dot plots need matplotlib: pip install "gpualign_df[plot]"') \
             from error
-    if "cigar" not in frame.columns:
-        raise ValueError("the frame has no cigar column: align with traceback=True to plot it")
-    record = frame.loc[[row]] if row is not None else frame.iloc[:1]
-    if hasattr(record, "to_pandas"):  # cuDF: the one row to the host
-        record = record.to_pandas()
+    from .io.output import Destination
+
+    record = result_rows(frame if row is not None else frame.iloc[:1], row, "plot")
     if len(record) == 0:
         raise ValueError("the frame has no rows to plot")
     record = record.iloc[0]
@@ -173,13 +162,11 @@ def dot_plot(frame: Any, queries: Any, targets: Any, path: str | os.PathLike[str
                    f"{record['query']} x {record['target']}: score {record['score']}, "
                    f"{k}-mers")
     out = Path(os.fspath(path))
-    handle, temporary = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.",
-                                         suffix=out.suffix)
-    os.close(handle)
+    destination = Destination(out)  # a temporary file beside it, renamed when complete
     try:
-        figure.savefig(temporary)
-        os.replace(temporary, out)
+        figure.savefig(destination.open(), format=out.suffix.lstrip(".").lower() or None)
+        destination.commit()
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        destination.discard()
         raise
     return DotPlot(dots, vertices, out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,36 +50,37 @@ class AlignedRow:
         return self.query_line is None
 
 
-def _aligned_lines(cigar: str, query: str, target: str, query_start: int, target_start: int,
-                   scoring: Scoring) -> tuple[str, str, str]:
-    """The gapped query, match line and gapped target of one CIGAR over the two sequences
-    (the CIGAR covers ``query[query_start:]`` and ``target[target_start:]``; soft clips are
-    not aligned)."""
-    top: list[str] = []
-    middle: list[str] = []
-    bottom: list[str] = []
+def cigar_runs(cigar: str, query_start: int,
+               target_start: int) -> Iterator[tuple[int, str, int, int]]:
+    """The aligned runs of a CIGAR (soft clips left out) as (length, operation, query
+    position, target position), positions 0-based where the run starts: ``I`` advances the
+    query only, ``D`` the target only, the others both."""
     i, j = query_start, target_start
     for count_text, op in CIGAR_RUN.findall(cigar):
         count = int(count_text)
         if op == "S":
             continue
-        if op == "I":
-            top.append(query[i:i + count])
-            middle.append(" " * count)
-            bottom.append("-" * count)
+        yield count, op, i, j
+        if op != "D":
             i += count
-        elif op == "D":
-            top.append("-" * count)
-            middle.append(" " * count)
-            bottom.append(target[j:j + count])
+        if op != "I":
             j += count
-        else:
-            a, b = query[i:i + count], target[j:j + count]
-            top.append(a)
-            bottom.append(b)
-            middle.append("".join(_match_symbol(x, y, scoring) for x, y in zip(a, b)))
-            i += count
-            j += count
+
+
+def _aligned_lines(cigar: str, query: str, target: str, query_start: int, target_start: int,
+                   scoring: Scoring) -> tuple[str, str, str]:
+    """The gapped query, match line and gapped target of one CIGAR over the two sequences
+    (the CIGAR covers ``query[query_start:]`` and ``target[target_start:]``)."""
+    top: list[str] = []
+    middle: list[str] = []
+    bottom: list[str] = []
+    for count, op, i, j in cigar_runs(cigar, query_start, target_start):
+        a = "-" * count if op == "D" else query[i:i + count]
+        b = "-" * count if op == "I" else target[j:j + count]
+        top.append(a)
+        bottom.append(b)
+        middle.append(" " * count if op in "ID"
+                      else "".join(_match_symbol(x, y, scoring) for x, y in zip(a, b)))
     return "".join(top), "".join(middle), "".join(bottom)
 
 
@@ -109,8 +111,25 @@ def lookup_sequences(values: Any, labels: list[Any], what: str) -> list[str | No
                            f"list ({len(sequence)} sequences)") from error
     if len(found) != len(labels):
         raise KeyError(f"{what} labels {labels!r} do not name one sequence each")
-    return [None if value is None or (isinstance(value, float) and np.isnan(value))
-            or value is pd.NA else str(value) for value in found]
+    return sequence_texts(found)
+
+
+def sequence_texts(values: Iterable[Any]) -> list[str | None]:
+    """Sequences as strings, None where null (None, NaN, NA)."""
+    return [None if pd.isna(value) else str(value) for value in values]
+
+
+def result_rows(frame: Any, rows: Any, doing: str) -> pd.DataFrame:
+    """The rows ``rows`` of a result frame with CIGARs (index labels; None: all) as a
+    pandas frame: of a cuDF frame only those rows leave the GPU."""
+    if "cigar" not in frame.columns:
+        raise ValueError(f"the frame has no cigar column: align with traceback=True to "
+                         f"{doing} it")
+    if rows is not None:
+        frame = frame.loc[[rows] if np.isscalar(rows) else list(rows)]
+    if hasattr(frame, "to_pandas"):  # cuDF: the rows asked for, to the host
+        frame = frame.to_pandas()
+    return frame
 
 
 class AlignmentView:
@@ -288,14 +307,9 @@ def view(frame: Any, queries: Any, targets: Any, rows: Any = None, *, width: int
     """
     if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
         raise ValueError(f"width must be a positive integer, got {width!r}")
-    if "cigar" not in frame.columns:
-        raise ValueError("the frame has no cigar column: align with traceback=True to view it")
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
-    if rows is not None:
-        frame = frame.loc[[rows] if np.isscalar(rows) else list(rows)]
-    if hasattr(frame, "to_pandas"):  # cuDF: the rows asked for, to the host
-        frame = frame.to_pandas()
+    frame = result_rows(frame, rows, "view")
     query_sequences = lookup_sequences(queries, frame["query"].tolist(), "query")
     target_sequences = lookup_sequences(targets, frame["target"].tolist(), "target")
     return AlignmentView(aligned_rows(frame, query_sequences, target_sequences, scoring),

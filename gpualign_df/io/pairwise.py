@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..views import AlignmentView, aligned_rows
+from ..views import AlignmentView, aligned_rows, sequence_texts
 from .encoder import Encoder, require_traceback
 from .output import Destination
 
@@ -45,14 +45,10 @@ class PairwiseEncoder(Encoder):
             part = frame.iloc[start:start + self.chunk_rows]
             query_pos = prepared["query_pos"][start:start + len(part)]
             target_pos = prepared["target_pos"][start:start + len(part)]
-            rows = aligned_rows(part, _texts(sequences[0].iloc[query_pos]),
-                                _texts(sequences[1].iloc[target_pos]), self.scoring,
+            rows = aligned_rows(part, sequence_texts(sequences[0].iloc[query_pos]),
+                                sequence_texts(sequences[1].iloc[target_pos]), self.scoring,
                                 names[0].iloc[query_pos].tolist(),
                                 names[1].iloc[target_pos].tolist())
             text = AlignmentView(rows, WIDTH).text()
             self.stream.write((("\n" if self.rows_written else "") + text).encode())
             self.rows_written += len(part)
-
-
-def _texts(values: pd.Series) -> list[str | None]:
-    return [None if pd.isna(value) else str(value) for value in values]
