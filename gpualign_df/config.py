@@ -128,6 +128,11 @@ class Settings:
         Threads of one band of the long-pair (band) kernel, each holding 4 or 8 query
         rows; a power of two up to 32. Tests lower it under the CUDA simulator so that
         small pairs take several bands.
+    walk_lanes : int or None
+        Threads of the traceback walk of one long pair (global and semi-global modes), which
+        take a diagonal run that many cells at a time; 0: one thread, a cell at a time.
+        None: 32 on a GPU, 0 under the CUDA simulator (whose threads are slow to
+        synchronize; tests that check the run-taking walk there set a few lanes).
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows
@@ -184,6 +189,7 @@ class Settings:
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))
     funnel_append: bool = True
     band_lanes: int = 32
+    walk_lanes: int | None = None
     linear_block_bytes: int = 12 << 30
     top_k_segments: int = 64
     side_stream: bool = True

@@ -93,6 +93,38 @@ def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
 
 
 
+@pytest.mark.parametrize("mode,free_ends,cigar_style,linear", [
+    ("nw", None, "=", False), ("sg", ("query_start", "query_end"), "M", False),
+    ("sg", ("target_end",), "=", True)])
+def test_long_pair_walk_takes_diagonal_runs_like_cpu(settings, mode, free_ends, cigar_style,
+                                                     linear):
+    """The long-pair walk takes a diagonal run a warp's width at a time (three cells under
+    the simulator): runs of matches broken by single mismatches, runs longer and shorter
+    than the warp, gaps between them, runs that reach the first row or column or a block's
+    top row (linear space); = / X and M CIGARs, the statistics columns, every end cell."""
+    settings(inter_max_cells=0)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4, walk_lanes=3)
+    options = {}
+    if linear:
+        settings(linear_block_bytes=1)
+        options["traceback_memory"] = 1
+    rng = np.random.default_rng(13)
+    base = random_sequences(rng, 1, "ACGT", 40, 40)[0]
+    queries = [base, base[:30], "ACGT" * 8, base[5:]]
+    targets = [base[:12] + "T" + base[13:25] + base[28:],         # a mismatch, a deletion
+               base[:10] + "GGG" + base[10:30],                     # an insertion
+               "ACGT" * 5 + "TTTT" + "ACGT" * 3,                    # a repeat with a gap
+               base]                                                 # a run to the border
+    cpu = gpualign_df.align(queries, targets, backend="cpu", mode=mode, free_ends=free_ends,
+                            match=2, mismatch=-3, gap_open=5, gap_extend=2,
+                            cigar_style=cigar_style)
+    gpu = gpualign_df.align(queries, targets, backend="cuda", mode=mode, free_ends=free_ends,
+                            match=2, mismatch=-3, gap_open=5, gap_extend=2,
+                            cigar_style=cigar_style, **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+
+
 @pytest.mark.parametrize("alphabet,options,byte_rows", [
     ("ACGTN", dict(match=2, mismatch=-3), True),              # codes below 8: byte rows
     ("ACGTNRYKMSW", dict(match=2, mismatch=-3), False),       # ambiguity codes 8 and up

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..kernels import band, simulator, traceback as tb_kernels
 from ..kernels.strip import STRIP_ROWS, mode_shape
+from ..scoring import MODE_LOCAL
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .streams import FillControl
@@ -53,6 +54,18 @@ def _warps(items: int, rows: int) -> int:
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     per_sm = 16 if rows == 8 else 32
     return max(1, min(items, sms * per_sm))
+
+
+def walk_lanes(job) -> int:
+    """Threads of one pair's traceback walk of the band layout (``lanes`` of
+    :func:`gpualign_df.kernels.traceback.walk_functions`; the ``walk_lanes`` setting): 0
+    (one thread) in local mode, whose walk tracks H back cell by cell."""
+    if job.flags[0] == MODE_LOCAL:
+        return 0
+    lanes = job.tuning.walk_lanes
+    if lanes is None:
+        return 0 if simulator() else 32
+    return lanes
 
 
 def _address(array) -> int:
@@ -195,7 +208,8 @@ def align_linear(job, batch, query, target, on_cells):
     state = xp.asarray(np.array([end[0], end[1], 1, end[2], 0, -1, 0, 0, 0, 0, 0, 0],
                                 np.int64))
     runs = xp.empty(m + n + 1, np.uint32)
-    walk_block = tb_kernels.block_walk_kernel(mode_code, fqs, fts, job.merge_matches)
+    lanes = walk_lanes(job)
+    walk_block = tb_kernels.block_walk_kernel(mode_code, fqs, fts, job.merge_matches, lanes)
     tb = xp.empty(traceback_words(rows, n), np.uint32)
     block_columns = {name: xp.empty(1, np.int32) for name in ("score", "query_end",
                                                                "target_end")}
@@ -213,9 +227,9 @@ def align_linear(job, batch, query, target, on_cells):
             source = top if top_row == 0 else checkpoints[(top_row // rows - 1) * (n + 1):]
             recompute.launch(query, target, source, checkpoints, 0, tb, block_columns)
             recompute.wait(_ignore, tuning.progress_interval)
-        launch_kernel("walk", walk_block, 1, 1, query, target, q0, t0, tb, max(j, 1), top_row,
-                      job.concrete, job.sub, job.alphabet_size, job.gap_open, job.gap_extend,
-                      runs, state)
+        launch_kernel("walk", walk_block, 1, max(lanes, 1), query, target, q0, t0, tb,
+                      max(j, 1), top_row, job.concrete, job.sub, job.alphabet_size,
+                      job.gap_open, job.gap_extend, runs, state)
         i_next, j = (int(value) for value in _host(state[:2]))
         if top_row == 0 or i_next > top_row:  # the walk reached the alignment's start
             break

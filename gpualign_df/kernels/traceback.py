@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from numba import cuda, int32, uint32, uint64
 
-from . import common
+from . import common, simulator
 from ..scoring import MODE_GLOBAL, MODE_LOCAL
 from .strip import STRIP_ROWS
 
@@ -35,8 +35,47 @@ def flush_run(runs, position, length, op, count, size, opens):
     return count, size, opens
 
 
+def _ballot_simulated(predicate, lane, lanes, scratch):
+    """The simulator's warp ballot (it has none): through shared memory, a block being the
+    warp."""
+    cuda.syncthreads()
+    scratch[lane] = 1 if predicate else 0
+    cuda.syncthreads()
+    mask = uint32(0)
+    for k in range(lanes):
+        if scratch[k] != 0:
+            mask |= uint32(1) << uint32(k)
+    return mask
+
+
 @lru_cache(maxsize=None)
-def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool):
+def _ballot(lanes: int):
+    """``ballot(predicate, lane, lanes, scratch)``: the lanes (the first ``lanes`` of a
+    warp) where ``predicate`` holds, a bit each."""
+    if simulator():
+        return _ballot_simulated
+    mask = (1 << max(lanes, 1)) - 1
+
+    @cuda.jit(device=True, inline=True)
+    def ballot(predicate, lane, lanes, scratch):
+        return cuda.ballot_sync(mask, predicate)
+
+    return ballot
+
+
+def _trailing_ones(mask, limit):
+    """Low bits of ``mask`` set in a row, at most ``limit`` (<= 32)."""
+    first_clear = cuda.ffs(~mask)  # 1-based; 0: every bit set
+    ones = int32(first_clear) - int32(1) if first_clear != 0 else int32(32)
+    return min(ones, limit)
+
+
+trailing_ones = cuda.jit(device=True, inline=True)(_trailing_ones)
+
+
+@lru_cache(maxsize=None)
+def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool,
+                   lanes: int = 0):
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
     (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
@@ -52,9 +91,20 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     matches, mismatches, gap opens, gap columns). Word of (i, j): strip ``(i - row0 - 1)
     // 8``, row ``r = (i - row0 - 1) % 8``, at ``b0 + width * (strip * columns + j - 1)``;
     ``skewed`` (the band kernel's layout, :mod:`gpualign_df.kernels.band`): at ``b0 + strip
-    * (columns + 7) + j - 1 + r``."""
+    * (columns + 7) + j - 1 + r``.
+
+    ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
+    run it alike (the same reads, the same branches, the same stores), which in H looks at
+    the next ``lanes`` cells of the diagonal at once, a cell a lane, and takes the run of
+    them whose source is the diagonal in one pass (a ballot, ``scratch``: ``lanes`` int32 of
+    shared memory under the simulator). One thread's walk is a chain of dependent reads and
+    branches, some hundred cycles a step; most steps of a long alignment are such runs."""
     local = mode == MODE_LOCAL
     glob = mode == MODE_GLOBAL
+    probing = lanes > 0
+    assert not (probing and local) and lanes <= 32
+    ballot = _ballot(lanes)
+    width_lanes = int32(max(lanes, 1))
 
     @cuda.jit(device=True, inline=True)
     def nibble_at(tb, b0, width, columns, row0, i, j):
@@ -68,12 +118,52 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
 
     @cuda.jit(device=True, inline=True)
     def steps(query, target, q0, t0, width, tb, b0, columns, row0, stop_row, concrete, sub,
-              alphabet_size, go, ge, runs, out, walk):
+              alphabet_size, go, ge, runs, out, walk, lane, scratch):
         i, j, state, value, count, current, length, size, n_match, n_mismatch, n_open, \
             n_gap = walk
         while True:  # one operation per pass (a gap run at a border is one pass)
             if stop_row > 0 and i == stop_row:
                 break
+            if probing and state == 1 and i > 0 and j > 0:
+                # lane k: cell (i - k, j - k), on the diagonal run if its source is the
+                # diagonal (H stays the state along it) and every cell before it is too
+                cell_i = i - lane
+                cell_j = j - lane
+                diagonal = False
+                mismatch = False
+                if cell_i >= 1 and cell_j >= 1 and (stop_row == 0 or cell_i > stop_row):
+                    nibble = nibble_at(tb, b0, width, columns, row0, cell_i, cell_j)
+                    if (nibble & uint32(3)) == 0:
+                        diagonal = True
+                        code = query[uint64(q0 + width * (cell_i - 1))]
+                        code_t = target[uint64(t0 + width * (cell_j - 1))]
+                        mismatch = not (code == code_t and concrete[code])
+                run = trailing_ones(ballot(diagonal, lane, width_lanes, scratch), width_lanes)
+                mismatches = ballot(mismatch, lane, width_lanes, scratch)
+                if run > 0:
+                    done = int32(0)
+                    while done < run:  # its stretches of matches and of mismatches
+                        rest = mismatches >> uint32(done)
+                        if (rest & uint32(1)) != 0:
+                            op = OP_MISMATCH
+                            repeat = trailing_ones(rest, run - done)
+                            n_mismatch += repeat
+                        else:
+                            op = OP_MATCH
+                            repeat = trailing_ones(~rest, run - done)
+                            n_match += repeat
+                        run_op = OP_MATCH if merge_matches else op
+                        if run_op == current:
+                            length += repeat
+                        else:
+                            count, size, n_open = flush_run(runs, out + count, length, current,
+                                                            count, size, n_open)
+                            current = run_op
+                            length = repeat
+                        done += repeat
+                    i -= run
+                    j -= run
+                    continue
             repeat = 1
             if state == 1 and (i == 0 or j == 0):
                 if local:
@@ -151,17 +241,22 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
 
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool,
-                skewed: bool = False):
+                skewed: bool = False, lanes: int = 0):
     """Traceback walk, one thread per slot (:func:`walk_functions`; ``skewed``: the band
-    kernel's layout, ``width`` 1)."""
-    steps, finish = walk_functions(mode, fqs, fts, merge_matches, skewed)
+    kernel's layout, ``width`` 1), or with ``lanes`` > 0 a block of ``lanes`` threads per
+    slot (launch ``lanes`` threads a block, a block per slot)."""
+    steps, finish = walk_functions(mode, fqs, fts, merge_matches, skewed, lanes)
+    probing = lanes > 0
+    scratch_size = max(lanes, 1)
 
     @cuda.jit
     def walk(query, target, query_lengths, target_lengths, query_start, target_start, tb_start,
              slot_columns, width, tb, concrete, sub, alphabet_size, go, ge, slot_row, score,
              end_i, end_j, run_base, runs, run_count, start_i, start_j, matches, mismatches,
              gap_opens, gaps, cigar_length):
-        slot = cuda.grid(1)
+        scratch = cuda.shared.array(scratch_size, int32)
+        slot = cuda.blockIdx.x if probing else cuda.grid(1)
+        lane = cuda.threadIdx.x if probing else 0
         if slot >= query_lengths.shape[0]:
             return
         m = query_lengths[slot]
@@ -174,7 +269,7 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
         walk = (end_i[pair], end_j[pair], 1, score[pair], 0, -1, 0, 0, 0, 0, 0, 0)
         walk = steps(query, target, query_start[slot], target_start[slot], width, tb,
                      tb_start[slot], slot_columns[slot], 0, 0, concrete, sub, alphabet_size,
-                     go, ge, runs, out, walk)
+                     go, ge, runs, out, walk, lane, scratch)
         count, size, n_open = finish(runs, out, walk, soft_clip, m, end_i[pair])
         run_count[slot] = count
         start_i[pair] = walk[0]
@@ -201,22 +296,27 @@ def load_walk(state):
 
 
 @lru_cache(maxsize=None)
-def block_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool):
-    """One thread walks one pair's block of rows ``row0 + 1 ..`` (band layout, the block's
-    words from ``tb[0]``, ``columns`` wide) from the walk in ``walk_state`` until it
+def block_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, lanes: int = 0):
+    """One thread (or with ``lanes`` > 0 one block of ``lanes`` threads,
+    :func:`walk_functions`) walks one pair's block of rows ``row0 + 1 ..`` (band layout, the
+    block's words from ``tb[0]``, ``columns`` wide) from the walk in ``walk_state`` until it
     reaches row ``row0`` (> 0) or the start of the alignment (``row0`` 0), and leaves the
-    walk there: the linear-space traceback, block by block from the bottom."""
-    steps, _finish = walk_functions(mode, fqs, fts, merge_matches, True)
+    walk there: the linear-space traceback, block by block from the bottom. Launch one
+    block of ``max(lanes, 1)`` threads."""
+    steps, _finish = walk_functions(mode, fqs, fts, merge_matches, True, lanes)
+    scratch_size = max(lanes, 1)
 
     @cuda.jit
     def walk_block(query, target, q0, t0, tb, columns, row0, concrete, sub, alphabet_size, go,
                    ge, runs, walk_state):
-        if cuda.grid(1) != 0:
-            return
+        scratch = cuda.shared.array(scratch_size, int32)
+        lane = cuda.threadIdx.x
         walk = steps(query, target, q0, t0, 1, tb, 0, columns, row0, row0, concrete, sub,
-                     alphabet_size, go, ge, runs, 0, load_walk(walk_state))
-        for k in range(WALK_STATE):
-            walk_state[k] = walk[k]
+                     alphabet_size, go, ge, runs, 0, load_walk(walk_state), lane, scratch)
+        cuda.syncthreads()  # every lane has read the state before lane 0 writes it
+        if lane == 0:
+            for k in range(WALK_STATE):
+                walk_state[k] = walk[k]
 
     return walk_block
 
