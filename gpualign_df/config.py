@@ -125,9 +125,23 @@ class Settings:
         optimizer keeps as one instruction per bit (from plain shifts it folds a cell's four
         appends into more instructions). Identical bits either way; False to compare.
     band_lanes : int
-        Threads of one band of the long-pair (band) kernel, each holding 4 or 8 query
+        Threads of one band of the long-pair (band) kernel, each holding 2, 4 or 8 query
         rows; a power of two up to 32. Tests lower it under the CUDA simulator so that
         small pairs take several bands.
+    band_rows : tuple of (int or None, int, int) triples
+        Query rows a lane of the band kernel holds, as ``(longest query below, score-only
+        rows, traceback rows)``: the first triple whose bound exceeds the batch's longest
+        query applies (None: any length). Fewer rows a lane shorten a step, which is what
+        bounds a fill of a few pairs (its bands run one warp a scheduler), and give more
+        bands; more rows do more work per instruction once the warps fill the GPU.
+        Score-only rows are 2, 4 or 8, traceback rows 4 or 8 (the linear-space path keeps
+        8).
+    band_warps : float or None
+        Persistent warps of a band fill per band that can work at once (a pair of ``n``
+        columns has about ``n / (height + 32)`` bands sweeping it together): a warp
+        launched beyond those waits for its band's turn polling, which takes issue slots
+        from the working warps of its scheduler; too few leave a band waiting for a warp.
+        None: as many warps as can be resident, at most one a band.
     walk_lanes : int or None
         Threads of the traceback walk of one long pair (global and semi-global modes), which
         take a diagonal run that many cells at a time; 0: one thread, a cell at a time.
@@ -189,6 +203,8 @@ class Settings:
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))
     funnel_append: bool = True
     band_lanes: int = 32
+    band_rows: tuple[tuple[int | None, int, int], ...] = ((None, 4, 4),)
+    band_warps: float | None = 1.0
     walk_lanes: int | None = None
     linear_block_bytes: int = 12 << 30
     top_k_segments: int = 64

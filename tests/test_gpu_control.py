@@ -47,7 +47,8 @@ def test_ctrl_c_stops_a_long_pair_on_the_gpu():
     script = textwrap.dedent("""
         import time, numpy as np, gpualign_df
         rng = np.random.default_rng(0)
-        a, b = ("".join(rng.choice(list("ACGT"), 300_000)) for _ in range(2))
+        # a pair of several seconds (9e12 cells), its kernel compiled by the first call
+        a, b = ("".join(rng.choice(list("ACGT"), 3_000_000)) for _ in range(2))
         options = dict(match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda",
                        mode="nw", traceback=False, progress=False)
         gpualign_df.align([a[:5000]], [b[:5000]], **options)              # compile

@@ -92,6 +92,41 @@ def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
                  gap_open=5, gap_extend=2)
 
 
+@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None),
+                                            ("sg", ("query_start", "target_end"))])
+@pytest.mark.parametrize("score_rows,traceback_rows", [
+    (2, 4), pytest.param(8, 8, marks=pytest.mark.slow)])
+def test_long_pair_rows_a_lane_equal_cpu(monkeypatch, settings, mode, free_ends, score_rows,
+                                         traceback_rows):
+    """Bands of 2, 4 or 8 rows a lane give the CPU's frame with and without the traceback
+    (at 4 rows two lanes join their nibbles into one strip's words); a spy checks that the
+    fills took the rows asked for."""
+    settings(inter_max_cells=0, band_rows=((None, score_rows, traceback_rows),))
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    taken = []
+    lane_rows = gpualign_df.gpu.long.lane_rows
+
+    def spy(job, longest):
+        taken.append((job.traceback, lane_rows(job, longest)))
+        return taken[-1][1]
+
+    monkeypatch.setattr(gpualign_df.gpu.long, "lane_rows", spy)
+    queries, targets = small_pairs(17, "ACGT", count=6, max_length=45)
+    queries[0], targets[0] = "ACGTTACG" * 5, "ACGTACG" * 6  # repeats: many equal paths
+    for traceback in (True, False):
+        both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
+                     gap_open=5, gap_extend=2, traceback=traceback)
+    assert set(taken) == {(True, traceback_rows), (False, score_rows)}
+
+
+def test_band_fills_count_the_bands_that_work_at_once():
+    """A band starts its height plus a batch of 32 columns behind the band above, so the
+    warps a fill needs follow the columns, not the bands (the ``band_warps`` setting)."""
+    working = gpualign_df.gpu.long.working_bands
+    assert working(np.array([782]), np.array([100_000]), 128, 32) == 626   # 100 kbp, 4 rows
+    assert working(np.array([3, 100]), np.array([50_000, 1000]), 256, 32) == 3 + 5
+
 
 @pytest.mark.parametrize("mode,free_ends,cigar_style,linear", [
     ("nw", None, "=", False), ("sg", ("query_start", "query_end"), "M", False),

@@ -26,17 +26,17 @@ from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .streams import FillControl
 
-#: Query rows a lane holds: 8 with traceback (a lane's nibbles fill one word); score-only
-#: fills take 4 rows below ``FOUR_ROW_LIMIT`` query rows (more bands, more warps), else 8.
+#: Query rows a lane holds in the linear-space fills (a lane's nibbles fill one word).
 TRACEBACK_ROWS = STRIP_ROWS
-FOUR_ROW_LIMIT = 1 << 18
 
 
-def lane_rows(traceback: bool, longest_query: int) -> int:
-    """Query rows per lane of a band fill."""
-    if traceback or longest_query >= FOUR_ROW_LIMIT:
-        return TRACEBACK_ROWS
-    return 4
+def lane_rows(job, longest_query: int) -> int:
+    """Query rows per lane of a band fill of the job (with or without its traceback) whose
+    longest query has ``longest_query`` rows (the ``band_rows`` setting)."""
+    for bound, score_rows, traceback_rows in job.tuning.band_rows:
+        if bound is None or longest_query < bound:
+            return traceback_rows if job.traceback else score_rows
+    return TRACEBACK_ROWS
 
 
 def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
@@ -44,16 +44,30 @@ def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
     return (m + STRIP_ROWS - 1) // STRIP_ROWS * (n + STRIP_ROWS - 1)
 
 
-def _warps(items: int, rows: int) -> int:
+def working_bands(bands: np.ndarray, n: np.ndarray, height: int, lanes: int) -> int:
+    """Bands of the problems (``bands`` of ``height`` rows over ``n`` columns each, one lane
+    a word of the band above) that can work at once: a band starts its height plus one batch
+    of ``lanes`` columns behind the band above, so about ``n / (height + lanes)`` bands of a
+    problem sweep it together."""
+    return int(np.minimum(bands, (n + height + lanes - 1) // (height + lanes) + 1).sum())
+
+
+def _warps(items: int, rows: int, working: int, share: float | None) -> int:
     """Persistent one-warp blocks of a launch: as many as can be resident (register-bound:
-    about 128 registers a thread at 8 rows, 64 at 4), at most one per band."""
+    about 128 registers a thread at 8 rows, 64 at 4; at most 32 blocks a multiprocessor),
+    at most one per band and, with ``share`` (the ``band_warps`` setting), at most
+    ``share`` per band that can work at once: more would wait their band's turn polling,
+    taking issue slots from the working warps of their scheduler."""
     if simulator():
         return 1  # the simulator runs blocks one after another
     import cupy
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    per_sm = 16 if rows == 8 else 32
-    return max(1, min(items, sms * per_sm))
+    per_sm = min(32, 128 // rows)
+    warps = min(items, sms * per_sm)
+    if share is not None:
+        warps = min(warps, int(np.ceil(working * share)))
+    return max(1, warps)
 
 
 def walk_lanes(job) -> int:
@@ -89,6 +103,7 @@ class BandFill:
         problems[band.F_ITEM0] = np.cumsum(bands) - bands
         problems[band.F_BORDER0] = np.cumsum(n + 1) - (n + 1)
         self.items = int(bands.sum())
+        self.working = working_bands(bands, n, height, self.lanes)
         self.problems = xp.asarray(problems)
         self.item_problem = xp.asarray(np.repeat(np.arange(problems.shape[1]), bands))
         self.border = xp.zeros(int((n + 1).sum()), np.int64)
@@ -103,8 +118,9 @@ class BandFill:
         mode_code, fqs, fqe, fts, fte, _ = job.flags
         kernel = band.band_kernel(mode_code, fqs, fqe, fts, fte, self.traceback, job.use_dpx,
                                   self.rows, self.lanes, self.byte_rows)
-        launch_kernel("fill", kernel, _warps(self.items, self.rows), self.lanes, query, target,
-                      self.problems, self.item_problem, self.items, job.sub, job.alphabet_size,
+        warps = _warps(self.items, self.rows, self.working, job.tuning.band_warps)
+        launch_kernel("fill", kernel, warps, self.lanes, query, target, self.problems,
+                      self.item_problem, self.items, job.sub, job.alphabet_size,
                       job.gap_open, job.gap_extend, top, _address(top), self.border,
                       _address(self.border), checkpoints, checkpoint_every, tb,
                       self.band_results[0], self.band_results[1], self.band_results[2],
@@ -158,7 +174,7 @@ def byte_rows(job, batch, query, target) -> bool:
 def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill:
     """Queue the band fill of a long batch (score and end cell by job row; with the job's
     traceback, the words of each pair at its ``tb_start``)."""
-    rows = lane_rows(job.traceback, int(batch.query_lengths.max()))
+    rows = lane_rows(job, int(batch.query_lengths.max()))
     fill = BandFill(job, long_problems(batch), rows, job.traceback,
                     byte_rows(job, batch, query, target))
     top = top_words(job, int(batch.target_lengths.max()))

@@ -31,11 +31,14 @@ residency. A wait that outlasts ``SPIN_LIMIT`` polls sets the error word and eve
 leaves; a set stop flag (the host's Ctrl-C) makes warps take no further band.
 
 Cells are the contract of :mod:`gpualign_df.kernels.cpu` (the same recurrences, tie-breaks
-and traceback bits as :mod:`gpualign_df.kernels.strip`). Traceback (``rows`` = 8): lane
-``L``'s word of step ``s`` holds its 8 rows' nibbles (row ``r`` at bits ``4 * (7 - r)``)
-for columns ``s - 8L - r + 1``, stored at ``tb0 + strip * (n + 7) + s - 8L``, strip =
-band * 32 + L; so the nibble of (i, j) is in word ``strip * (n + 7) + j - 1 + (i - 1) % 8``
-(:func:`nibble_index`).
+and traceback bits as :mod:`gpualign_df.kernels.strip`). Traceback words are those of
+strips of 8 rows: strip ``k``'s word of step ``s`` holds its 8 rows' nibbles (row ``r`` at
+bits ``4 * (7 - r)``) for columns ``s - 8k - r + 1``, stored at ``tb0 + k * (n + 7) + s -
+8k``; so the nibble of (i, j) is in word ``strip * (n + 7) + j - 1 + (i - 1) % 8``
+(:func:`nibble_index`). At 8 rows a lane a strip is a lane (k = band * 32 + L); at 4 two
+lanes, whose rows compute the same columns on a step (k = (band * 32 + L) / 2): the even
+lane joins the odd lane's 16 bits to its own and stores the word. So the walk reads one
+layout whatever the rows a lane.
 
 Each band leaves its end-cell candidate (score, row, column) per work item;
 :func:`reduce_kernel` folds a problem's bands in row order into its end cell.
@@ -194,13 +197,23 @@ def _every_simulated(predicate):
 
 
 def _warp_functions(lanes: int):
-    """(exchange, broadcast, pause, every) for a band of ``lanes`` threads: the lane
-    before's (H, I, target code) and lane ``source``'s word; lane 0's value to every lane; a
-    sleep of a wait; whether a predicate holds in every lane. Shuffles, votes and
-    ``nanosleep`` on a GPU; shared memory and block votes under the simulator (which has
-    neither shuffles nor warp votes; there a band is a block)."""
+    """(exchange, broadcast, pause, every, next_word) for a band of ``lanes`` threads: the
+    lane before's (H, I, target code) and lane ``source``'s word; lane 0's value to every
+    lane; a sleep of a wait; whether a predicate holds in every lane; the next lane's
+    traceback word. Shuffles, votes and ``nanosleep`` on a GPU; shared memory and block
+    votes under the simulator (which has neither shuffles nor warp votes; there a band is a
+    block)."""
     if simulator():
-        return _exchange_simulated, _broadcast_simulated, _pause_simulated, _every_simulated
+        last = lanes - 1
+
+        def next_word_simulated(word, lane, scratch):
+            cuda.syncthreads()
+            scratch[0, lane] = int64(word)
+            cuda.syncthreads()
+            return uint32(scratch[0, lane + 1]) if lane < last else word
+
+        return (_exchange_simulated, _broadcast_simulated, _pause_simulated,
+                _every_simulated, cuda.jit(device=True)(next_word_simulated))
     mask = (1 << lanes) - 1
 
     @inlined
@@ -227,7 +240,11 @@ def _warp_functions(lanes: int):
     def every(predicate):
         return cuda.all_sync(mask, predicate) != 0
 
-    return exchange, broadcast, pause, every
+    @inlined
+    def next_word(word, lane, scratch):
+        return uint32(cuda.shfl_down_sync(mask, int32(word), 1))  # (no unsigned shuffles)
+
+    return exchange, broadcast, pause, every, next_word
 
 
 @inlined
@@ -245,14 +262,14 @@ def tag_of_device(band):
 def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
                 use_dpx: bool, rows: int, lanes: int = WARP, byte_rows: bool = False):
     """The band fill for one mode / free-ends / traceback combination, ``rows`` query rows
-    a lane (8 with traceback: a lane's nibbles of a step fill one word). Launch with 32
+    a lane (2, 4 or 8; 4 or 8 with traceback). Launch with 32
     threads a block and any number of blocks (they take bands from ``work[0]``).
     ``lanes``: threads of a band, a power of two up to 32 (fewer only to test bands of
     few rows under the simulator). ``byte_rows``: every residue of the launch has a code
     below 8 and those codes' scores fit a signed byte (:func:`byte_scores_fit`), so each row
     keeps its scores in two registers and a cell's score is one byte select instead of a
     shared-memory read."""
-    assert rows in (4, 8) and (rows == STRIP_ROWS or not traceback)
+    assert rows in (2, 4, 8) and (rows in (4, STRIP_ROWS) or not traceback)
     local, corner, _free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
                                                                          fte)
     track = local or end_row
@@ -261,7 +278,11 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     byte_score = dpx.byte_score(use_dpx)
     byte_selector = dpx.byte_selector
     load = _loader(use_dpx)
-    exchange, broadcast, pause, every = _warp_functions(lanes)
+    exchange, broadcast, pause, every, next_word = _warp_functions(lanes)
+    # lanes a strip (8 rows, one traceback word a column) spans: at four rows a lane, an
+    # even lane's rows 0-3 and the next lane's rows 4-7 compute the same columns on a step,
+    # so the even lane joins their nibbles into the strip's word and stores it
+    strip_lanes = STRIP_ROWS // rows if traceback else 1
     neg = NEG_INF
     initial_best = 0 if local else neg
     fold = candidate_fold(corner)
@@ -363,6 +384,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     subs[r] = shared_sub[uint32(row_offset[r] + t_codes[r])]
             word = step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag,
                         best, best_j)
+            if strip_lanes == 2:
+                word = (word << uint32(16)) | next_word(word, lane, scratch)
             index = s - lane * rows32
             c = s - height32 + int32(2)  # the last lane's column
             writes_word = writes_tb
@@ -506,9 +529,9 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 checkpointed = True
                 checkpoint = uint64(problems[F_CKPT0, p]
                                     + ((band + 1) // checkpoint_every - 1) * (n + 1))
-            strip = band * lanes + lane
+            strip = (band * lanes + lane) // strip_lanes
             tb_base = uint64(problems[F_TB0, p] + strip * (n + STRIP_ROWS - 1))
-            writes_tb = traceback and first <= m
+            writes_tb = traceback and first <= m and lane % strip_lanes == 0
             my_tag = tag_of_device(band)
             steps = n + height32 - one
             t_start = uint64(t0)
