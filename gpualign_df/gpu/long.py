@@ -143,7 +143,7 @@ class BandFill:
 def top_words(job, n: int):
     """Border words of row 0 for problems up to ``n`` columns, on the device."""
     _local, _corner, free_row0, *_ = mode_shape(*job.flags[:5])
-    return array_module().asarray(band.top_row(n, job.gap_open, job.gap_extend, free_row0))
+    return band.top_row(n, job.gap_open, job.gap_extend, free_row0, array_module())
 
 
 def long_problems(batch) -> np.ndarray:

@@ -133,12 +133,15 @@ def spin_check(spins, work):
     return spins
 
 
-def top_row(n: int, gap_open: int, gap_extend: int, free_row0: bool):
-    """Border words of row 0 (H of the mode's top border, no gap state) as numpy int64."""
+def top_row(n: int, gap_open: int, gap_extend: int, free_row0: bool, xp=None):
+    """Border words of row 0 (H of the mode's top border, no gap state) as int64, built by
+    the array module ``xp`` (numpy where None; CuPy builds them on the device, without an
+    upload of 8 bytes a column)."""
     import numpy as np
 
-    j = np.arange(n + 1, dtype=np.int64)
-    h = np.where((j == 0) | free_row0, 0, -(gap_open + (j - 1) * gap_extend))
+    xp = np if xp is None else xp
+    j = xp.arange(n + 1, dtype=np.int64)
+    h = xp.where((j == 0) | free_row0, 0, -(gap_open + (j - 1) * gap_extend))
     delta = gap_open - gap_extend + 1
     return (delta << 32) | (h & 0xFFFFFFFF)
 
@@ -262,8 +265,8 @@ def tag_of_device(band):
 def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
                 use_dpx: bool, rows: int, lanes: int = WARP, byte_rows: bool = False):
     """The band fill for one mode / free-ends / traceback combination, ``rows`` query rows
-    a lane (2, 4 or 8; 4 or 8 with traceback). Launch with 32
-    threads a block and any number of blocks (they take bands from ``work[0]``).
+    a lane (2, 4 or 8; 4 or 8 with traceback). Launch with 32 threads a block and any
+    number of blocks (they take bands from ``work[0]``).
     ``lanes``: threads of a band, a power of two up to 32 (fewer only to test bands of
     few rows under the simulator). ``byte_rows``: every residue of the launch has a code
     below 8 and those codes' scores fit a signed byte (:func:`byte_scores_fit`), so each row
