@@ -78,9 +78,10 @@ def test_search_and_pairwise_on_the_gpu_equal_cpu():
     pd.testing.assert_frame_equal(cpu, gpu)
 
 
-@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None), ("sg", None),
-                                            ("sg", ("target_start", "target_end")),
-                                            ("sg", ("query_end",))])
+@pytest.mark.parametrize("mode,free_ends", [
+    ("sw", None), ("nw", None), pytest.param("sg", None, marks=pytest.mark.slow),
+    ("sg", ("target_start", "target_end")),
+    pytest.param("sg", ("query_end",), marks=pytest.mark.slow)])
 def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
     """Every non-empty pair through the band (long-pair) kernel; under the simulator with
     bands of 4 lanes (32 rows), so that pairs take several bands."""
@@ -92,8 +93,9 @@ def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
                  gap_open=5, gap_extend=2)
 
 
-@pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None),
-                                            ("sg", ("query_start", "target_end"))])
+@pytest.mark.parametrize("mode,free_ends", [
+    pytest.param("sw", None, marks=pytest.mark.slow), ("nw", None),
+    pytest.param("sg", ("query_start", "target_end"), marks=pytest.mark.slow)])
 @pytest.mark.parametrize("score_rows,traceback_rows", [
     (2, 4), pytest.param(8, 8, marks=pytest.mark.slow)])
 def test_long_pair_rows_a_lane_equal_cpu(monkeypatch, settings, mode, free_ends, score_rows,
