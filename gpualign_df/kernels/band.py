@@ -199,6 +199,13 @@ def _every_simulated(predicate):
     return cuda.syncthreads_and(1 if predicate else 0) != 0
 
 
+def _next_word_simulated(word, lane, scratch):
+    cuda.syncthreads()
+    scratch[0, lane] = int64(word)
+    cuda.syncthreads()
+    return uint32(scratch[0, lane + 1]) if lane + 1 < scratch.shape[1] else word
+
+
 def _warp_functions(lanes: int):
     """(exchange, broadcast, pause, every, next_word) for a band of ``lanes`` threads: the
     lane before's (H, I, target code) and lane ``source``'s word; lane 0's value to every
@@ -207,16 +214,8 @@ def _warp_functions(lanes: int):
     votes under the simulator (which has neither shuffles nor warp votes; there a band is a
     block)."""
     if simulator():
-        last = lanes - 1
-
-        def next_word_simulated(word, lane, scratch):
-            cuda.syncthreads()
-            scratch[0, lane] = int64(word)
-            cuda.syncthreads()
-            return uint32(scratch[0, lane + 1]) if lane < last else word
-
         return (_exchange_simulated, _broadcast_simulated, _pause_simulated,
-                _every_simulated, cuda.jit(device=True)(next_word_simulated))
+                _every_simulated, _next_word_simulated)
     mask = (1 << lanes) - 1
 
     @inlined

@@ -63,14 +63,12 @@ def _ballot(lanes: int):
     return ballot
 
 
-def _trailing_ones(mask, limit):
+@cuda.jit(device=True, inline=True)
+def trailing_ones(mask, limit):
     """Low bits of ``mask`` set in a row, at most ``limit`` (<= 32)."""
     first_clear = cuda.ffs(~mask)  # 1-based; 0: every bit set
     ones = int32(first_clear) - int32(1) if first_clear != 0 else int32(32)
     return min(ones, limit)
-
-
-trailing_ones = cuda.jit(device=True, inline=True)(_trailing_ones)
 
 
 @lru_cache(maxsize=None)
