@@ -17,6 +17,8 @@ of long pairs, and the linear-space traceback of a pair whose traceback cannot f
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..kernels import band, simulator, traceback as tb_kernels
@@ -104,8 +106,11 @@ class BandFill:
         problems[band.F_BORDER0] = np.cumsum(n + 1) - (n + 1)
         self.items = int(bands.sum())
         self.working = working_bands(bands, n, height, self.lanes)
-        self.problems = xp.asarray(problems)
-        self.item_problem = xp.asarray(np.repeat(np.arange(problems.shape[1]), bands))
+        # one upload: the table, then each work item's problem
+        uploaded = xp.asarray(np.concatenate([problems.ravel(),
+                                              np.repeat(np.arange(problems.shape[1]), bands)]))
+        self.problems = uploaded[:problems.size].reshape(problems.shape)
+        self.item_problem = uploaded[problems.size:]
         self.border = xp.zeros(int((n + 1).sum()), np.int64)
         self.band_results = xp.empty((3, max(self.items, 1)), np.int32)
         self.work = xp.zeros(2, np.int64)
@@ -117,12 +122,13 @@ class BandFill:
         job = self.job
         mode_code, fqs, fqe, fts, fte, _ = job.flags
         kernel = band.band_kernel(mode_code, fqs, fqe, fts, fte, self.traceback, job.use_dpx,
-                                  self.rows, self.lanes, self.byte_rows)
+                                  self.rows, self.lanes, self.byte_rows, checkpoint_every > 0)
         warps = _warps(self.items, self.rows, self.working, job.tuning.band_warps)
         launch_kernel("fill", kernel, warps, self.lanes, query, target, self.problems,
                       self.item_problem, self.items, job.sub, job.alphabet_size,
                       job.gap_open, job.gap_extend, top, _address(top), self.border,
-                      _address(self.border), checkpoints, checkpoint_every, tb,
+                      _address(self.border), checkpoints, _address(checkpoints),
+                      checkpoint_every, tb,
                       self.band_results[0], self.band_results[1], self.band_results[2],
                       self.control.device, self.work, stream=stream)
         self.control.launched(stream)
@@ -141,9 +147,27 @@ class BandFill:
 
 
 def top_words(job, n: int):
-    """Border words of row 0 for problems up to ``n`` columns, on the device."""
+    """Border words of row 0 for problems up to ``n`` columns, on the device (one
+    elementwise kernel on a GPU)."""
     _local, _corner, free_row0, *_ = mode_shape(*job.flags[:5])
-    return band.top_row(n, job.gap_open, job.gap_extend, free_row0, array_module())
+    xp = array_module()
+    if xp is np:
+        return band.top_row(n, job.gap_open, job.gap_extend, free_row0)
+    words = xp.empty(n + 1, np.int64)
+    _top_row_kernel()(job.gap_open, job.gap_extend, free_row0, words)
+    return words
+
+
+@lru_cache(maxsize=None)
+def _top_row_kernel():
+    """CuPy kernel of :func:`gpualign_df.kernels.band.top_row`'s words (index ``i`` is
+    the column)."""
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "int64 go, int64 ge, bool free_row0", "int64 word",
+        "long long h = (i == 0 || free_row0) ? 0 : -(go + (i - 1) * ge);"
+        "word = ((go - ge + 1) << 32) | (h & 0xFFFFFFFFLL)", "gpualign_top_row")
 
 
 def long_problems(batch) -> np.ndarray:

@@ -133,15 +133,13 @@ def spin_check(spins, work):
     return spins
 
 
-def top_row(n: int, gap_open: int, gap_extend: int, free_row0: bool, xp=None):
-    """Border words of row 0 (H of the mode's top border, no gap state) as int64, built by
-    the array module ``xp`` (numpy where None; CuPy builds them on the device, without an
-    upload of 8 bytes a column)."""
+def top_row(n: int, gap_open: int, gap_extend: int, free_row0: bool):
+    """Border words of row 0 (H of the mode's top border, no gap state) as int64 (on a
+    GPU, :func:`gpualign_df.gpu.long.top_words` builds the same on the device)."""
     import numpy as np
 
-    xp = np if xp is None else xp
-    j = xp.arange(n + 1, dtype=np.int64)
-    h = xp.where((j == 0) | free_row0, 0, -(gap_open + (j - 1) * gap_extend))
+    j = np.arange(n + 1, dtype=np.int64)
+    h = np.where((j == 0) | free_row0, 0, -(gap_open + (j - 1) * gap_extend))
     delta = gap_open - gap_extend + 1
     return (delta << 32) | (h & 0xFFFFFFFF)
 
@@ -152,6 +150,29 @@ def _plain_load(array, address, index):
 
 def _atomic_load(array, address, index):
     return cuda.atomic.add(array, index, 0)
+
+
+def _plain_store(array, address, base, offset, value, predicate):
+    if predicate:
+        array[base + uint64(offset)] = value
+
+
+@lru_cache(maxsize=None)
+def _storer(linked: bool):
+    """A store of an int64 word at ``base + offset`` where a predicate holds (the index is
+    not formed elsewhere: ``offset`` may be negative there): predicated, not a branch (a
+    branch around the last lane's store would end the straight-line code of a group of
+    steps), in linked CUDA C; a plain conditional store elsewhere."""
+    if simulator():
+        return _plain_store
+    if not linked:
+        return inlined(_plain_store)
+    store_cg = dpx.store_if()
+
+    def linked_store(array, address, base, offset, value, predicate):
+        store_cg(address, int64(base + uint64(offset)), value, int32(predicate))
+
+    return inlined(linked_store)
 
 
 @lru_cache(maxsize=None)
@@ -262,7 +283,8 @@ def tag_of_device(band):
 
 @lru_cache(maxsize=None)
 def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
-                use_dpx: bool, rows: int, lanes: int = WARP, byte_rows: bool = False):
+                use_dpx: bool, rows: int, lanes: int = WARP, byte_rows: bool = False,
+                checkpointed: bool = False):
     """The band fill for one mode / free-ends / traceback combination, ``rows`` query rows
     a lane (2, 4 or 8; 4 or 8 with traceback). Launch with 32 threads a block and any
     number of blocks (they take bands from ``work[0]``).
@@ -270,7 +292,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     few rows under the simulator). ``byte_rows``: every residue of the launch has a code
     below 8 and those codes' scores fit a signed byte (:func:`byte_scores_fit`), so each row
     keeps its scores in two registers and a cell's score is one byte select instead of a
-    shared-memory read."""
+    shared-memory read. ``checkpointed``: the launch keeps checkpoint rows (its
+    ``checkpoint_every`` is positive); other fills compile no checkpoint store."""
     assert rows in (2, 4, 8) and (rows in (4, STRIP_ROWS) or not traceback)
     local, corner, _free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
                                                                          fte)
@@ -280,6 +303,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     byte_score = dpx.byte_score(use_dpx)
     byte_selector = dpx.byte_selector
     load = _loader(use_dpx)
+    store = _storer(use_dpx)
     exchange, broadcast, pause, every, next_word = _warp_functions(lanes)
     # lanes a strip (8 rows, one traceback word a column) spans: at four rows a lane, an
     # even lane's rows 0-3 and the next lane's rows 4-7 compute the same columns on a step,
@@ -323,16 +347,16 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     h = max(max(match, ins), dele)
                     if local:
                         h = max(h, 0)
-                before = word
+                inside = c >= one and c <= n
                 if traceback:
+                    before = word
                     word = append(word, int32(open_del - del_ext))
                     word = append(word, int32(open_ins - ins_ext))
                     word = append(word, int32(max(match, ins) - dele))
                     word = append(word, int32(match - ins))
-                if checked:
-                    inside = c >= one and c <= n
-                    if traceback:  # a nibble of zeros outside
+                    if checked:
                         word = word if inside else before << uint32(4)
+                if checked:
                     if track and inside and h > best[r]:
                         best[r] = h
                         best_j[r] = c
@@ -398,10 +422,10 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             if writes_word:
                 tb[tb_base + uint64(index)] = word
             packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
-            if store_border and writes_column:
-                border[border0 + uint64(c)] = packed
-            if store_checkpoint and writes_column:
-                checkpoints[checkpoint + uint64(c)] = packed
+            store(border[0], border[1], border0, c, packed, store_border and writes_column)
+            if checkpointed:
+                store(checkpoints[0], checkpoints[1], checkpoint, c, packed,
+                      store_checkpoint and writes_column)
 
         return advance
 
@@ -444,7 +468,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 
     @cuda.jit
     def fill(query, target, problems, item_problem, total_items, sub, alphabet_size, go, ge,
-             top, top_address, border, border_address, checkpoints, checkpoint_every, tb,
+             top, top_address, border, border_address, checkpoints, checkpoints_address,
+             checkpoint_every, tb,
              band_score, band_i, band_j, control, work):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         scratch = cuda.shared.array((4, lanes), int64)
@@ -526,9 +551,10 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             current = ahead
             writes_border = band_height * (band + 1) < m  # a band below reads it
             checkpoint = uint64(0)
-            checkpointed = False
-            if checkpoint_every > 0 and writes_border and (band + 1) % checkpoint_every == 0:
-                checkpointed = True
+            keeps_rows = False
+            if (checkpointed and checkpoint_every > 0 and writes_border
+                    and (band + 1) % checkpoint_every == 0):
+                keeps_rows = True
                 checkpoint = uint64(problems[F_CKPT0, p]
                                     + ((band + 1) // checkpoint_every - 1) * (n + 1))
             strip = (band * lanes + lane) // strip_lanes
@@ -538,11 +564,13 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             steps = n + height32 - one
             t_start = uint64(t0)
             store_border = lane == lanes32 - one and writes_border
-            store_checkpoint = store_border and checkpointed
+            store_checkpoint = store_border and keeps_rows
             # steps whose rows all lie inside columns 1..n, in whole groups
             plain_first = height32 - one
             plain_last = n - group32
             last_group = steps - group32  # the last step that starts a whole group
+            border_ref = (border, border_address)
+            checkpoint_ref = (checkpoints, checkpoints_address)
             regs = (h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high,
                     row_offset)
             s = int32(0)
@@ -586,19 +614,19 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 if (s & group_mask) == 0 and s <= last_group and (plain or group_checked):
                     if plain:
                         plain_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                    scratch, tb, tb_base, writes_tb, border, border0,
-                                    store_border, checkpoints, checkpoint, store_checkpoint,
+                                    scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                    store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                     else:
                         checked_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                      scratch, tb, tb_base, writes_tb, border, border0,
-                                      store_border, checkpoints, checkpoint,
+                                      scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                      store_border, checkpoint_ref, checkpoint,
                                       store_checkpoint, my_tag)
                     s += group32
                 else:
                     advance_checked(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                    scratch, tb, tb_base, writes_tb, border, border0,
-                                    store_border, checkpoints, checkpoint, store_checkpoint,
+                                    scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                    store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                     s += one
             # the band's end-cell candidate: rows ascending, strict > (corner: row m)

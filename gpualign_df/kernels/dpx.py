@@ -46,6 +46,13 @@ extern "C" __device__ long long gpualign_load_cg(long long address, long long in
   asm volatile("ld.global.cg.s64 %0, [%1];" : "=l"(value)
                : "l"(((const long long*)address) + index));
   return value; }
+/* A predicated global int64 store (one @p st.global, never a branch: a branch around the
+   store of one lane would end the straight-line code of the steps around it). */
+extern "C" __device__ int gpualign_store_if(long long address, long long index,
+                                            long long value, int predicate) {
+  asm volatile("{ .reg .pred p; setp.ne.s32 p, %2, 0; @p st.global.s64 [%0], %1; }"
+               :: "l"(((long long*)address) + index), "l"(value), "r"(predicate));
+  return 0; }
 /* The value in the high word, a bit in the low word (inlined, the packing costs nothing).
    __vibmax_s32(a, b, &p) is max(a, b) with p = (a >= b). */
 extern "C" __device__ long long gpualign_keep_best(int best, int h) {
@@ -220,6 +227,15 @@ def load_cg():
     """``load_cg(address, index)``: the int64 at ``address`` + 8 * ``index`` in global
     memory, read through L2 and again on every call (linked CUDA C)."""
     return cuda.declare_device("gpualign_load_cg", "int64(int64, int64)",
+                               link=_linked_source(), abi="c")
+
+
+@lru_cache(maxsize=None)
+def store_if():
+    """``store_if(address, index, value, predicate)``: the int64 ``value`` stored at
+    ``address`` + 8 * ``index`` in global memory where ``predicate`` is non-zero, as one
+    predicated store, not a branch (linked CUDA C)."""
+    return cuda.declare_device("gpualign_store_if", "int32(int64, int64, int64, int32)",
                                link=_linked_source(), abi="c")
 
 
