@@ -143,6 +143,28 @@ def test_packed_running_best_equals_its_plain_form():
     np.testing.assert_array_equal(results[0], results[1])
 
 
+@pytest.mark.parametrize("mode, free_ends", [("nw", None), ("sw", None),
+                                             ("sg", ("target_start",))])
+@pytest.mark.parametrize("gap_open, gap_extend", [(7, 1), (0, 0), (11, 11)])
+def test_top_border_words_on_the_device_equal_the_host_ones(mode, free_ends, gap_open,
+                                                           gap_extend):
+    """The elementwise kernel's row-0 border words equal :func:`band.top_row`'s."""
+    from types import SimpleNamespace
+
+    from gpualign_df.gpu import long
+    from gpualign_df.kernels import band
+    from gpualign_df.kernels.strip import mode_shape
+    from gpualign_df.scoring import parse_mode
+
+    parsed = parse_mode(mode, free_ends)
+    job = SimpleNamespace(flags=(parsed.code, *parsed.flags()), gap_open=gap_open,
+                          gap_extend=gap_extend)
+    free_row0 = mode_shape(*job.flags)[2]
+    for n in (0, 1, 1000):
+        np.testing.assert_array_equal(long.top_words(job, n).get(),
+                                      band.top_row(n, gap_open, gap_extend, free_row0))
+
+
 @pytest.mark.parametrize("traceback", [True, False])
 def test_fast_launches_equal_numba_launches(traceback):
     """Kernels launched with the arguments laid out here (``gpualign_df.gpu.launch``) give

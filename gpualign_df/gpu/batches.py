@@ -29,7 +29,7 @@ from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes
 from .memory import engine_allocations
-from .plan import Batch, plan_batches, to_numpy
+from .plan import Batch, module_of, plan_batches, to_numpy
 from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
 from .streams import beside_default_stream
 
@@ -43,7 +43,8 @@ RESULT_COLUMNS = ("score", "query_end", "target_end", "query_start", "target_sta
 class DeviceResults:
     """Result columns in job row order, on the device (arrays of :func:`array_module`).
 
-    ``chars``/``offsets`` hold the CIGARs. A one-batch job leaves its characters in a
+    ``chars``/``offsets`` hold the CIGARs; ``table`` holds the columns as its rows (one
+    copy to the host takes them all). A one-batch job leaves its characters in a
     buffer sized by a bound and its total unread (``characters`` None), so that the caller
     can build its other columns while the kernels run; :meth:`cigar_chars` waits for them.
     """
@@ -53,6 +54,7 @@ class DeviceResults:
     offsets: object | None
     cells: int
     characters: int | None = 0
+    table: object = None    # the 2-D array whose rows are ``columns``, in their order
 
     def cigar_chars(self):
         """The CIGAR characters in a buffer of their own, ``offsets[-1]`` of them (at
@@ -100,8 +102,10 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
                     traceback_memory: int | None = None) -> DeviceResults:
     """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``.
 
-    The per-row arrays may be numpy or device (CuPy) arrays; they are planned on the
-    device, so a job whose arrays already live there copies nothing per row to the host.
+    The per-row arrays may be numpy or device (CuPy) arrays: device ones are planned on the
+    device, so a job whose arrays already live there copies nothing per row to the host;
+    host ones are split into short and long pairs on the host (the long pairs' plan needs
+    no device work) and only the short pairs' lengths are uploaded.
     ``longest``: bounds on the longest query and target of the job, where the caller knows
     them (the plan then reads no maxima back; see :func:`gpualign_df.gpu.plan.plan_batches`);
     ``all_valid``: every ``valid[k]`` is known true (no read of how many are).
@@ -112,12 +116,23 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
     xp = array_module()
     tuning = config.settings()
     with DEVICE_LOCK, engine_allocations():
+        if isinstance(pair_query, np.ndarray) and isinstance(pair_target, np.ndarray):
+            # one upload for both pair lists
+            pair_query, pair_target = xp.asarray(np.stack([pair_query, pair_target]).astype(
+                np.int64, copy=False))
+        else:
+            pair_query, pair_target = (xp.asarray(values, dtype=np.int64)
+                                       for values in (pair_query, pair_target))
+        # lengths and validity stay where they are: host ones are planned on the host
+        lengths = (query_lengths, target_lengths)
+        if not all(isinstance(values, np.ndarray) for values in (*lengths, valid)):
+            lengths = tuple(xp.asarray(values) for values in lengths)
+            valid = xp.asarray(valid)
         return _align_on_device(
-            queries, targets, xp.asarray(pair_query, dtype=np.int64),
-            xp.asarray(pair_target, dtype=np.int64), xp.asarray(query_lengths, dtype=np.int64),
-            xp.asarray(target_lengths, dtype=np.int64), xp.asarray(valid, dtype=bool),
-            scoring, mode, traceback, cigar_style, clip, progress, longest, all_valid,
-            traceback_memory, tuning)
+            queries, targets, pair_query, pair_target,
+            *(values.astype(np.int64, copy=False) for values in lengths),
+            valid.astype(bool, copy=False), scoring, mode, traceback, cigar_style, clip,
+            progress, longest, all_valid, traceback_memory, tuning)
 
 
 def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, target_lengths,
@@ -144,14 +159,17 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)
 
-    pairs = None if all_valid else xp.flatnonzero(valid)  # None: every row
+    pairs = None if all_valid else module_of(valid).flatnonzero(valid)  # None: every row
     free = free_bytes()
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(free * tuning.gpu_memory_share),
                            sort=tuning.sort_by_length,
                            fits_16bit=fits_16bit if use_16bit else None, longest=longest,
                            inter_max_cells=tuning.inter_max_cells,
-                           traceback_budget=traceback_budget(traceback_memory, free, tuning))
+                           traceback_budget=traceback_budget(traceback_memory, free, tuning),
+                           device=xp)
+    if traceback:
+        valid = xp.asarray(valid)
     local, _corner, _free_row0, _free_col0, end_row, _end_column = mode_shape(
         mode.code, *mode.flags())
     tracks_rows = local or end_row  # the fill keeps running row bests (keyed or selected)
@@ -176,10 +194,10 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         cells += batch.cells
         on_cells(batch.cells - reported[0])
     if not traceback:
-        return DeviceResults(columns, None, None, cells)
+        return DeviceResults(columns, None, None, cells, table=table)
     if direct is not None:
         chars, offsets = pieces[0]
-        return DeviceResults(columns, chars, offsets, cells, characters=None)
+        return DeviceResults(columns, chars, offsets, cells, characters=None, table=table)
     offsets = row_offsets(xp, columns["cigar_length"], valid)
     total = int(offsets[-1])
     chars = xp.empty(max(total, 1), dtype=np.uint8)
@@ -187,7 +205,7 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         launch_kernel("cigar", tb_kernels.scatter_strings, blocks(slot_row.size),
                       THREADS_PER_BLOCK, batch_chars, batch_offsets, slot_row, slot_lengths,
                       chars, offsets)
-    return DeviceResults(columns, chars, offsets, cells, total)
+    return DeviceResults(columns, chars, offsets, cells, total, table)
 
 
 def _offsets(xp, lengths):
@@ -223,9 +241,15 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     def device64(values):
         return xp.asarray(values, dtype=np.int64)
 
-    slot_row = device64(batch.slot_row)
-    query_lengths, target_lengths = (device64(values) for values in (batch.query_lengths,
-                                                                     batch.target_lengths))
+    if batch.kind == "inter":  # planned on the device
+        slot_row, query_lengths, target_lengths = (device64(values) for values in (
+            batch.slot_row, batch.query_lengths, batch.target_lengths))
+    else:  # planned on the host: one upload of every per-slot row
+        table = device64(np.stack([batch.slot_row, batch.query_lengths, batch.target_lengths,
+                                   batch.query_start, batch.target_start, batch.tb_start,
+                                   batch.columns, batch.run_base]).astype(np.int64))
+        slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
+        starts, run_base = table[3:7], table[7]
     grid = blocks(batch.slots)
     query = scratch("query", batch.query_size, np.uint8)
     target = scratch("target", batch.target_size, np.uint8)
@@ -241,15 +265,12 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                       target_lengths, target)
         run_base = starts[4]
     else:
-        starts = xp.stack([device64(values) for values in (
-            batch.query_start, batch.target_start, batch.tb_start, batch.columns)])
         for sequences, sequence_of_row, start, lengths, out in (
                 (job.queries, job.pair_query, starts[0], query_lengths, query),
                 (job.targets, job.pair_target, starts[1], target_lengths, target)):
             launch_kernel("gather", gather_long_residues, batch.slots * LONG_GATHER_BLOCKS,
                           THREADS_PER_BLOCK, sequences.codes, sequences.offsets, slot_row,
                           sequence_of_row, lengths, start, out)
-        run_base = device64(batch.run_base)
     query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
     alphabet_and_gaps = (job.alphabet_size, job.gap_open, job.gap_extend)
     interval = tuning.progress_interval
@@ -343,8 +364,11 @@ def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths
 def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> AlignmentArrays:
     """Copy device results into the engines' host arrays."""
     rows = len(valid)
-    host = {name: np.where(valid, to_numpy(array)[:rows], 0)
-            for name, array in results.columns.items()}
+    if results.table is not None:  # one copy
+        raw = dict(zip(results.columns, to_numpy(results.table[:, :rows])))
+    else:
+        raw = {name: to_numpy(array)[:rows] for name, array in results.columns.items()}
+    host = {name: np.where(valid, raw[name], 0) for name in results.columns}
     out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["query_end"],
                           target_end=host["target_end"], cells=results.cells)
     if traceback:
@@ -352,7 +376,9 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
         out.stats = {name: host[name] for name in ("matches", "mismatches", "gap_opens", "gaps")}
         out.stats["length"] = out.stats["matches"] + out.stats["mismatches"] + out.stats["gaps"]
         out.cigar_offsets = to_numpy(results.offsets)
-        out.cigar_chars = to_numpy(results.cigar_chars())[:results.characters]
+        if results.characters is None:  # the total, from the offsets just copied
+            results.characters = int(out.cigar_offsets[-1])
+        out.cigar_chars = to_numpy(results.chars[:results.characters])
     return out
 
 

@@ -1,10 +1,11 @@
 """Work planning for the GPU: length sort, warps of 32 pairs, long pairs apart, batches
 sized to the free device memory, and every buffer offset the kernels need.
 
-Lengths and offsets only, never residues. The short-pair plan runs on whichever array
-module holds the job's lengths: CuPy on a GPU (a handful of device operations and one small
-copy of totals to the host), numpy under the CUDA simulator. Long pairs are few and are
-planned on the host.
+Lengths and offsets only, never residues. The short-pair plan runs on the device's array
+module: CuPy on a GPU (a handful of device operations and one small copy of totals to the
+host), numpy under the CUDA simulator. Long pairs are few and are planned on the host;
+lengths that come from the host (pandas input) are split into short and long there too,
+so a job of long pairs does no device work before its gather.
 
 * Short and medium pairs (at most ``inter_max_cells`` cells, a setting) go to the
   inter-task kernel: sorted by (target, query) length, longest first, in warps of 32
@@ -112,7 +113,7 @@ def to_numpy(array) -> np.ndarray:
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
                  sort: bool = True, fits_16bit=None, longest: tuple[int, int] | None = None,
                  inter_max_cells: int | None = None,
-                 traceback_budget: int | None = None) -> list[Batch]:
+                 traceback_budget: int | None = None, device=None) -> list[Batch]:
     """Batches for job rows ``pairs`` (None: every row; lengths indexed by job row; numpy or
     CuPy arrays, all of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
@@ -122,10 +123,23 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     back, and the 16-bit and keyed-best checks take the bounds. Pairs of more than
     ``inter_max_cells`` cells (None: the setting) are long pairs; a long pair whose
     traceback words take more than ``traceback_budget`` bytes (None: no limit but the
-    batch budget) takes the linear-space path (blocks as the settings say)."""
+    batch budget) takes the linear-space path (blocks as the settings say). ``device``:
+    the array module the inter-task plan runs on (None: the lengths'); host lengths are
+    split into short and long pairs on the host, with no device work or read-back, and
+    only the short pairs' go to ``device``."""
     if inter_max_cells is None:
         inter_max_cells = config.settings().inter_max_cells
-    xp = module_of(query_lengths)
+    host = module_of(query_lengths)
+    xp = host if device is None else device
+
+    def short_plan(pairs, query_lengths, target_lengths, longest_query, longest_target):
+        if xp is not host:
+            pairs, query_lengths, target_lengths = (
+                None if values is None else xp.asarray(values)
+                for values in (pairs, query_lengths, target_lengths))
+        return _inter_batches(xp, pairs, query_lengths, target_lengths, traceback,
+                              budget_bytes, sort, longest_query, longest_target, fits_16bit)
+
     if pairs is None:  # every job row: no gathers
         pair_query_lengths = query_lengths.astype(np.int64, copy=False)
         pair_target_lengths = target_lengths.astype(np.int64, copy=False)
@@ -135,24 +149,22 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     if len(pair_query_lengths) == 0:
         return []
     if longest is not None and longest[0] * longest[1] <= inter_max_cells:
-        return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
-                              budget_bytes, sort, *longest, fits_16bit)
+        return short_plan(pairs, pair_query_lengths, pair_target_lengths, *longest)
     cells = pair_query_lengths * pair_target_lengths
-    most_cells, longest_query, longest_target = (int(value) for value in to_numpy(xp.stack(
+    most_cells, longest_query, longest_target = (int(value) for value in to_numpy(host.stack(
         [cells.max(), pair_query_lengths.max(), pair_target_lengths.max()])))
     if most_cells <= inter_max_cells:  # the usual case: no boolean selection
-        return _inter_batches(xp, pairs, pair_query_lengths, pair_target_lengths, traceback,
-                              budget_bytes, sort, longest_query, longest_target, fits_16bit)
+        return short_plan(pairs, pair_query_lengths, pair_target_lengths, longest_query,
+                          longest_target)
     if pairs is None:
-        pairs = xp.arange(len(pair_query_lengths), dtype=np.int64)
+        pairs = host.arange(len(pair_query_lengths), dtype=np.int64)
     is_long = cells > inter_max_cells
     short = ~is_long
     if bool(short.any()):
-        longest_query, longest_target = (int(value) for value in to_numpy(xp.stack(
+        longest_query, longest_target = (int(value) for value in to_numpy(host.stack(
             [pair_query_lengths[short].max(), pair_target_lengths[short].max()])))
-    batches = _inter_batches(xp, pairs[short], pair_query_lengths[short],
-                             pair_target_lengths[short], traceback, budget_bytes, sort,
-                             longest_query, longest_target, fits_16bit)
+    batches = short_plan(pairs[short], pair_query_lengths[short], pair_target_lengths[short],
+                         longest_query, longest_target)
     tuning = config.settings()
     return batches + _long_batches(to_numpy(pairs[is_long]),
                                    to_numpy(pair_query_lengths[is_long]),
