@@ -61,6 +61,9 @@ from .strip import SHARED_TABLE, STRIP_ROWS, WARP, append_sign, border_score, mo
 (F_M, F_N, F_Q0, F_T0, F_ROW0, F_TOP0, F_BORDER0, F_TB0, F_ITEM0, F_CKPT0, F_ROW,
  F_BANDS) = range(12)
 FIELDS = 12
+#: Kinds of step (:func:`band_kernel`): every row inside columns 1..n; rows perhaps left of
+#: column 1 (none right of column n); rows perhaps outside on either side.
+PLAIN, STARTING, CHECKED = range(3)
 #: Polls of a border word before a wait counts as a hang (the error word is set).
 SPIN_LIMIT = 1 << 26
 #: Tags are 15 bits and never 0 (a cleared border word is never taken for a band's).
@@ -152,15 +155,15 @@ def _atomic_load(array, address, index):
     return cuda.atomic.add(array, index, 0)
 
 
-def _plain_store(array, address, base, offset, value, predicate):
+def _plain_store(array, address, index, value, predicate):
     if predicate:
-        array[base + uint64(offset)] = value
+        array[uint64(index)] = value
 
 
 @lru_cache(maxsize=None)
 def _storer(linked: bool):
-    """A store of an int64 word at ``base + offset`` where a predicate holds (the index is
-    not formed elsewhere: ``offset`` may be negative there): predicated, not a branch (a
+    """A store of an int64 word at an int64 index where a predicate holds (the index may be
+    negative where it does not): predicated, not a branch (a
     branch around the last lane's store would end the straight-line code of a group of
     steps), in linked CUDA C; a plain conditional store elsewhere."""
     if simulator():
@@ -169,8 +172,8 @@ def _storer(linked: bool):
         return inlined(_plain_store)
     store_cg = dpx.store_if()
 
-    def linked_store(array, address, base, offset, value, predicate):
-        store_cg(address, int64(base + uint64(offset)), value, int32(predicate))
+    def linked_store(array, address, index, value, predicate):
+        store_cg(address, index, value, int32(predicate))
 
     return inlined(linked_store)
 
@@ -318,11 +321,18 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     one, rows32, height32 = int32(1), int32(rows), int32(band_height)
     batch_mask, lanes32, tb_last = int32(lanes - 1), int32(lanes), int32(STRIP_ROWS - 2)
 
-    def make_step(checked):
-        """One step of a lane (``checked``: rows may lie outside columns 1..n). A checked
-        step computes every row as a plain one and keeps, by selects rather than branches,
-        the state of rows outside the matrix: the first and last ``height - 1`` steps of
-        every band are checked, and the band below waits for the first ones."""
+    def make_step(kind):
+        """One step of a lane, of a kind (:data:`PLAIN`, :data:`STARTING`, :data:`CHECKED`):
+        whether rows may lie outside columns 1..n. A checked step computes every row as a
+        plain one and keeps, by selects rather than branches, the state of rows outside the
+        matrix: the first and last ``height - 1`` steps of every band are checked. The band
+        below waits for the first ones, so they have a lighter kind where no row can lie
+        right of column n: a row left of column 1 keeps its H and gap state (what column 1
+        reads) by selects and lets the rest run unchecked, since the values a row computes
+        there reach only such rows (its next left of column 1, the row below a step later),
+        the H it passes down is the kept one (the H above column 0 that column 1 takes as
+        its diagonal), and no walk reads a traceback nibble left of column 1."""
+        checked = kind == CHECKED
 
         @inlined
         def step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag, best,
@@ -356,7 +366,16 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     word = append(word, int32(match - ins))
                     if checked:
                         word = word if inside else before << uint32(4)
-                if checked:
+                if kind == STARTING:
+                    inside = c >= one
+                    if track and inside and h > best[r]:
+                        best[r] = h
+                        best_j[r] = c
+                    diag[r] = up_h
+                    h_left[r] = h if inside else h_left[r]
+                    i_reg[r] = ins
+                    d_reg[r] = dele if inside else d_reg[r]
+                elif checked:
                     if track and inside and h > best[r]:
                         best[r] = h
                         best_j[r] = c
@@ -379,10 +398,10 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 
         return step
 
-    def make_advance(checked):
-        """One step of a lane with its exchanges and stores (a checked step stores only
-        what lies inside the matrix)."""
-        step = make_step(checked)
+    def make_advance(kind):
+        """One step of a lane with its exchanges and stores (a checked or starting step
+        stores only what lies inside the matrix)."""
+        step = make_step(kind)
 
         @inlined
         def advance(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
@@ -416,21 +435,26 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             c = s - height32 + int32(2)  # the last lane's column
             writes_word = writes_tb
             writes_column = True
-            if checked:
+            if kind == CHECKED:
                 writes_word = writes_tb and index >= 0 and index <= n + tb_last
                 writes_column = c >= one and c <= n
+            elif kind == STARTING:
+                writes_word = writes_tb and index >= 0
+                writes_column = c >= one
             if writes_word:
                 tb[tb_base + uint64(index)] = word
             packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
-            store(border[0], border[1], border0, c, packed, store_border and writes_column)
+            store(border[0], border[1], border0 + int64(c), packed,
+                  store_border and writes_column)
             if checkpointed:
-                store(checkpoints[0], checkpoints[1], checkpoint, c, packed,
+                store(checkpoints[0], checkpoints[1], checkpoint + int64(c), packed,
                       store_checkpoint and writes_column)
 
         return advance
 
-    advance_checked = make_advance(True)
-    advance_plain = make_advance(False)
+    advance_checked = make_advance(CHECKED)
+    advance_starting = make_advance(STARTING)
+    advance_plain = make_advance(PLAIN)
 
     def doubled(advance, offset):
         """``advance`` on steps s and s + ``offset`` (unrolled: two calls)."""
@@ -449,8 +473,9 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         return twice
 
     # steps go in groups of ``group`` (unrolled: the rows' registers rotate by renaming, and
-    # a group pays one loop branch), plain or, at four rows a lane, checked too (at eight the
-    # code of checked groups costs more than it saves); a group never straddles a batch
+    # a group pays one loop branch), plain or, at four rows a lane, starting or checked too
+    # (at eight the code of such groups costs more than it saves: single steps there); a
+    # group never straddles a batch
     group = min(rows, lanes)
     group_checked = rows == 4
 
@@ -463,6 +488,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 
     plain_group = grouped(advance_plain)
     checked_group = grouped(advance_checked)
+    starting_group = grouped(advance_starting)
     group_mask = int32(group - 1)
     group32 = int32(group)
 
@@ -545,18 +571,18 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 address = border_address
                 source0 = problems[F_BORDER0, p]
                 expected = tag_of_device(band - 1)
-            border0 = uint64(problems[F_BORDER0, p])
+            border0 = problems[F_BORDER0, p]
             column = lane + one
             ahead = load(source, address, source0 + column) if column <= n else int64(0)
             current = ahead
             writes_border = band_height * (band + 1) < m  # a band below reads it
-            checkpoint = uint64(0)
+            checkpoint = int64(0)
             keeps_rows = False
             if (checkpointed and checkpoint_every > 0 and writes_border
                     and (band + 1) % checkpoint_every == 0):
                 keeps_rows = True
-                checkpoint = uint64(problems[F_CKPT0, p]
-                                    + ((band + 1) // checkpoint_every - 1) * (n + 1))
+                checkpoint = (problems[F_CKPT0, p]
+                              + ((band + 1) // checkpoint_every - 1) * (n + 1))
             strip = (band * lanes + lane) // strip_lanes
             tb_base = uint64(problems[F_TB0, p] + strip * (n + STRIP_ROWS - 1))
             writes_tb = traceback and first <= m and lane % strip_lanes == 0
@@ -617,12 +643,23 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                                     scratch, tb, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
+                    elif s < plain_first and s + group32 <= n:  # no row right of column n
+                        starting_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                       scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                       store_border, checkpoint_ref, checkpoint,
+                                       store_checkpoint, my_tag)
                     else:
                         checked_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
                                       scratch, tb, tb_base, writes_tb, border_ref, border0,
                                       store_border, checkpoint_ref, checkpoint,
                                       store_checkpoint, my_tag)
                     s += group32
+                elif not group_checked and s < plain_first and s < n:
+                    advance_starting(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                     scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
+                                     my_tag)
+                    s += one
                 else:
                     advance_checked(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
                                     scratch, tb, tb_base, writes_tb, border_ref, border0,
