@@ -93,6 +93,30 @@ def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
                  gap_open=5, gap_extend=2)
 
 
+@pytest.mark.parametrize("traceback", [True, False])
+def test_job_of_short_long_and_null_pairs_equals_cpu(monkeypatch, settings, traceback):
+    """Host lengths with a null row: short pairs go to the inter-task kernel and long pairs
+    to the band kernel, split on the host; one frame in row order, equal to the CPU's."""
+    settings(inter_max_cells=600)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    queries, targets = small_pairs(17, "ACGT", count=14, max_length=45)
+    queries[5] = None
+    kinds = []
+    original = gpualign_df.gpu.batches.plan_batches
+
+    def recording(*args, **kwargs):
+        batches = original(*args, **kwargs)
+        kinds.extend(batch.kind for batch in batches)
+        return batches
+
+    monkeypatch.setattr(gpualign_df.gpu.batches, "plan_batches", recording)
+    frame = both_engines(pd.Series(queries), pd.Series(targets), mode="nw", match=2,
+                         mismatch=-3, gap_open=5, gap_extend=2, traceback=traceback)
+    assert set(kinds) == {"inter", "long"}
+    assert frame["score"].isna().sum() == 1
+
+
 @pytest.mark.parametrize("mode,free_ends", [
     pytest.param("sw", None, marks=pytest.mark.slow), ("nw", None),
     pytest.param("sg", ("query_start", "target_end"), marks=pytest.mark.slow)])

@@ -22,8 +22,10 @@ The step loop is what the time goes to, and with a few warps per scheduler its l
 branches included, is the time: its arithmetic is 32-bit, steps run in unrolled groups, and
 for DNA a row's scores sit in two registers (``byte_rows``). A band's first ``32 * rows - 1``
 steps (some rows still left of column 1) lie on the path of every band below, which waits
-for the band's bottom row: they compute every row and keep the state of the rows outside
-the matrix by selects, not branches.
+for the band's bottom row: they compute every row and keep, by selects rather than
+branches, only what column 1 reads of the rows left of it (starting steps); the last ones
+(rows right of column n) keep the whole state of the rows outside (checked steps). The last
+lane's stores are predicated, not branches around one lane's code.
 
 Warps are persistent one-warp blocks that take bands in order from an atomic counter, so
 the band a warp waits for was taken earlier by a running warp: no deadlock whatever the
@@ -163,9 +165,9 @@ def _plain_store(array, address, index, value, predicate):
 @lru_cache(maxsize=None)
 def _storer(linked: bool):
     """A store of an int64 word at an int64 index where a predicate holds (the index may be
-    negative where it does not): predicated, not a branch (a
-    branch around the last lane's store would end the straight-line code of a group of
-    steps), in linked CUDA C; a plain conditional store elsewhere."""
+    negative where it does not): predicated, not a branch (a branch around the last lane's
+    store would end the straight-line code of a group of steps), in linked CUDA C; a plain
+    conditional store elsewhere."""
     if simulator():
         return _plain_store
     if not linked:
