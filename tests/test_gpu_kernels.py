@@ -30,6 +30,21 @@ def small_pairs(seed: int, alphabet: str, count: int = 36, max_length: int = 40)
     return queries, targets
 
 
+@pytest.fixture
+def planned(monkeypatch):
+    """Every batch the engine plans from here on, in order (a spy on ``plan_batches``)."""
+    batches = []
+    original = gpualign_df.gpu.batches.plan_batches
+
+    def recording(*args, **kwargs):
+        result = original(*args, **kwargs)
+        batches.append(result)
+        return result
+
+    monkeypatch.setattr(gpualign_df.gpu.batches, "plan_batches", recording)
+    return batches
+
+
 def both_engines(queries, targets, **options):
     cpu = gpualign_df.align(queries, targets, backend="cpu", **options)
     gpu = gpualign_df.align(queries, targets, backend="cuda", **options)
@@ -94,7 +109,7 @@ def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
 
 
 @pytest.mark.parametrize("traceback", [True, False])
-def test_job_of_short_long_and_null_pairs_equals_cpu(monkeypatch, settings, traceback):
+def test_job_of_short_long_and_null_pairs_equals_cpu(settings, planned, traceback):
     """Host lengths with a null row: short pairs go to the inter-task kernel and long pairs
     to the band kernel, split on the host; one frame in row order, equal to the CPU's."""
     settings(inter_max_cells=600)
@@ -102,18 +117,9 @@ def test_job_of_short_long_and_null_pairs_equals_cpu(monkeypatch, settings, trac
         settings(band_lanes=4)
     queries, targets = small_pairs(17, "ACGT", count=14, max_length=45)
     queries[5] = None
-    kinds = []
-    original = gpualign_df.gpu.batches.plan_batches
-
-    def recording(*args, **kwargs):
-        batches = original(*args, **kwargs)
-        kinds.extend(batch.kind for batch in batches)
-        return batches
-
-    monkeypatch.setattr(gpualign_df.gpu.batches, "plan_batches", recording)
     frame = both_engines(pd.Series(queries), pd.Series(targets), mode="nw", match=2,
                          mismatch=-3, gap_open=5, gap_extend=2, traceback=traceback)
-    assert set(kinds) == {"inter", "long"}
+    assert {batch.kind for batches in planned for batch in batches} == {"inter", "long"}
     assert frame["score"].isna().sum() == 1
 
 
@@ -301,24 +307,13 @@ def test_search_top_k_pairs_follow_best_first():
     np.testing.assert_array_equal(got[1], pair_target[expected])
 
 
-def test_batches_split_by_memory_equal_cpu(monkeypatch):
+def test_batches_split_by_memory_equal_cpu(monkeypatch, planned):
     """Little free memory: one warp per batch, CIGARs gathered from several batch buffers
     (the path a single batch skips); every row equals the CPU engine's."""
     queries, targets = small_pairs(13, "ACGT", count=70)
     monkeypatch.setattr(gpualign_df.gpu.batches, "free_bytes", lambda: 50_000)
-    from gpualign_df.gpu import plan
-
-    seen = []
-    original = plan.plan_batches
-
-    def counting(*args, **kwargs):
-        batches = original(*args, **kwargs)
-        seen.append(len(batches))
-        return batches
-
-    monkeypatch.setattr(gpualign_df.gpu.batches, "plan_batches", counting)
     both_engines(queries, targets, mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2)
-    assert seen and seen[0] >= 3
+    assert planned and len(planned[0]) >= 3
 
 
 @pytest.mark.parametrize("matrix", [None, "BLOSUM62"])
@@ -413,7 +408,7 @@ PACKED_MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start"
 
 @pytest.mark.parametrize("mode,free_ends", PACKED_MODES)
 @pytest.mark.parametrize("sort", [True, False])
-def test_packed_16bit_fill_equals_cpu(monkeypatch, settings, mode, free_ends, sort):
+def test_packed_16bit_fill_equals_cpu(settings, planned, mode, free_ends, sort):
     """The packed 16-bit score-only fill (two pairs per thread, here in its plain
     half-by-half form) equals the CPU engine: 36 pairs fill one warp pair (the odd warp
     mostly unused slots), with empty and one-residue sequences; unsorted, either half of a
@@ -421,20 +416,11 @@ def test_packed_16bit_fill_equals_cpu(monkeypatch, settings, mode, free_ends, so
     32-bit cells."""
     settings(fill_16bit=True, sort_by_length=sort)
     queries, targets = small_pairs(21, "ACGT", max_length=24)
-    seen = []
-    original = gpualign_df.gpu.batches.plan_batches
-
-    def recording(*args, **kwargs):
-        batches = original(*args, **kwargs)
-        seen.extend(batch.packed for batch in batches)
-        return batches
-
-    monkeypatch.setattr(gpualign_df.gpu.batches, "plan_batches", recording)
     options = dict(mode=mode, free_ends=free_ends, match=2, mismatch=-3, gap_open=3,
                    gap_extend=1)
     both_engines(queries, targets, **options)
     both_engines(queries, targets, traceback=False, **options)
-    assert seen == [False, True]
+    assert [batch.packed for batches in planned for batch in batches] == [False, True]
 
 
 def test_packed_16bit_fill_ties_and_zero_gap_costs(settings):

@@ -359,7 +359,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     h = max(max(match, ins), dele)
                     if local:
                         h = max(h, 0)
-                inside = c >= one and c <= n
+                # a starting step has no row right of column n
+                inside = c >= one if kind == STARTING else c >= one and c <= n
                 if traceback:
                     before = word
                     word = append(word, int32(open_del - del_ext))
@@ -369,7 +370,6 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     if checked:
                         word = word if inside else before << uint32(4)
                 if kind == STARTING:
-                    inside = c >= one
                     if track and inside and h > best[r]:
                         best[r] = h
                         best_j[r] = c
