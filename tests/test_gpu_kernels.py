@@ -153,11 +153,31 @@ def test_long_pair_rows_a_lane_equal_cpu(monkeypatch, settings, mode, free_ends,
 
 
 def test_band_fills_count_the_bands_that_work_at_once():
-    """A band starts its height plus a batch of 32 columns behind the band above, so the
-    warps a fill needs follow the columns, not the bands (the ``band_warps`` setting)."""
+    """A band trails the band above by its height plus two batches of words (the one it
+    checks and the one loaded ahead), so the warps a fill needs follow the columns, not the
+    bands (the ``band_warps`` setting)."""
     working = gpualign_df.gpu.long.working_bands
-    assert working(np.array([782]), np.array([100_000]), 128, 32) == 626   # 100 kbp, 4 rows
-    assert working(np.array([3, 100]), np.array([50_000, 1000]), 256, 32) == 3 + 5
+    trail = gpualign_df.kernels.band.band_trail
+    assert trail(4) == 128 + 64 and trail(8) == 256 + 64 and trail(4, 2) == 8 + 4
+    assert working(np.array([782]), np.array([100_000]), 192) == 522   # 100 kbp, 4 rows
+    assert working(np.array([3, 100]), np.array([50_000, 1000]), 320) == 3 + 5
+
+
+def test_a_fill_whose_warps_leave_early_raises(monkeypatch, settings):
+    """A band fill whose warps leave before every band is done (here its stop flag is set
+    before the launch) raises instead of returning end cells no band wrote."""
+    settings(inter_max_cells=0)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    launch = gpualign_df.gpu.long.BandFill.launch
+
+    def stopped(self, *arguments, **options):
+        self.control.stop()
+        launch(self, *arguments, **options)
+
+    monkeypatch.setattr(gpualign_df.gpu.long.BandFill, "launch", stopped)
+    with pytest.raises(RuntimeError, match="finished 0 of its 2000 cells"):
+        gpualign_df.align(["ACGT" * 10], ["ACGTA" * 10], backend="cuda", mode="nw")
 
 
 @pytest.mark.parametrize("mode,free_ends,cigar_style,linear", [

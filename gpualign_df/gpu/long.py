@@ -46,12 +46,11 @@ def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
     return (m + STRIP_ROWS - 1) // STRIP_ROWS * (n + STRIP_ROWS - 1)
 
 
-def working_bands(bands: np.ndarray, n: np.ndarray, height: int, lanes: int) -> int:
-    """Bands of the problems (``bands`` of ``height`` rows over ``n`` columns each, one lane
-    a word of the band above) that can work at once: a band starts its height plus one batch
-    of ``lanes`` columns behind the band above, so about ``n / (height + lanes)`` bands of a
-    problem sweep it together."""
-    return int(np.minimum(bands, (n + height + lanes - 1) // (height + lanes) + 1).sum())
+def working_bands(bands: np.ndarray, n: np.ndarray, trail: int) -> int:
+    """Bands of the problems (``bands`` over ``n`` columns each) that can work at once: a
+    band trails the band above by ``trail`` columns (:func:`band.band_trail`), so about
+    ``n / trail`` bands of a problem sweep it together."""
+    return int(np.minimum(bands, (n + trail - 1) // trail + 1).sum())
 
 
 def _warps(items: int, rows: int, working: int, share: float | None) -> int:
@@ -105,7 +104,8 @@ class BandFill:
         problems[band.F_ITEM0] = np.cumsum(bands) - bands
         problems[band.F_BORDER0] = np.cumsum(n + 1) - (n + 1)
         self.items = int(bands.sum())
-        self.working = working_bands(bands, n, height, self.lanes)
+        self.cells = int((m * n).sum())
+        self.working = working_bands(bands, n, band.band_trail(rows, self.lanes))
         # one upload: the table, then each work item's problem
         uploaded = xp.asarray(np.concatenate([problems.ravel(),
                                               np.repeat(np.arange(problems.shape[1]), bands)]))
@@ -139,11 +139,17 @@ class BandFill:
                       stream=stream)
 
     def wait(self, on_cells, interval: float) -> None:
-        """Wait for the fill (polled; Ctrl-C stops it), then check it met no hang."""
+        """Wait for the fill (polled; Ctrl-C stops it), then check it met no hang and
+        that its bands counted every cell of its problems (a fill whose warps left early
+        would otherwise leave end cells no band wrote)."""
         self.control.wait(on_cells, interval)
         if int(self.work[1]) != 0:
             raise RuntimeError("the long-pair kernel stopped waiting for a band that never "
                                "came (a device fault?); the results are not usable")
+        done = self.control.cells()
+        if done != self.cells:
+            raise RuntimeError(f"the long-pair kernel finished {done} of its {self.cells} "
+                               "cells (a device fault?); the results are not usable")
 
 
 def top_words(job, n: int):

@@ -11,21 +11,27 @@ vertical gap state as ``min(H - I, go - ge + 1)`` (enough to recompute every cel
 traceback bit exactly: a gap state more than ``go - ge`` below H is never extended), and a
 15-bit tag naming the band that wrote it, which is the readiness check (no flags, no
 fences: a 64-bit store is seen whole). Lane 0's words are read in batches of 32 columns,
-one per lane, prefetched a batch ahead and bypassing L1 (``ld.global.cg`` in linked CUDA C
-that the optimizer cannot hoist out of the wait; an atomic read without linked code; a
-plain read under the simulator); once checked, a word's tag bits carry its column's target
-residue to lane 0, and the other lanes take theirs from the lane before with H and I, so no
-step reads the target. The last lane writes the band's bottom row there for the band below,
+one per lane, prefetched a batch ahead with their columns' target residues and bypassing
+L1 (``ld.global.cg`` in linked CUDA C that the optimizer cannot hoist out of the wait; an
+atomic read without linked code; a plain read under the simulator). A band thus trails
+the band above by its height plus two batches (smaller batches, loaded later, let bands
+trail closer but then find their words missing far more often, and each miss costs a
+read's round trip). Once checked, a word's tag bits carry its column's target residue to
+lane 0, and the other lanes take theirs from the lane before with H and I, so no step
+reads the target. The last lane writes the band's bottom row there for the band below,
 and into a checkpoint row every ``checkpoint_every`` bands.
 
 The step loop is what the time goes to, and with a few warps per scheduler its latency,
 branches included, is the time: its arithmetic is 32-bit, steps run in unrolled groups, and
 for DNA a row's scores sit in two registers (``byte_rows``). A band's first ``32 * rows - 1``
 steps (some rows still left of column 1) lie on the path of every band below, which waits
-for the band's bottom row: they compute every row and keep, by selects rather than
-branches, only what column 1 reads of the rows left of it (starting steps); the last ones
-(rows right of column n) keep the whole state of the rows outside (checked steps). The last
-lane's stores are predicated, not branches around one lane's code.
+for the band's bottom row, and so do its last ``32 * rows - 1`` steps (some rows already
+right of column n), after which the band below finishes: they compute every row and keep,
+by selects rather than branches, only what column 1 reads of the rows left of it (starting
+steps) and only the H of rows right of column n (ending steps); a step that may have rows
+outside on both sides (a target shorter than a band) keeps the whole state of the rows
+outside (checked steps). The last lane's stores are predicated, not branches around one
+lane's code.
 
 Warps are persistent one-warp blocks that take bands in order from an atomic counter, so
 the band a warp waits for was taken earlier by a running warp: no deadlock whatever the
@@ -64,8 +70,9 @@ from .strip import SHARED_TABLE, STRIP_ROWS, WARP, append_sign, border_score, mo
  F_BANDS) = range(12)
 FIELDS = 12
 #: Kinds of step (:func:`band_kernel`): every row inside columns 1..n; rows perhaps left of
-#: column 1 (none right of column n); rows perhaps outside on either side.
-PLAIN, STARTING, CHECKED = range(3)
+#: column 1 (none right of column n); rows perhaps right of column n (none left of column
+#: 1); rows perhaps outside on either side.
+PLAIN, STARTING, ENDING, CHECKED = range(4)
 #: Polls of a border word before a wait counts as a hang (the error word is set).
 SPIN_LIMIT = 1 << 26
 #: Tags are 15 bits and never 0 (a cleared border word is never taken for a band's).
@@ -97,6 +104,12 @@ def tag_of(band: int) -> int:
 def band_rows(rows: int, lanes: int = WARP) -> int:
     """Query rows of one band (one warp of ``lanes`` lanes)."""
     return lanes * rows
+
+
+def band_trail(rows: int, lanes: int = WARP) -> int:
+    """Columns a band trails the band above by at least: its height and two batches of
+    ``lanes`` words (the one it checks and the one loaded ahead)."""
+    return band_rows(rows, lanes) + 2 * lanes
 
 
 @inlined
@@ -324,16 +337,19 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     batch_mask, lanes32, tb_last = int32(lanes - 1), int32(lanes), int32(STRIP_ROWS - 2)
 
     def make_step(kind):
-        """One step of a lane, of a kind (:data:`PLAIN`, :data:`STARTING`, :data:`CHECKED`):
-        whether rows may lie outside columns 1..n. A checked step computes every row as a
-        plain one and keeps, by selects rather than branches, the state of rows outside the
-        matrix: the first and last ``height - 1`` steps of every band are checked. The band
-        below waits for the first ones, so they have a lighter kind where no row can lie
-        right of column n: a row left of column 1 keeps its H and gap state (what column 1
-        reads) by selects and lets the rest run unchecked, since the values a row computes
-        there reach only such rows (its next left of column 1, the row below a step later),
-        the H it passes down is the kept one (the H above column 0 that column 1 takes as
-        its diagonal), and no walk reads a traceback nibble left of column 1."""
+        """One step of a lane, of a kind (:data:`PLAIN`, :data:`STARTING`, :data:`ENDING`,
+        :data:`CHECKED`): whether rows may lie outside columns 1..n. A checked step computes
+        every row as a plain one and keeps, by selects rather than branches, the state of
+        rows outside the matrix. The first and last ``height - 1`` steps of every band lie
+        on the path of the bands below, so they have lighter kinds where rows can lie
+        outside on one side only. Starting: a row left of column 1 keeps its H and gap
+        state (what column 1 reads) by selects and lets the rest run unchecked, since the
+        values a row computes there reach only such rows (its next left of column 1, the
+        row below a step later), the H it passes down is the kept one (the H above column 0
+        that column 1 takes as its diagonal), and no walk reads a traceback nibble left of
+        column 1. Ending: a row right of column n keeps its H (the end cell reads it) and
+        lets the rest run, since what a row computes there reaches only such rows (its next
+        step, the row below a step later) and no walk reads a nibble right of column n."""
         checked = kind == CHECKED
 
         @inlined
@@ -359,8 +375,13 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     h = max(max(match, ins), dele)
                     if local:
                         h = max(h, 0)
-                # a starting step has no row right of column n
-                inside = c >= one if kind == STARTING else c >= one and c <= n
+                # a starting step has no row right of column n, an ending one none left of 1
+                if kind == STARTING:
+                    inside = c >= one
+                elif kind == ENDING:
+                    inside = c <= n
+                else:
+                    inside = c >= one and c <= n
                 if traceback:
                     before = word
                     word = append(word, int32(open_del - del_ext))
@@ -377,6 +398,14 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     h_left[r] = h if inside else h_left[r]
                     i_reg[r] = ins
                     d_reg[r] = dele if inside else d_reg[r]
+                elif kind == ENDING:
+                    if track and inside and h > best[r]:
+                        best[r] = h
+                        best_j[r] = c
+                    diag[r] = up_h
+                    h_left[r] = h if inside else h_left[r]
+                    i_reg[r] = ins
+                    d_reg[r] = dele
                 elif checked:
                     if track and inside and h > best[r]:
                         best[r] = h
@@ -443,6 +472,9 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             elif kind == STARTING:
                 writes_word = writes_tb and index >= 0
                 writes_column = c >= one
+            elif kind == ENDING:
+                writes_word = writes_tb and index <= n + tb_last
+                writes_column = c <= n
             if writes_word:
                 tb[tb_base + uint64(index)] = word
             packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
@@ -456,6 +488,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 
     advance_checked = make_advance(CHECKED)
     advance_starting = make_advance(STARTING)
+    advance_ending = make_advance(ENDING)
     advance_plain = make_advance(PLAIN)
 
     def doubled(advance, offset):
@@ -491,6 +524,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     plain_group = grouped(advance_plain)
     checked_group = grouped(advance_checked)
     starting_group = grouped(advance_starting)
+    ending_group = grouped(advance_ending)
     group_mask = int32(group - 1)
     group32 = int32(group)
 
@@ -562,7 +596,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 best[r] = neg
                 best_j[r] = 0
             # lane 0's words: column 32 * batch + 1 + lane in ``current`` (being used) and
-            # ``ahead`` (the next batch, in flight)
+            # ``ahead`` (the next batch, in flight, with its columns' target codes)
             if band == 0:
                 source = top
                 address = top_address
@@ -574,8 +608,13 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 source0 = problems[F_BORDER0, p]
                 expected = tag_of_device(band - 1)
             border0 = problems[F_BORDER0, p]
+            t_start = uint64(t0)
             column = lane + one
-            ahead = load(source, address, source0 + column) if column <= n else int64(0)
+            ahead = int64(0)
+            ahead_code = int32(0)
+            if column <= n:
+                ahead = load(source, address, source0 + column)
+                ahead_code = int32(target[t_start + uint64(column - one)])
             current = ahead
             writes_border = band_height * (band + 1) < m  # a band below reads it
             checkpoint = int64(0)
@@ -590,7 +629,6 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             writes_tb = traceback and first <= m and lane % strip_lanes == 0
             my_tag = tag_of_device(band)
             steps = n + height32 - one
-            t_start = uint64(t0)
             store_border = lane == lanes32 - one and writes_border
             store_checkpoint = store_border and keeps_rows
             # steps whose rows all lie inside columns 1..n, in whole groups
@@ -629,15 +667,16 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                             if not every(spins >= 0):  # a hang: the results are void
                                 current = int64(expected) << 48
                                 break
-                    if column + lanes32 <= n:
-                        ahead = load(source, address, source0 + column + lanes32)
                     # the tag has served: lane 0 takes the column's target residue with the
                     # word (the other lanes take theirs from the lane before, a step late)
-                    code = int32(target[t_start + uint64(column - one)]) if inside else \
-                        int32(0)
+                    code = ahead_code if inside else int32(0)
                     if byte_rows:
                         code = byte_selector(code)
                     current = (current & LOW_BITS) | (int64(code) << 48)
+                    column += lanes32  # the next batch's
+                    if column <= n:
+                        ahead = load(source, address, source0 + column)
+                        ahead_code = int32(target[t_start + uint64(column - one)])
                 plain = s >= plain_first and s <= plain_last
                 if (s & group_mask) == 0 and s <= last_group and (plain or group_checked):
                     if plain:
@@ -650,6 +689,11 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                                        scratch, tb, tb_base, writes_tb, border_ref, border0,
                                        store_border, checkpoint_ref, checkpoint,
                                        store_checkpoint, my_tag)
+                    elif s >= plain_first:  # no row left of column 1
+                        ending_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                     scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                     store_border, checkpoint_ref, checkpoint,
+                                     store_checkpoint, my_tag)
                     else:
                         checked_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
                                       scratch, tb, tb_base, writes_tb, border_ref, border0,
@@ -661,6 +705,12 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                                      scratch, tb, tb_base, writes_tb, border_ref, border0,
                                      store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                      my_tag)
+                    s += one
+                elif not group_checked and s >= plain_first:
+                    advance_ending(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                                   scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                   store_border, checkpoint_ref, checkpoint, store_checkpoint,
+                                   my_tag)
                     s += one
                 else:
                     advance_checked(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
