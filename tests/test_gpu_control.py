@@ -12,6 +12,7 @@ import textwrap
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import gpualign_df
@@ -29,14 +30,16 @@ def real_gpu():
 
 
 def test_progress_moves_within_one_long_pair(bars):
+    # bands report their cells as they finish: a tall pair (a few thousand bands over a
+    # short target) finishes bands all along its fill of some tens of milliseconds
     rng = np.random.default_rng(0)
-    query, target = ("".join(rng.choice(list("ACGT"), 60_000)) for _ in range(2))
+    query, target = ("".join(rng.choice(list("ACGT"), size)) for size in (400_000, 30_000))
     gpualign_df.align([query[:5000]], [target[:5000]], mode="nw", traceback=False, **DNA)
     bars.clear()
-    with config.override(progress_interval=0.005):
+    with config.override(progress_interval=0.002):
         frame = gpualign_df.align([query], [target], mode="nw", traceback=False, **DNA)
     assert frame["score"].notna().all()
-    total = 60_000 * 60_000
+    total = 400_000 * 30_000
     (bar,) = bars
     partial = [value for value in bar.updates if 0 < value < total]
     assert len(partial) >= 2, bar.updates
@@ -78,3 +81,35 @@ def test_ctrl_c_stops_a_long_pair_on_the_gpu():
     assert interrupted[0] == "interrupted", (interrupted, out, err)
     assert waited < 2.0, f"{waited:.2f} s from SIGINT to KeyboardInterrupt"
     assert out.split()[0] == "next" and float(out.split()[1]) < 5, out
+
+
+def test_long_fill_on_the_side_stream_waits_for_its_set_up(monkeypatch, settings):
+    """A fill on the side stream starts only after the work that prepares it (its buffers
+    cleared, uploaded, its top row written), even while that work waits behind a busy
+    kernel: here a kernel spins on the current stream just before the top row is made,
+    in a pool block that still holds junk. The frames equal the CPU's."""
+    import cupy
+
+    settings(side_stream_cells=0, inter_max_cells=0)
+    spin = cupy.RawKernel(r'''
+        extern "C" __global__ void spin(long long cycles) {
+            long long start = clock64();
+            while (clock64() - start < cycles) { }
+        }''', "spin")
+    top_words = gpu.long.top_words
+
+    def busy_first(job, n):
+        cupy.full(n + 1, (1 << 62) - 1, dtype=cupy.int64)  # freed: the block the row takes
+        spin((1,), (1,), (np.int64(200_000_000),))  # about 0.1 s on the current stream
+        return top_words(job, n)
+
+    monkeypatch.setattr(gpu.long, "top_words", busy_first)
+    rng = np.random.default_rng(3)
+    queries = ["".join(rng.choice(list("ACGT"), 6000)) for _ in range(2)]
+    targets = [queries[0][:3000] + queries[0][3100:], queries[1][::-1]]
+    for traceback in (False, True):
+        options = dict(mode="nw", traceback=traceback, match=1, mismatch=-4, gap_open=7,
+                       gap_extend=1)
+        cpu = gpualign_df.align(queries, targets, backend="cpu", **options)
+        gpu_frame = gpualign_df.align(queries, targets, backend="cuda", **options)
+        pd.testing.assert_frame_equal(cpu, gpu_frame)

@@ -79,7 +79,11 @@ def beside_default_stream(cells: int, tuning: config.Settings):
         return
     side.follow_default()
     try:
-        yield side.stream
+        # CuPy's work in the block (allocations, fills, copies, elementwise kernels) goes on
+        # the side stream too: on the default stream it would not be ordered before the
+        # launches it prepares (a fill could read its buffers before they are cleared)
+        with side._cupy_stream:
+            yield side.stream
     finally:  # buffers the launches use may be freed or reused once the block is left
         side.join()
 
