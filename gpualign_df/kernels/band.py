@@ -351,6 +351,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         lets the rest run, since what a row computes there reaches only such rows (its next
         step, the row below a step later) and no walk reads a nibble right of column n."""
         checked = kind == CHECKED
+        keeps_gap = kind != ENDING  # a row left of column 1 keeps its horizontal gap state
 
         @inlined
         def step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag, best,
@@ -390,30 +391,14 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     word = append(word, int32(match - ins))
                     if checked:
                         word = word if inside else before << uint32(4)
-                if kind == STARTING:
+                if kind != PLAIN:  # what a row outside keeps: H always, more by kind
                     if track and inside and h > best[r]:
                         best[r] = h
                         best_j[r] = c
-                    diag[r] = up_h
+                    diag[r] = up_h if inside or not checked else diag[r]
                     h_left[r] = h if inside else h_left[r]
-                    i_reg[r] = ins
-                    d_reg[r] = dele if inside else d_reg[r]
-                elif kind == ENDING:
-                    if track and inside and h > best[r]:
-                        best[r] = h
-                        best_j[r] = c
-                    diag[r] = up_h
-                    h_left[r] = h if inside else h_left[r]
-                    i_reg[r] = ins
-                    d_reg[r] = dele
-                elif checked:
-                    if track and inside and h > best[r]:
-                        best[r] = h
-                        best_j[r] = c
-                    diag[r] = up_h if inside else diag[r]
-                    h_left[r] = h if inside else h_left[r]
-                    i_reg[r] = ins if inside else i_reg[r]
-                    d_reg[r] = dele if inside else d_reg[r]
+                    i_reg[r] = ins if inside or not checked else i_reg[r]
+                    d_reg[r] = dele if inside or not keeps_gap else d_reg[r]
                 else:
                     if track and h > best[r]:
                         best[r] = h
