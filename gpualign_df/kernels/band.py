@@ -73,6 +73,11 @@ FIELDS = 12
 #: column 1 (none right of column n); rows perhaps right of column n (none left of column
 #: 1); rows perhaps outside on either side.
 PLAIN, STARTING, ENDING, CHECKED = range(4)
+
+
+def step_edges(kind: int) -> tuple[bool, bool]:
+    """Whether rows of a step of ``kind`` may lie left of column 1, and right of column n."""
+    return kind in (STARTING, CHECKED), kind in (ENDING, CHECKED)
 #: Polls of a border word before a wait counts as a hang (the error word is set).
 SPIN_LIMIT = 1 << 26
 #: Tags are 15 bits and never 0 (a cleared border word is never taken for a band's).
@@ -350,8 +355,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         column 1. Ending: a row right of column n keeps its H (the end cell reads it) and
         lets the rest run, since what a row computes there reaches only such rows (its next
         step, the row below a step later) and no walk reads a nibble right of column n."""
-        checked = kind == CHECKED
-        keeps_gap = kind != ENDING  # a row left of column 1 keeps its horizontal gap state
+        left, right = step_edges(kind)
+        checked = left and right
 
         @inlined
         def step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag, best,
@@ -376,13 +381,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     h = max(max(match, ins), dele)
                     if local:
                         h = max(h, 0)
-                # a starting step has no row right of column n, an ending one none left of 1
-                if kind == STARTING:
-                    inside = c >= one
-                elif kind == ENDING:
-                    inside = c <= n
-                else:
-                    inside = c >= one and c <= n
+                inside = (c >= one or not left) and (c <= n or not right)
                 if traceback:
                     before = word
                     word = append(word, int32(open_del - del_ext))
@@ -398,7 +397,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     diag[r] = up_h if inside or not checked else diag[r]
                     h_left[r] = h if inside else h_left[r]
                     i_reg[r] = ins if inside or not checked else i_reg[r]
-                    d_reg[r] = dele if inside or not keeps_gap else d_reg[r]
+                    d_reg[r] = dele if inside or not left else d_reg[r]
                 else:
                     if track and h > best[r]:
                         best[r] = h
@@ -415,9 +414,10 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         return step
 
     def make_advance(kind):
-        """One step of a lane with its exchanges and stores (a checked or starting step
-        stores only what lies inside the matrix)."""
+        """One step of a lane with its exchanges and stores (a step whose rows may lie
+        outside stores only what lies inside the matrix)."""
         step = make_step(kind)
+        left, right = step_edges(kind)
 
         @inlined
         def advance(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
@@ -449,17 +449,9 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 word = (word << uint32(16)) | next_word(word, lane, scratch)
             index = s - lane * rows32
             c = s - height32 + int32(2)  # the last lane's column
-            writes_word = writes_tb
-            writes_column = True
-            if kind == CHECKED:
-                writes_word = writes_tb and index >= 0 and index <= n + tb_last
-                writes_column = c >= one and c <= n
-            elif kind == STARTING:
-                writes_word = writes_tb and index >= 0
-                writes_column = c >= one
-            elif kind == ENDING:
-                writes_word = writes_tb and index <= n + tb_last
-                writes_column = c <= n
+            writes_word = writes_tb and (index >= 0 or not left) and (
+                index <= n + tb_last or not right)
+            writes_column = (c >= one or not left) and (c <= n or not right)
             if writes_word:
                 tb[tb_base + uint64(index)] = word
             packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
