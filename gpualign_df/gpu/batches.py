@@ -247,7 +247,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     else:  # planned on the host: one upload of every per-slot row
         table = device64(np.stack([batch.slot_row, batch.query_lengths, batch.target_lengths,
                                    batch.query_start, batch.target_start, batch.tb_start,
-                                   batch.columns, batch.run_base]).astype(np.int64))
+                                   batch.columns, batch.run_base]))
         slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
         starts, run_base = table[3:7], table[7]
     grid = blocks(batch.slots)
