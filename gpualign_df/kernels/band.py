@@ -78,6 +78,8 @@ PLAIN, STARTING, ENDING, CHECKED = range(4)
 def step_edges(kind: int) -> tuple[bool, bool]:
     """Whether rows of a step of ``kind`` may lie left of column 1, and right of column n."""
     return kind in (STARTING, CHECKED), kind in (ENDING, CHECKED)
+
+
 #: Polls of a border word before a wait counts as a hang (the error word is set).
 SPIN_LIMIT = 1 << 26
 #: Tags are 15 bits and never 0 (a cleared border word is never taken for a band's).
