@@ -17,7 +17,8 @@ CIGAR_DTYPE = pd.StringDtype("pyarrow")
 
 
 def _nullable_int32(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
-    return pd.arrays.IntegerArray(np.ascontiguousarray(values, dtype=np.int32), ~valid)
+    """A column of its own (a copy: the frame takes it as it is)."""
+    return pd.arrays.IntegerArray(np.array(values, dtype=np.int32), ~valid)
 
 
 def cigar_strings(chars: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pd.Series:
@@ -48,7 +49,8 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
     """Assemble the pandas result frame, one row per pair, in pair order.
 
     ``query``/``target`` hold ``query_labels[pair_query]`` / ``target_labels[pair_target]``;
-    rows whose pair had a null sequence hold nulls everywhere else.
+    rows whose pair had a null sequence hold nulls everywhere else. The frame takes the
+    columns built here, each an array of its own, without copying them again.
     """
     valid = arrays.valid
     columns: dict[str, object] = {
@@ -59,7 +61,7 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
     if arrays.cigar_chars is None:
         columns["query_end"] = _nullable_int32(arrays.query_end, valid)
         columns["target_end"] = _nullable_int32(arrays.target_end, valid)
-        return pd.DataFrame(columns)
+        return pd.DataFrame(columns, copy=False)
     for name in COORDINATES:
         columns[name] = _nullable_int32(getattr(arrays, name), valid)
     columns["cigar"] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets, valid).array
@@ -69,4 +71,4 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
     identity = np.divide(arrays.stats["matches"], length, out=np.zeros(len(valid)),
                          where=length > 0)
     columns["identity"] = pd.arrays.FloatingArray(identity, ~valid)
-    return pd.DataFrame(columns)
+    return pd.DataFrame(columns, copy=False)

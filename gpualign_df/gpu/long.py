@@ -24,7 +24,7 @@ import numpy as np
 from ..kernels import band, simulator, traceback as tb_kernels
 from ..kernels.strip import STRIP_ROWS, mode_shape
 from ..scoring import MODE_LOCAL
-from .device import THREADS_PER_BLOCK, array_module, blocks
+from .device import THREADS_PER_BLOCK, array_module, blocks, current_device
 from .launch import launch_kernel
 from .streams import FillControl
 
@@ -61,14 +61,21 @@ def _warps(items: int, rows: int, working: int, share: float | None) -> int:
     taking issue slots from the working warps of their scheduler."""
     if simulator():
         return 1  # the simulator runs blocks one after another
-    import cupy
-
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    sms = multiprocessors(current_device())
     per_sm = min(32, 128 // rows)
     warps = min(items, sms * per_sm)
     if share is not None:
         warps = min(warps, int(np.ceil(working * share)))
     return max(1, warps)
+
+
+@lru_cache(maxsize=None)
+def multiprocessors(device: int) -> int:
+    """Multiprocessors of CUDA device ``device`` (CuPy's numbering; asked once per device:
+    CuPy's ``Device.attributes`` would ask the driver for every attribute at each call)."""
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
 
 
 def walk_lanes(job) -> int:
@@ -111,10 +118,13 @@ class BandFill:
                                               np.repeat(np.arange(problems.shape[1]), bands)]))
         self.problems = uploaded[:problems.size].reshape(problems.shape)
         self.item_problem = uploaded[problems.size:]
-        self.border = xp.zeros(int((n + 1).sum()), np.int64)
+        # one cleared allocation: the border rows, the work counter and error word, the
+        # control's stop flag and cell counter
+        border = int((n + 1).sum())
+        cleared = xp.zeros(border + 4, np.int64)
+        self.border, self.work = cleared[:border], cleared[border:border + 2]
+        self.control = FillControl(cleared[border + 2:])
         self.band_results = xp.empty((3, max(self.items, 1)), np.int32)
-        self.work = xp.zeros(2, np.int64)
-        self.control = FillControl()
 
     def launch(self, query, target, top, checkpoints, checkpoint_every: int, tb, columns,
                stream=None) -> None:
@@ -196,8 +206,9 @@ def byte_rows(job, batch, query, target) -> bool:
     codes beyond N)."""
     if not job.byte_scores:
         return False
-    largest = max(int(query[:batch.query_size].max()),
-                  int(target[:batch.target_size].max()))
+    xp = array_module()
+    largest = int(xp.maximum(query[:batch.query_size].max(),   # one read back
+                             target[:batch.target_size].max()))
     return largest < band.BYTE_CODES
 
 

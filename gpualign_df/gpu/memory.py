@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from .. import config
+from .. import config, libraries
 from ..kernels import simulator
 
 #: The private resource, made on first use, and the ``gpu_keep_bytes`` it was made with.
@@ -28,6 +28,8 @@ def _private_allocator():
     """A CuPy allocator over the engine's private stream-ordered RMM resource, or None
     where CuPy's current allocator is to be kept."""
     global _PRIVATE_RESOURCE, _PRIVATE_KEEP_BYTES
+    if not libraries.loaded("rmm"):  # CuPy cannot be routed through RMM before it is
+        return None                  # imported (and a failed import costs a path search)
     import cupy
 
     try:
