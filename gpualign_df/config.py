@@ -147,6 +147,10 @@ class Settings:
         take a diagonal run that many cells at a time; 0: one thread, a cell at a time.
         None: 32 on a GPU, 0 under the CUDA simulator (whose threads are slow to
         synchronize; tests that check the run-taking walk there set a few lanes).
+    walk_probes : int
+        Stretches of ``walk_lanes`` diagonal cells such a walk reads at once (a cell a lane
+        a stretch): that many reads in flight a pass, and up to that many stretches taken
+        per pass along a long diagonal run (at most 32).
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows
@@ -206,6 +210,7 @@ class Settings:
     band_rows: tuple[tuple[int | None, int, int], ...] = ((None, 4, 4),)
     band_warps: float | None = 1.0
     walk_lanes: int | None = None
+    walk_probes: int = 2
     linear_block_bytes: int = 12 << 30
     top_k_segments: int = 64
     side_stream: bool = True

@@ -180,16 +180,18 @@ def test_a_fill_whose_warps_leave_early_raises(monkeypatch, settings):
         gpualign_df.align(["ACGT" * 10], ["ACGTA" * 10], backend="cuda", mode="nw")
 
 
+@pytest.mark.parametrize("probes", [3, pytest.param(1, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode,free_ends,cigar_style,linear", [
     ("nw", None, "=", False), ("sg", ("query_start", "query_end"), "M", False),
     ("sg", ("target_end",), "=", True)])
 def test_long_pair_walk_takes_diagonal_runs_like_cpu(settings, mode, free_ends, cigar_style,
-                                                     linear):
+                                                     linear, probes):
     """The long-pair walk takes a diagonal run a warp's width at a time (three cells under
-    the simulator): runs of matches broken by single mismatches, runs longer and shorter
-    than the warp, gaps between them, runs that reach the first row or column or a block's
-    top row (linear space); = / X and M CIGARs, the statistics columns, every end cell."""
-    settings(inter_max_cells=0)
+    the simulator), reading ``probes`` such stretches at once: runs of matches broken by
+    single mismatches, runs longer and shorter than the warp and than the stretches read,
+    gaps between them, runs that reach the first row or column or a block's top row (linear
+    space); = / X and M CIGARs, the statistics columns, every end cell."""
+    settings(inter_max_cells=0, walk_probes=probes)
     if gpualign_df.gpu.simulator():
         settings(band_lanes=4, walk_lanes=3)
     options = {}

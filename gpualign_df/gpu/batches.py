@@ -27,7 +27,7 @@ from ..scoring import Mode, Scoring
 from .buffers import DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
-from .long import align_linear, fill_long_batch, walk_lanes
+from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
 from .plan import Batch, module_of, plan_batches, to_numpy
 from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
@@ -319,7 +319,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     run_count = scratch("run_count", batch.slots, np.int32)
     lanes = walk_lanes(job) if batch.kind == "long" else 0
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip,
-                                  batch.kind == "long", lanes)
+                                  batch.kind == "long", lanes, walk_probes(job, lanes))
     # a block of ``lanes`` threads per pair, or a thread per slot
     walk_grid, walk_threads = (batch.slots, lanes) if lanes else (grid, THREADS_PER_BLOCK)
     launch_kernel("walk", walk, walk_grid, walk_threads, query, target, query_lengths,

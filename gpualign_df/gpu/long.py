@@ -90,6 +90,12 @@ def walk_lanes(job) -> int:
     return lanes
 
 
+def walk_probes(job, lanes: int) -> int:
+    """Diagonal stretches a walk of ``lanes`` threads reads at once (the ``walk_probes``
+    setting; 1 for a one-thread walk, which reads none ahead)."""
+    return job.tuning.walk_probes if lanes else 1
+
+
 def _address(array) -> int:
     """Device address of an array (0 under the simulator, where it is not used)."""
     return 0 if simulator() else int(array.data.ptr)
@@ -266,7 +272,8 @@ def align_linear(job, batch, query, target, on_cells):
                                 np.int64))
     runs = xp.empty(m + n + 1, np.uint32)
     lanes = walk_lanes(job)
-    walk_block = tb_kernels.block_walk_kernel(mode_code, fqs, fts, job.merge_matches, lanes)
+    walk_block = tb_kernels.block_walk_kernel(mode_code, fqs, fts, job.merge_matches, lanes,
+                                              walk_probes(job, lanes))
     tb = xp.empty(traceback_words(rows, n), np.uint32)
     block_columns = {name: xp.empty(1, np.int32) for name in ("score", "query_end",
                                                                "target_end")}

@@ -73,7 +73,7 @@ def trailing_ones(mask, limit):
 
 @lru_cache(maxsize=None)
 def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool,
-                   lanes: int = 0):
+                   lanes: int = 0, probes: int = 1):
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
     (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
@@ -96,11 +96,14 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     the next ``lanes`` cells of the diagonal at once, a cell a lane, and takes the run of
     them whose source is the diagonal in one pass (a ballot, ``scratch``: ``lanes`` int32 of
     shared memory under the simulator). One thread's walk is a chain of dependent reads and
-    branches, some hundred cycles a step; most steps of a long alignment are such runs."""
+    branches, some hundred cycles a step; most steps of a long alignment are such runs.
+    ``probes``: diagonal stretches of ``lanes`` cells each lane reads at once (a cell a
+    stretch; every read made, at a clamped cell outside, so that all are in flight
+    together), taken in order while each is wholly diagonal."""
     local = mode == MODE_LOCAL
     glob = mode == MODE_GLOBAL
     probing = lanes > 0
-    assert not (probing and local) and lanes <= 32
+    assert not (probing and local) and lanes <= 32 and 1 <= probes <= 32
     ballot = _ballot(lanes)
     width_lanes = int32(max(lanes, 1))
 
@@ -123,22 +126,32 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
             if stop_row > 0 and i == stop_row:
                 break
             if probing and state == 1 and i > 0 and j > 0:
-                # lane k: cell (i - k, j - k), on the diagonal run if its source is the
-                # diagonal (H stays the state along it) and every cell before it is too
-                cell_i = i - lane
-                cell_j = j - lane
-                diagonal = False
-                mismatch = False
-                if cell_i >= 1 and cell_j >= 1 and (stop_row == 0 or cell_i > stop_row):
+                # lane k, stretch t: cell (i - k - t * lanes, j - k - t * lanes), on the
+                # diagonal run if its source is the diagonal (H stays the state along it)
+                # and every cell before it is too
+                diagonals = uint32(0)
+                mismatched = uint32(0)
+                for t in range(probes):  # no branch: every read issued before any use
+                    cell_i = i - lane - width_lanes * t
+                    cell_j = j - lane - width_lanes * t
+                    inside = (cell_i >= 1) & (cell_j >= 1) & ((stop_row == 0)
+                                                              | (cell_i > stop_row))
+                    cell_i = max(cell_i, row0 + 1)
+                    cell_j = max(cell_j, 1)
                     nibble = nibble_at(tb, b0, width, columns, row0, cell_i, cell_j)
-                    if (nibble & uint32(3)) == 0:
-                        diagonal = True
-                        code = query[uint64(q0 + width * (cell_i - 1))]
-                        code_t = target[uint64(t0 + width * (cell_j - 1))]
-                        mismatch = not (code == code_t and concrete[code])
-                run = trailing_ones(ballot(diagonal, lane, width_lanes, scratch), width_lanes)
-                mismatches = ballot(mismatch, lane, width_lanes, scratch)
-                if run > 0:
+                    code = query[uint64(q0 + width * (cell_i - 1))]
+                    code_t = target[uint64(t0 + width * (cell_j - 1))]
+                    diagonal = uint32(inside & ((nibble & uint32(3)) == 0))
+                    same = uint32(code == code_t) & uint32(concrete[code])
+                    diagonals |= diagonal << uint32(t)
+                    mismatched |= (diagonal & (same ^ uint32(1))) << uint32(t)
+                taken = int32(0)
+                for t in range(probes):
+                    bit = uint32(1) << uint32(t)
+                    run = trailing_ones(ballot((diagonals & bit) != 0, lane, width_lanes,
+                                               scratch), width_lanes)
+                    mismatches = ballot((mismatched & bit) != 0, lane, width_lanes, scratch)
+                    taken += run
                     done = int32(0)
                     while done < run:  # its stretches of matches and of mismatches
                         rest = mismatches >> uint32(done)
@@ -161,6 +174,9 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                         done += repeat
                     i -= run
                     j -= run
+                    if run < width_lanes:  # the run ends in this stretch
+                        break
+                if taken > 0:
                     continue
             repeat = 1
             if state == 1 and (i == 0 or j == 0):
@@ -239,11 +255,12 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
 
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool,
-                skewed: bool = False, lanes: int = 0):
+                skewed: bool = False, lanes: int = 0, probes: int = 1):
     """Traceback walk, one thread per slot (:func:`walk_functions`; ``skewed``: the band
     kernel's layout, ``width`` 1), or with ``lanes`` > 0 a block of ``lanes`` threads per
-    slot (launch ``lanes`` threads a block, a block per slot)."""
-    steps, finish = walk_functions(mode, fqs, fts, merge_matches, skewed, lanes)
+    slot (launch ``lanes`` threads a block, a block per slot) reading ``probes`` diagonal
+    stretches at once."""
+    steps, finish = walk_functions(mode, fqs, fts, merge_matches, skewed, lanes, probes)
     probing = lanes > 0
     scratch_size = max(lanes, 1)
 
@@ -294,14 +311,15 @@ def load_walk(state):
 
 
 @lru_cache(maxsize=None)
-def block_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, lanes: int = 0):
+def block_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, lanes: int = 0,
+                      probes: int = 1):
     """One thread (or with ``lanes`` > 0 one block of ``lanes`` threads,
     :func:`walk_functions`) walks one pair's block of rows ``row0 + 1 ..`` (band layout, the
     block's words from ``tb[0]``, ``columns`` wide) from the walk in ``walk_state`` until it
     reaches row ``row0`` (> 0) or the start of the alignment (``row0`` 0), and leaves the
     walk there: the linear-space traceback, block by block from the bottom. Launch one
     block of ``max(lanes, 1)`` threads."""
-    steps, _finish = walk_functions(mode, fqs, fts, merge_matches, True, lanes)
+    steps, _finish = walk_functions(mode, fqs, fts, merge_matches, True, lanes, probes)
     scratch_size = max(lanes, 1)
 
     @cuda.jit
