@@ -24,8 +24,8 @@ from .encode import EncodedSequences
 from .job import (Job, full_traceback_bytes, needs_linear_space,  # noqa: F401 (public)
                   traceback_budget)
 from .pairs import best_first, search_pairs
-from .kernels import cpu, cpu_lanes, cpu_linear
-from .scoring import SCORE_LIMIT, Mode, Scoring
+from .kernels import cpu, cpu_lanes, cpu_linear, cpu_search
+from .scoring import MODE_LOCAL, SCORE_LIMIT, Mode, Scoring
 
 BACKENDS = ("auto", "cpu", "cuda")
 CIGAR_STYLES = ("=", "M")
@@ -171,7 +171,9 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     On the GPU one score-only pass over the cross product keeps the best k per query on
     the device (:func:`gpualign_df.gpu.search_top_k`, no pair list); on the CPU whole
     queries are scored against the database in blocks of at most ``search_block_pairs``
-    pairs (:mod:`gpualign_df.config`), so memory is bounded by the kept pairs."""
+    pairs (:mod:`gpualign_df.config`), so memory is bounded by the kept pairs: local
+    searches by the 16-bit lanes kernel (:func:`local_search_scores`) where the scores
+    allow it, other modes by the pair engine."""
     if job.engine == "cuda":
         from . import gpu
 
@@ -183,16 +185,63 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
                 gpu.upload(queries), gpu.upload(targets), queries.lengths, queries.valid,
                 targets.lengths, targets.valid, job.scoring, job.mode, job.top_k,
                 progress=bar.update)
-    block = max(1, config.settings().search_block_pairs // len(targets))
+    tuning = config.settings()
+    block = max(1, tuning.search_block_pairs // len(targets))
+    lanes = job.mode.code == MODE_LOCAL and cpu_search.fits(
+        job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend)
+    groups = None
+    if lanes:
+        check_score_range(job.scoring, queries.lengths, targets.lengths)
+        groups = cpu_search.target_groups(targets.lengths, targets.valid)
     kept_query, kept_target = [], []
     for first in range(0, len(queries), block):
         pair_query, pair_target = search_pairs(min(block, len(queries) - first), len(targets))
         pair_query += first
-        arrays = run_pairs(queries, targets, pair_query, pair_target, job, traceback=False)
-        keep = best_first(pair_query, pair_target, arrays.score, arrays.valid, job.top_k)
+        if lanes:
+            score = local_search_scores(queries, targets, first, len(pair_query) // len(targets),
+                                        groups, job, tuning).ravel()
+            valid = queries.valid[pair_query] & targets.valid[pair_target]
+        else:
+            arrays = run_pairs(queries, targets, pair_query, pair_target, job, traceback=False)
+            score, valid = arrays.score, arrays.valid
+        keep = best_first(pair_query, pair_target, score, valid, job.top_k)
         kept_query.append(pair_query[keep])
         kept_target.append(pair_target[keep])
     return np.concatenate(kept_query), np.concatenate(kept_target)
+
+
+def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, first: int,
+                        count: int, groups: np.ndarray, job: Job,
+                        tuning: config.Settings) -> np.ndarray:
+    """Local scores (int32, ``count`` x targets) of queries ``first`` to ``first + count``
+    against every target: the 16-bit lanes kernel (:mod:`gpualign_df.kernels.cpu_search`)
+    over the target ``groups``, on numba's threads, then the pairs whose lanes saturated
+    scored again by the pair engine (32-bit). Rows or columns of null sequences hold 0."""
+    scores = np.zeros((count, len(targets)), np.int32)
+    rows = np.arange(first, first + count, dtype=np.int64)
+    threads = numba.get_num_threads()
+    # a few items per thread: group chunks (longest first), and query chunks where the
+    # groups are too few to share out
+    group_chunks = np.array_split(groups, max(1, min(len(groups), 4 * threads)))
+    query_chunks = max(1, min(count, -(-4 * threads // len(group_chunks))))
+    bounds = np.linspace(0, count, query_chunks + 1).astype(np.int64)
+    scheme = (job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend)
+    work = [partial(cpu_search.search_groups, queries.codes, queries.offsets, rows[a:b],
+                    targets.codes, targets.offsets, chunk, *scheme, scores[a:b])
+            for chunk in group_chunks if len(chunk) for a, b in zip(bounds[:-1], bounds[1:])
+            if b > a]
+    cells = int(queries.lengths[first:first + count].sum()) * int(
+        targets.lengths[targets.valid].sum())
+    with progress_bar(cells, job.progress) as bar:
+        run_interruptible(work, threads, lambda done: bar.update(done - bar.n),
+                          tuning.progress_interval)
+        bar.update(cells - bar.n)
+    saturated = np.argwhere(scores >= cpu_search.CEILING)
+    if len(saturated):
+        again = run_pairs(queries, targets, saturated[:, 0] + first, saturated[:, 1], job,
+                          traceback=False)
+        scores[saturated[:, 0], saturated[:, 1]] = again.score
+    return scores
 
 
 def progress_bar(cells: int, progress: "bool | None | tqdm"):

@@ -1,0 +1,131 @@
+"""The CPU search's local score pass: 32 targets in the lanes of a 16-bit vector
+(:mod:`gpualign_df.kernels.cpu_search`), its saturation rescue, and which searches take it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from gpualign_df import api, engine
+from gpualign_df.kernels import cpu_search
+from helpers import parasail_scores, random_sequences, read_fasta, shared_file
+
+PROTEIN = "ARNDCQEGHILKMFPSTWYV"
+
+
+def _job(queries, targets, **options):
+    settings = dict(how="search", mode="sw", matrix="BLOSUM62", match=None, mismatch=None,
+                    gap_open=11, gap_extend=1, free_ends=None, top_k=5, traceback=False,
+                    cigar_style="=", clip=None, backend="cpu", progress=False)
+    settings.update(options)
+    job = api.resolve_job(queries, targets, **settings)
+    return api.encode_job(pd.Series(queries, dtype=object), pd.Series(targets, dtype=object),
+                          job)
+
+
+def _lane_scores(encoded, first=0, count=None):
+    queries, targets = encoded.queries, encoded.targets
+    count = len(queries) - first if count is None else count
+    groups = cpu_search.target_groups(targets.lengths, targets.valid)
+    from gpualign_df import config
+
+    return engine.local_search_scores(queries, targets, first, count, groups, encoded.job,
+                                      config.settings())
+
+
+def _pair_scores(encoded, first=0, count=None):
+    queries, targets = encoded.queries, encoded.targets
+    count = len(queries) - first if count is None else count
+    pair_query, pair_target = np.meshgrid(np.arange(first, first + count),
+                                          np.arange(len(targets)), indexing="ij")
+    arrays = engine.run_pairs(queries, targets, pair_query.ravel(), pair_target.ravel(),
+                              encoded.job, traceback=False)
+    return np.where(arrays.valid, arrays.score, 0).reshape(count, len(targets))
+
+
+def test_lane_scores_equal_the_pair_engine_on_every_length_class():
+    """Queries and targets from empty to a few hundred residues, across lane boundaries
+    (more targets than a group, groups of mixed lengths, a last group part empty), a null
+    on each side: every score equals the pair engine's, and parasail's where both are
+    non-empty."""
+    rng = np.random.default_rng(5)
+    queries = random_sequences(rng, 7, PROTEIN, 300) + ["", "W", None]
+    targets = random_sequences(rng, 70, PROTEIN, 260, 1) + ["", "C", None] + \
+        random_sequences(rng, 3, PROTEIN, 12)
+    encoded = _job(queries, targets)
+    lanes = _lane_scores(encoded, 1, 8)   # a block that does not start at query 0
+    assert np.array_equal(lanes, _pair_scores(encoded, 1, 8))
+    pairs = [(q, t) for q in queries[1:9] for t in targets if q and t]
+    expected = parasail_scores([q for q, _ in pairs], [t for _, t in pairs],
+                               encoded.job.scoring, "sw")
+    got = [lanes[i, j] for i, q in enumerate(queries[1:9]) for j, t in enumerate(targets)
+           if q and t]
+    assert got == expected
+
+
+def test_real_proteins_equal_the_pair_engine():
+    """ADEPT proteins (real lengths and composition) against 100 others."""
+    proteins = read_fasta(shared_file("adept_proteins_30k.fasta.gz"), 112)
+    encoded = _job(proteins[:12], proteins[12:])
+    assert np.array_equal(_lane_scores(encoded), _pair_scores(encoded))
+
+
+def test_saturated_lanes_are_scored_again_in_32_bits(monkeypatch):
+    """Scores past 32,767 saturate the 16-bit lanes; those pairs, and only those, are
+    scored again by the pair engine, and every score is exact."""
+    rng = np.random.default_rng(8)
+    base = random_sequences(rng, 1, "ACGT", 80, 80)[0]
+    queries = [base, base[:20]]
+    targets = [base, base[10:70], random_sequences(rng, 1, "ACGT", 50, 50)[0]]
+    encoded = _job(queries, targets, matrix=None, match=1000, mismatch=-1000, gap_open=1500,
+                   gap_extend=10)
+    rescued = []
+    run_pairs = engine.run_pairs
+
+    def counting(queries, targets, pair_query, pair_target, job, traceback=None):
+        rescued.append(list(zip(pair_query.tolist(), pair_target.tolist())))
+        return run_pairs(queries, targets, pair_query, pair_target, job, traceback)
+
+    monkeypatch.setattr(engine, "run_pairs", counting)
+    lanes = _lane_scores(encoded)
+    monkeypatch.setattr(engine, "run_pairs", run_pairs)
+    assert lanes[0, 0] == 80_000 and lanes[0, 1] == 60_000
+    assert rescued == [[(0, 0), (0, 1)]]
+    assert np.array_equal(lanes, _pair_scores(encoded))
+
+
+@pytest.mark.parametrize("options,takes_lanes", [
+    (dict(mode="sw"), True),
+    (dict(mode="nw"), False),                                  # global: the pair engine
+    (dict(mode="sg"), False),
+    (dict(mode="sw", matrix=None, match=5000, mismatch=-1), False),  # scores past 12 bits
+])
+def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, options,
+                                                              takes_lanes):
+    """A local search whose scores fit takes the lane pass; other modes and larger scores
+    the pair engine; either way the frame equals the pair engine's."""
+    rng = np.random.default_rng(3)
+    alphabet = "ACGT" if "match" in options else PROTEIN
+    queries = random_sequences(rng, 4, alphabet, 60, 1)
+    targets = random_sequences(rng, 40, alphabet, 70, 1)
+    arguments = dict(how="search", top_k=3, backend="cpu", gap_open=11, gap_extend=1)
+    arguments.update(options)
+    if "match" not in arguments:
+        arguments["matrix"] = "BLOSUM62"
+    calls = []
+    search_groups = cpu_search.search_groups
+
+    def counting(*args):
+        calls.append(1)
+        return search_groups(*args)
+
+    monkeypatch.setattr(cpu_search, "search_groups", counting)
+    frame = gpualign_df.align(queries, targets, **arguments)
+    assert bool(calls) == takes_lanes
+    monkeypatch.setattr(cpu_search, "fits", lambda *args: False)
+    calls.clear()
+    pair_engine = gpualign_df.align(queries, targets, **arguments)
+    assert not calls
+    pd.testing.assert_frame_equal(frame, pair_engine)
