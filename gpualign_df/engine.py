@@ -214,9 +214,10 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
                         count: int, groups: np.ndarray, job: Job,
                         tuning: config.Settings) -> np.ndarray:
     """Local scores (int32, ``count`` x targets) of queries ``first`` to ``first + count``
-    against every target: the 16-bit lanes kernel (:mod:`gpualign_df.kernels.cpu_search`)
-    over the target ``groups``, on numba's threads, then the pairs whose lanes saturated
-    scored again by the pair engine (32-bit). Rows or columns of null sequences hold 0."""
+    against every target: the lanes kernel (:mod:`gpualign_df.kernels.cpu_search`; 8-bit
+    lanes first where the scoring allows, then 16-bit) over the target ``groups``, on
+    numba's threads, then the pairs whose 16-bit lanes saturated scored again by the pair
+    engine (32-bit). Rows or columns of null sequences hold 0."""
     scores = np.zeros((count, len(targets)), np.int32)
     rows = np.arange(first, first + count, dtype=np.int64)
     threads = numba.get_num_threads()
@@ -225,7 +226,9 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
     group_chunks = np.array_split(groups, max(1, min(len(groups), 4 * threads)))
     query_chunks = max(1, min(count, -(-4 * threads // len(group_chunks))))
     bounds = np.linspace(0, count, query_chunks + 1).astype(np.int64)
-    scheme = (job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend)
+    scheme = (job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend,
+              cpu_search.fits(job.scoring.matrix, job.scoring.gap_open,
+                              job.scoring.gap_extend, bits=8))
     work = [partial(cpu_search.search_groups, queries.codes, queries.offsets, rows[a:b],
                     targets.codes, targets.offsets, chunk, *scheme, scores[a:b])
             for chunk in group_chunks if len(chunk) for a, b in zip(bounds[:-1], bounds[1:])

@@ -45,18 +45,23 @@ def _pair_scores(encoded, first=0, count=None):
     return np.where(arrays.valid, arrays.score, 0).reshape(count, len(targets))
 
 
-def test_lane_scores_equal_the_pair_engine_on_every_length_class():
+def test_lane_scores_equal_the_pair_engine_on_every_length_class(monkeypatch):
     """Queries and targets from empty to a few hundred residues, across lane boundaries
     (more targets than a group, groups of mixed lengths, a last group part empty), a null
     on each side: every score equals the pair engine's, and parasail's where both are
-    non-empty."""
+    non-empty; with the 8-bit first pass and without it."""
     rng = np.random.default_rng(5)
     queries = random_sequences(rng, 7, PROTEIN, 300) + ["", "W", None]
+    # the queries themselves among the targets: self hits past the 8-bit lanes' 127
     targets = random_sequences(rng, 70, PROTEIN, 260, 1) + ["", "C", None] + \
-        random_sequences(rng, 3, PROTEIN, 12)
+        random_sequences(rng, 3, PROTEIN, 12) + queries[:4]
     encoded = _job(queries, targets)
     lanes = _lane_scores(encoded, 1, 8)   # a block that does not start at query 0
+    assert lanes.max() > 127
     assert np.array_equal(lanes, _pair_scores(encoded, 1, 8))
+    fits = cpu_search.fits
+    monkeypatch.setattr(cpu_search, "fits", lambda *args, bits=16: bits == 16 and fits(*args))
+    assert np.array_equal(_lane_scores(encoded, 1, 8), lanes)
     pairs = [(q, t) for q in queries[1:9] for t in targets if q and t]
     expected = parasail_scores([q for q, _ in pairs], [t for _, t in pairs],
                                encoded.job.scoring, "sw")
@@ -124,7 +129,7 @@ def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, optio
     monkeypatch.setattr(cpu_search, "search_groups", counting)
     frame = gpualign_df.align(queries, targets, **arguments)
     assert bool(calls) == takes_lanes
-    monkeypatch.setattr(cpu_search, "fits", lambda *args: False)
+    monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
     calls.clear()
     pair_engine = gpualign_df.align(queries, targets, **arguments)
     assert not calls

@@ -1,15 +1,17 @@
-"""CPU score-only local alignment of queries against a database, 32 targets at a time in
+"""CPU score-only local alignment of queries against a database, many targets at a time in
 the lanes of one vector (:mod:`gpualign_df.kernels.simd`), for a search's score pass.
 
-Targets go to groups of :data:`LANES` (the caller sorts them by length, so a group's
-padding is small); a group's score profile is built once, as ``[column][query code][lane]``
+Targets go to groups of :data:`GROUP` (the caller sorts them by length, so a group's
+padding is small). A group's score profile is built once, as ``[column][query code][lane]``
 (the score of every query code against each lane's residue of that column; a column past a
-lane's end scores :data:`PAD`), and every query then runs over the group's columns with
-the target innermost in the lanes: a cell's substitution score is one vector load, no
-gather. Cells are 16-bit and saturate: a lane whose best reaches
-:data:`~gpualign_df.kernels.simd.CEILING` is reported as such, and the caller scores that
-pair again exactly. Below it no cell saturated, so the scores equal the 32-bit engine's
-(Smith-Waterman: H, E, F never fall below ``-gap_open``).
+lane's end scores :data:`PAD`, which never raises a lane's best), and every query then runs
+over the group's columns with the targets in the lanes: a cell's substitution score is one
+vector load, no gather. A first pass keeps 8-bit cells, 64 targets a vector, where the
+scoring allows it; a lane that reaches 127 has saturated, and its query runs again over the
+group's two halves in 16-bit cells, 32 targets a vector; a lane that reaches 32,767 there
+is reported as :data:`CEILING` and the caller scores that pair again exactly. Below its
+ceiling a pass is exact: no cell saturated (in Smith-Waterman H, E and F never fall below
+``-gap_open``).
 """
 
 from __future__ import annotations
@@ -17,57 +19,89 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .simd import CEILING, LANES, adds, lane, load, splat, store, subs, vmax
+from .simd import adds, int8x64, int16x32, lane, load, lowest, splat, store, subs, vmax
 
+#: Targets of a group: the lanes of an 8-bit vector, two 16-bit vectors.
+GROUP = int8x64.lanes
+#: Lanes of a 16-bit vector.
+HALF = int16x32.lanes
+#: The score reported for a pair whose 16-bit lane saturated.
+CEILING = int16x32.ceiling
+CEILING8 = int8x64.ceiling
 #: Target columns a pass of :func:`local_best` takes.
 COLUMNS_A_PASS = 4
-#: The substitution score of a column past a lane's target: low enough that such a cell's
-#: diagonal is never its best, far enough from -32768 that sums do not clip.
-PAD = -16384
+#: The substitution score of a column past a lane's target, at each width: at most 0, so
+#: such a cell's diagonal never exceeds a cell already counted.
+PAD = -(1 << 14)
+PAD8 = -(1 << 7)
 
 
 @njit(cache=True, nogil=True)
-def group_profile(matrix, codes, offsets, members, alphabet):
-    """The score profile of one group of targets (``members``: target indices, -1 for an
-    empty lane): int16 ``[column][code][lane]`` flattened, and its columns (the longest
-    target's, rounded up to a whole pass of :func:`local_best`)."""
+def group_columns(offsets, members):
+    """Columns of the profile of the targets ``members`` (indices, -1 for an empty lane):
+    the longest target's, rounded up to a whole pass of :func:`local_best`."""
     columns = 0
-    for k in range(LANES):
+    for k in range(len(members)):
         if members[k] >= 0:
             columns = max(columns, offsets[members[k] + 1] - offsets[members[k]])
-    columns = (columns + COLUMNS_A_PASS - 1) // COLUMNS_A_PASS * COLUMNS_A_PASS
-    profile = np.full(columns * alphabet * LANES, PAD, dtype=np.int16)
-    for k in range(LANES):
+    return (columns + COLUMNS_A_PASS - 1) // COLUMNS_A_PASS * COLUMNS_A_PASS
+
+
+@njit(cache=True, nogil=True)
+def fill_profile(matrix, codes, offsets, members, profile):
+    """The score profile of the targets ``members`` (one lane each) into ``profile``
+    (``[column][code][lane]`` flattened, :func:`group_columns` columns, filled with the
+    padding score beforehand)."""
+    lanes = len(members)
+    alphabet = matrix.shape[0]
+    for k in range(lanes):
         target = members[k]
         if target < 0:
             continue
         start = offsets[target]
         for j in range(offsets[target + 1] - start):
             code = codes[start + j]
-            base = j * alphabet * LANES + k
+            base = j * alphabet * lanes + k
             for a in range(alphabet):
-                profile[base + a * LANES] = matrix[a, code]
+                profile[base + a * lanes] = matrix[a, code]
+
+
+@njit(cache=True, nogil=True)
+def profile16(matrix, codes, offsets, members):
+    """(16-bit profile, columns) of the targets ``members``."""
+    columns = group_columns(offsets, members)
+    profile = np.full(columns * matrix.shape[0] * len(members), PAD, dtype=np.int16)
+    fill_profile(matrix, codes, offsets, members, profile)
     return profile, columns
 
 
 @njit(cache=True, nogil=True)
-def local_best(query, profile, columns, alphabet, gap_open, gap_extend, h_row, e_row):
-    """The best local score of ``query`` (codes) against each lane's target, as a vector
-    (saturated lanes hold ``CEILING``). Four columns a pass down the query: the row's H and
-    E go through memory once per :data:`COLUMNS_A_PASS` columns, and the four columns'
-    cells of a row are four chains the processor overlaps. ``columns``: a multiple of
-    four (the profile's padding columns score :data:`PAD`). ``h_row``/``e_row``: int16
-    scratch of at least ``len(query) * LANES``."""
+def profile8(matrix, codes, offsets, members):
+    """(8-bit profile, columns) of the targets ``members``."""
+    columns = group_columns(offsets, members)
+    profile = np.full(columns * matrix.shape[0] * len(members), PAD8, dtype=np.int8)
+    fill_profile(matrix, codes, offsets, members, profile)
+    return profile, columns
+
+
+@njit(cache=True, nogil=True)
+def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h_row, e_row):
+    """The best local score of ``query`` (codes) against each lane's target, as a vector of
+    ``profile``'s lane type (saturated lanes hold its ceiling). Four columns a pass down the
+    query: the row's H and E go through memory once per :data:`COLUMNS_A_PASS` columns.
+    ``columns``: a multiple of four. ``h_row``/``e_row``: scratch of the profile's dtype,
+    at least ``(len(query) + 1) * lanes``."""
     m = len(query)
-    zero = splat(0)
-    low = splat(-32768)
-    go = splat(gap_open)
-    ge = splat(gap_extend)
+    seed = load(h_row, 0)
+    zero = subs(seed, seed)
+    low = lowest(zero)
+    go = splat(gap_open, zero)
+    ge = splat(gap_extend, zero)
     for i in range(m):
-        store(h_row, i * LANES, zero)
-        store(e_row, i * LANES, low)
+        store(h_row, i * lanes, zero)
+        store(e_row, i * lanes, low)
     best = zero
-    stride = alphabet * LANES
+    stride = alphabet * lanes
     for j in range(0, columns, COLUMNS_A_PASS):
         base0 = j * stride
         base1 = base0 + stride
@@ -84,8 +118,8 @@ def local_best(query, profile, columns, alphabet, gap_open, gap_extend, h_row, e
         f2 = low
         f3 = low
         for i in range(m):
-            at = i * LANES
-            code = query[i] * LANES
+            at = i * lanes
+            code = query[i] * lanes
             left = load(h_row, at)
             e = vmax(subs(load(e_row, at), ge), subs(left, go))
             f0 = vmax(subs(f0, ge), subs(up0, go))
@@ -112,55 +146,88 @@ def local_best(query, profile, columns, alphabet, gap_open, gap_extend, h_row, e
 
 @njit(cache=True, nogil=True)
 def search_groups(query_codes, query_offsets, query_rows, target_codes, target_offsets,
-                  groups, matrix, gap_open, gap_extend, scores, control, slot):
+                  groups, matrix, gap_open, gap_extend, eight_bit, scores, control, slot):
     """Scores of queries ``query_rows`` (into ``scores``' rows, in that order) against the
-    targets of ``groups`` (rows of :data:`LANES` target indices, -1 for an empty lane) into
-    ``scores[row, target]``; ``CEILING`` where a lane saturated. Stops once
-    ``control[0]`` is set; adds the cells done to ``control[1 + slot]``."""
+    targets of ``groups`` (rows of :data:`GROUP` target indices, -1 for an empty lane)
+    into ``scores[row, target]``: 8-bit lanes first (``eight_bit``), 16-bit lanes for the
+    groups where a lane saturated (or for all); ``CEILING`` where a 16-bit lane saturated.
+    Stops once ``control[0]`` is set; adds the cells done to ``control[1 + slot]``."""
     alphabet = matrix.shape[0]
     longest = 1
     for r in range(len(query_rows)):
         q = query_rows[r]
         longest = max(longest, query_offsets[q + 1] - query_offsets[q])
-    h_row = np.empty(longest * LANES, dtype=np.int16)
-    e_row = np.empty(longest * LANES, dtype=np.int16)
+    h8 = np.empty((longest + 1) * GROUP, dtype=np.int8)
+    e8 = np.empty((longest + 1) * GROUP, dtype=np.int8)
+    h16 = np.empty((longest + 1) * HALF, dtype=np.int16)
+    e16 = np.empty((longest + 1) * HALF, dtype=np.int16)
     for g in range(groups.shape[0]):
         members = groups[g]
-        profile, columns = group_profile(matrix, target_codes, target_offsets, members,
-                                         alphabet)
         residues = 0
-        for k in range(LANES):
+        for k in range(GROUP):
             if members[k] >= 0:
                 residues += target_offsets[members[k] + 1] - target_offsets[members[k]]
+        bytes_, columns8 = profile8(matrix, target_codes, target_offsets,
+                                    members[:GROUP if eight_bit else 0])
+        # the halves' 16-bit profiles, built once the group needs them
+        low_half = members[:HALF]
+        high_half = members[HALF:]
+        profile_low = np.empty(0, np.int16)
+        profile_high = profile_low
+        columns_low = columns_high = 0
+        built = False
         for r in range(len(query_rows)):
             if control[0] != 0:
                 return
             q = query_rows[r]
             query = query_codes[query_offsets[q]:query_offsets[q + 1]]
-            best = local_best(query, profile, columns, alphabet, gap_open, gap_extend, h_row,
-                              e_row)
-            for k in range(LANES):
-                if members[k] >= 0:
-                    scores[r, members[k]] = lane(best, k)
+            saturated = not eight_bit
+            if eight_bit:
+                best8 = local_best(query, bytes_, columns8, alphabet, GROUP, gap_open,
+                                   gap_extend, h8, e8)
+                for k in range(GROUP):
+                    if members[k] >= 0:
+                        score = lane(best8, k)
+                        scores[r, members[k]] = score
+                        saturated |= score >= CEILING8
+            if saturated:
+                if not built:
+                    profile_low, columns_low = profile16(matrix, target_codes,
+                                                         target_offsets, low_half)
+                    profile_high, columns_high = profile16(matrix, target_codes,
+                                                           target_offsets, high_half)
+                    built = True
+                best16 = local_best(query, profile_low, columns_low, alphabet, HALF,
+                                    gap_open, gap_extend, h16, e16)
+                for k in range(HALF):
+                    if low_half[k] >= 0:
+                        scores[r, low_half[k]] = lane(best16, k)
+                best16 = local_best(query, profile_high, columns_high, alphabet, HALF,
+                                    gap_open, gap_extend, h16, e16)
+                for k in range(HALF):
+                    if high_half[k] >= 0:
+                        scores[r, high_half[k]] = lane(best16, k)
             control[1 + slot] += len(query) * residues
 
 
-def fits(matrix: np.ndarray, gap_open: int, gap_extend: int) -> bool:
-    """Whether the 16-bit pass can score with these costs: substitution scores and gap
-    costs well inside 16 bits (a saturated lane is then the only way to lose exactness)."""
-    return bool(np.abs(matrix).max(initial=0) < 1 << 12 and 0 <= gap_open < 1 << 12
-                and 0 <= gap_extend < 1 << 12)
+def fits(matrix: np.ndarray, gap_open: int, gap_extend: int, bits: int = 16) -> bool:
+    """Whether a ``bits``-bit pass (16 or 8) can score with these costs: substitution
+    scores and gap costs well inside its lanes (a saturated lane is then the only way to
+    lose exactness)."""
+    limit = 1 << (bits - 4)
+    return bool(np.abs(matrix).max(initial=0) < limit and 0 <= gap_open < limit
+                and 0 <= gap_extend < limit)
 
 
 def target_groups(lengths: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Groups of :data:`LANES` valid targets, longest first (-1: an empty lane), as an int64
-    array of shape (groups, LANES)."""
+    """Groups of :data:`GROUP` valid targets, longest first (-1: an empty lane), as an int64
+    array of shape (groups, GROUP)."""
     order = np.flatnonzero(valid)
     order = order[np.argsort(-lengths[order], kind="stable")]
-    groups = np.full(((len(order) + LANES - 1) // LANES, LANES), -1, dtype=np.int64)
+    groups = np.full(((len(order) + GROUP - 1) // GROUP, GROUP), -1, dtype=np.int64)
     groups.ravel()[:len(order)] = order
     return groups
 
 
-__all__ = ["CEILING", "LANES", "PAD", "fits", "group_profile", "local_best", "search_groups",
-           "target_groups"]
+__all__ = ["CEILING", "GROUP", "PAD", "PAD8", "fits", "local_best", "profile8", "profile16",
+           "search_groups", "target_groups"]

@@ -1,11 +1,13 @@
-"""Vectors of 32 signed 16-bit lanes for numba CPU kernels: LLVM vector values that stay in
-registers (``<32 x i16>``: one AVX-512 register, two AVX2 ones), with the few operations a
-score-only Smith-Waterman pass needs.
+"""Vectors of signed lanes for numba CPU kernels: LLVM vector values that stay in registers
+(``<32 x i16>`` and ``<64 x i8>``, 512 bits: one AVX-512 register, two AVX2 ones), with the
+few operations a score-only Smith-Waterman pass needs.
 
 Plain numba loops over small int16 arrays vectorize only when every value stays 16-bit, and
 even then keep the arrays in memory (a load and a store per operation, alias checks); these
 intrinsics give LLVM the vector type itself. Arithmetic saturates (``llvm.sadd.sat`` /
-``llvm.ssub.sat``), so a score that would pass 32,767 stays there and can be detected.
+``llvm.ssub.sat``), so a score that would pass a lane's ceiling stays there and can be
+detected. The operations take either vector type (both operands of one type); a load's type
+follows its array's dtype (int16: :data:`int16x32`, int8: :data:`int8x64`).
 """
 
 from __future__ import annotations
@@ -15,27 +17,34 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-#: Lanes of a vector.
-LANES = 32
-#: The largest lane value: a lane that reaches it has saturated.
-CEILING = 32767
+#: Bits of a vector.
+WIDTH = 512
 
 
-class Int16x32(types.Type):
-    """The numba type of a ``<32 x i16>`` value."""
+class Vector(types.Type):
+    """The numba type of an LLVM vector of ``WIDTH // bits`` signed ``bits``-bit lanes."""
 
-    def __init__(self) -> None:
-        super().__init__(name="int16x32")
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        self.lanes = WIDTH // bits
+        self.llvm = ir.VectorType(ir.IntType(bits), self.lanes)
+        super().__init__(name=f"int{bits}x{self.lanes}")
+
+    @property
+    def ceiling(self) -> int:
+        """The largest lane value: a lane that reaches it has saturated."""
+        return (1 << (self.bits - 1)) - 1
 
 
-int16x32 = Int16x32()
-_LLVM = ir.VectorType(ir.IntType(16), LANES)
-
-
-@register_model(Int16x32)
-class _Int16x32Model(models.PrimitiveModel):
+@register_model(Vector)
+class _VectorModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type) -> None:
-        super().__init__(dmm, fe_type, _LLVM)
+        super().__init__(dmm, fe_type, fe_type.llvm)
+
+
+int16x32 = Vector(16)
+int8x64 = Vector(8)
+_BY_DTYPE = {types.int16: int16x32, types.int8: int8x64}
 
 
 def _element_pointer(context, builder, array_type, array, index):
@@ -45,76 +54,93 @@ def _element_pointer(context, builder, array_type, array, index):
 
 @intrinsic
 def load(typingctx, array, index):
-    """The 32 int16 of ``array`` (1-D, C-contiguous) from ``index`` on."""
-    if not (isinstance(array, types.Array) and array.dtype == types.int16):
+    """The lanes of ``array`` (1-D int16 or int8, C-contiguous) from ``index`` on."""
+    if not isinstance(array, types.Array) or array.dtype not in _BY_DTYPE:
         return None
+    vector = _BY_DTYPE[array.dtype]
 
     def codegen(context, builder, signature, args):
         pointer = _element_pointer(context, builder, signature.args[0], args[0], args[1])
-        return builder.load(builder.bitcast(pointer, _LLVM.as_pointer()), align=2)
+        return builder.load(builder.bitcast(pointer, vector.llvm.as_pointer()),
+                            align=vector.bits // 8)
 
-    return int16x32(array, types.intp), codegen
+    return vector(array, types.intp), codegen
 
 
 @intrinsic
 def store(typingctx, array, index, value):
-    """Store ``value`` into ``array`` (1-D int16, C-contiguous) from ``index`` on."""
-    if not (isinstance(array, types.Array) and array.dtype == types.int16
-            and value == int16x32):
+    """Store ``value`` into ``array`` (1-D, of ``value``'s lane type) from ``index`` on."""
+    if not (isinstance(array, types.Array) and _BY_DTYPE.get(array.dtype) == value):
         return None
 
     def codegen(context, builder, signature, args):
         pointer = _element_pointer(context, builder, signature.args[0], args[0], args[1])
-        builder.store(args[2], builder.bitcast(pointer, _LLVM.as_pointer()), align=2)
+        builder.store(args[2], builder.bitcast(pointer, value.llvm.as_pointer()),
+                      align=value.bits // 8)
         return context.get_dummy_value()
 
-    return types.none(array, types.intp, int16x32), codegen
+    return types.none(array, types.intp, value), codegen
 
 
 @intrinsic
-def splat(typingctx, value):
-    """Every lane ``value`` (an integer, truncated to 16 bits)."""
-    if not isinstance(value, types.Integer):
+def splat(typingctx, value, like):
+    """Every lane ``value`` (an integer, truncated to the lanes' width), in a vector of
+    ``like``'s type."""
+    if not isinstance(value, types.Integer) or not isinstance(like, Vector):
         return None
 
     def codegen(context, builder, signature, args):
-        scalar = builder.trunc(args[0], ir.IntType(16)) if signature.args[0].bitwidth > 16 \
-            else builder.sext(args[0], ir.IntType(16)) if signature.args[0].bitwidth < 16 \
+        lane_type = ir.IntType(like.bits)
+        scalar = builder.trunc(args[0], lane_type) if signature.args[0].bitwidth > like.bits \
+            else builder.sext(args[0], lane_type) if signature.args[0].bitwidth < like.bits \
             else args[0]
-        vector = ir.Constant(_LLVM, ir.Undefined)
-        for lane in range(LANES):
+        vector = ir.Constant(like.llvm, ir.Undefined)
+        for lane in range(like.lanes):
             vector = builder.insert_element(vector, scalar, ir.IntType(32)(lane))
         return vector
 
-    return int16x32(value), codegen
+    return like(value, like), codegen
 
 
-def _binary(llvm_name: str):
+@intrinsic
+def lowest(typingctx, like):
+    """A vector of ``like``'s type with every lane the lanes' lowest value."""
+    if not isinstance(like, Vector):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(like.llvm, [-(1 << (like.bits - 1))] * like.lanes)
+
+    return like(like), codegen
+
+
+def _binary(operation: str):
     @intrinsic
-    def operation(typingctx, a, b):
-        if a != int16x32 or b != int16x32:
+    def binary(typingctx, a, b):
+        if not isinstance(a, Vector) or a != b:
             return None
 
         def codegen(context, builder, signature, args):
+            name = f"llvm.{operation}.v{a.lanes}i{a.bits}"
             function = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(_LLVM, [_LLVM, _LLVM]), llvm_name)
+                builder.module, ir.FunctionType(a.llvm, [a.llvm, a.llvm]), name)
             return builder.call(function, args)
 
-        return int16x32(a, b), codegen
+        return a(a, b), codegen
 
-    return operation
+    return binary
 
 
 #: Lane-wise saturating a + b, a - b, and max(a, b).
-adds = _binary("llvm.sadd.sat.v32i16")
-subs = _binary("llvm.ssub.sat.v32i16")
-vmax = _binary("llvm.smax.v32i16")
+adds = _binary("sadd.sat")
+subs = _binary("ssub.sat")
+vmax = _binary("smax")
 
 
 @intrinsic
 def lane(typingctx, vector, index):
     """Lane ``index`` of ``vector`` as an int32."""
-    if vector != int16x32 or not isinstance(index, types.Integer):
+    if not isinstance(vector, Vector) or not isinstance(index, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
