@@ -172,7 +172,7 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     the device (:func:`gpualign_df.gpu.search_top_k`, no pair list); on the CPU whole
     queries are scored against the database in blocks of at most ``search_block_pairs``
     pairs (:mod:`gpualign_df.config`), so memory is bounded by the kept pairs: local
-    searches by the 16-bit lanes kernel (:func:`local_search_scores`) where the scores
+    searches by the lanes kernel (:func:`local_search_scores`) where the scores
     allow it, other modes by the pair engine."""
     if job.engine == "cuda":
         from . import gpu
