@@ -11,7 +11,7 @@ import pandas as pd
 from . import config
 from .encode import EncodedSequences, encode_sequences
 from .engine import (HostMemoryError, check_options, choose_engine, gib, host_budget,
-                     progress_bar, run_pairs, search_survivors)
+                     progress_bar, run_pairs, search_rows, search_survivors)
 from .job import HOWS, Job
 from .libraries import is_cudf
 from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
@@ -413,7 +413,7 @@ def _search(queries: EncodedSequences, targets: EncodedSequences, job: Job) -> p
         job = replace(job, progress=bar)
         if job.top_k is not None:
             pair_query, pair_target = search_survivors(queries, targets, job)
-            arrays = run_pairs(queries, targets, pair_query, pair_target, job)
+            arrays = search_rows(queries, targets, pair_query, pair_target, job)
             return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
         pair_query, pair_target = search_pairs(len(queries), len(targets))
         arrays = run_pairs(queries, targets, pair_query, pair_target, job)

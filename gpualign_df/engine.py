@@ -210,6 +210,52 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     return np.concatenate(kept_query), np.concatenate(kept_target)
 
 
+def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
+                pair_target: np.ndarray, job: Job) -> AlignmentArrays:
+    """The rows of a search's kept pairs (``pair_query`` sorted, as
+    :func:`search_survivors` returns them): a score-only local search on the CPU takes its
+    scores and end cells from the 16-bit lanes (:func:`gpualign_df.kernels.cpu_search.
+    search_ends`, a query's kept targets in the lanes of one vector; pairs whose lanes
+    saturated, and pairs of sequences too long for 16-bit positions, through the pair
+    engine); every other search through :func:`run_pairs`."""
+    scoring = job.scoring
+    longest = max(int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
+    if (job.engine != "cpu" or job.traceback or job.mode.code != MODE_LOCAL
+            or not cpu_search.fits(scoring.matrix, scoring.gap_open, scoring.gap_extend)
+            or len(pair_query) == 0
+            or longest >= cpu_search.CEILING - cpu_search.COLUMNS_A_PASS):
+        return run_pairs(queries, targets, pair_query, pair_target, job)
+    pairs = len(pair_query)
+    valid = queries.valid[pair_query] & targets.valid[pair_target]
+    out = AlignmentArrays(valid=valid, score=np.zeros(pairs, np.int32),
+                          query_end=np.zeros(pairs, np.int32),
+                          target_end=np.zeros(pairs, np.int32))
+    # runs of one query's pairs, at most a vector's lanes each
+    starts = np.flatnonzero(np.r_[True, pair_query[1:] != pair_query[:-1]])
+    bounds = np.unique(np.concatenate([np.arange(a, b, cpu_search.HALF) for a, b in
+                                       zip(starts, np.r_[starts[1:], pairs])] + [[pairs]]))
+    threads = numba.get_num_threads()
+    cells = queries.lengths[pair_query] * targets.lengths[pair_target]
+    out.cells = int(cells[valid].sum())
+    # costliest runs first, in chunks of a few a thread (threads that finish early take more)
+    order = np.argsort(-np.add.reduceat(cells, bounds[:-1]), kind="stable")
+    work = [partial(cpu_search.search_ends, queries.codes, queries.offsets, targets.codes,
+                    targets.offsets, pair_query, pair_target, bounds[chunk],
+                    bounds[chunk + 1], scoring.matrix, scoring.gap_open, scoring.gap_extend,
+                    out.score, out.query_end, out.target_end)
+            for chunk in np.array_split(order, max(1, min(len(order), 16 * threads)))]
+    with progress_bar(out.cells, job.progress) as bar:
+        run_interruptible(work, threads, lambda done: bar.update(done - bar.n),
+                          config.settings().progress_interval)
+        bar.update(out.cells - bar.n)
+    saturated = np.flatnonzero(out.score >= cpu_search.CEILING)
+    if len(saturated):
+        again = run_pairs(queries, targets, pair_query[saturated], pair_target[saturated], job)
+        for name in ("score", "query_end", "target_end"):
+            getattr(out, name)[saturated] = getattr(again, name)
+    return out
+
+
 def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, first: int,
                         count: int, groups: np.ndarray, job: Job,
                         tuning: config.Settings) -> np.ndarray:

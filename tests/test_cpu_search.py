@@ -101,6 +101,7 @@ def test_saturated_lanes_are_scored_again_in_32_bits(monkeypatch):
     assert np.array_equal(lanes, _pair_scores(encoded))
 
 
+@pytest.mark.parametrize("traceback", [True, False])
 @pytest.mark.parametrize("options,takes_lanes", [
     (dict(mode="sw"), True),
     (dict(mode="nw"), False),                                  # global: the pair engine
@@ -108,14 +109,16 @@ def test_saturated_lanes_are_scored_again_in_32_bits(monkeypatch):
     (dict(mode="sw", matrix=None, match=5000, mismatch=-1), False),  # scores past 12 bits
 ])
 def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, options,
-                                                              takes_lanes):
-    """A local search whose scores fit takes the lane pass; other modes and larger scores
-    the pair engine; either way the frame equals the pair engine's."""
+                                                              takes_lanes, traceback):
+    """A local search whose scores fit takes the lane pass (and, score-only, its kept rows'
+    end cells from the lanes too); other modes and larger scores the pair engine; either
+    way the frame equals the pair engine's."""
     rng = np.random.default_rng(3)
     alphabet = "ACGT" if "match" in options else PROTEIN
     queries = random_sequences(rng, 4, alphabet, 60, 1)
     targets = random_sequences(rng, 40, alphabet, 70, 1)
-    arguments = dict(how="search", top_k=3, backend="cpu", gap_open=11, gap_extend=1)
+    arguments = dict(how="search", top_k=3, backend="cpu", gap_open=11, gap_extend=1,
+                     traceback=traceback)
     arguments.update(options)
     if "match" not in arguments:
         arguments["matrix"] = "BLOSUM62"
@@ -126,11 +129,46 @@ def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, optio
         calls.append(1)
         return search_groups(*args)
 
+    ends = []
+    search_ends = cpu_search.search_ends
+
+    def counting_ends(*args):
+        ends.append(1)
+        return search_ends(*args)
+
     monkeypatch.setattr(cpu_search, "search_groups", counting)
+    monkeypatch.setattr(cpu_search, "search_ends", counting_ends)
     frame = gpualign_df.align(queries, targets, **arguments)
     assert bool(calls) == takes_lanes
+    assert bool(ends) == (takes_lanes and not traceback)
     monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
     calls.clear()
+    ends.clear()
     pair_engine = gpualign_df.align(queries, targets, **arguments)
-    assert not calls
+    assert not calls and not ends
     pd.testing.assert_frame_equal(frame, pair_engine)
+
+
+def test_kept_rows_end_cells_break_ties_as_the_pair_engine(monkeypatch):
+    """Repeats give many cells of the best score: the lanes' end cells take the smallest
+    end row, then the smallest end column, as the pair engine does; a kept pair whose lane
+    saturates, a null target and more kept targets than a vector's lanes (two runs of one
+    query) included."""
+    rng = np.random.default_rng(21)
+    unit = "ACGTTG"
+    queries = [unit * 6, "GGGG" * 5, "ACGT" * 9, None]
+    targets = ([unit * k for k in range(1, 9)] + ["G" * 30, "GGGGAGGGG" * 3, None]
+               + [("ACGT" * 12)[k:] for k in range(20)]
+               + random_sequences(rng, 14, "ACGT", 40, 1))
+    arguments = dict(how="search", top_k=40, backend="cpu", match=2, mismatch=-3,
+                     gap_open=0, gap_extend=0, traceback=False)
+    frame = gpualign_df.align(queries, targets, **arguments)
+    monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
+    pd.testing.assert_frame_equal(frame, gpualign_df.align(queries, targets, **arguments))
+    big = dict(arguments, match=3000, mismatch=-3000, gap_open=1000, gap_extend=10)
+    monkeypatch.undo()
+    frame = gpualign_df.align(queries[:1], [unit * 3, unit * 8], **big)
+    assert frame["score"].max() == 3000 * 36        # past the 16-bit lanes: scored again
+    monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
+    pd.testing.assert_frame_equal(frame, gpualign_df.align(queries[:1], [unit * 3, unit * 8],
+                                                           **big))

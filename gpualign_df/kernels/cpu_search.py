@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .simd import adds, int8x64, int16x32, lane, load, lowest, splat, store, subs, vmax
+from .simd import (adds, blend, equal, greater, int8x64, int16x32, lane, load, lowest,
+                   splat, store, subs, vand, vmax, vor)
 
 #: Targets of a group: the lanes of an 8-bit vector, two 16-bit vectors.
 GROUP = int8x64.lanes
@@ -210,6 +211,85 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
             control[1 + slot] += len(query) * residues
 
 
+@njit(cache=True, nogil=True)
+def local_ends(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h_row, e_row):
+    """The best local score of ``query`` against each lane's target and its end cell, as
+    three vectors of ``profile``'s (16-bit) lane type: score, end row, end column (1-based;
+    0, 0 for a best of 0). Ties go to the smallest end row, then the smallest end column
+    (the README's rule): the columns run left to right and a cell replaces a lane's end
+    where it scores more, or as much in a row above. Rows and columns must stay below the
+    lanes' ceiling. One column a pass; ``h_row``/``e_row`` as for :func:`local_best`."""
+    m = len(query)
+    seed = load(h_row, 0)
+    zero = subs(seed, seed)
+    low = lowest(zero)
+    go = splat(gap_open, zero)
+    ge = splat(gap_extend, zero)
+    for i in range(m):
+        store(h_row, i * lanes, zero)
+        store(e_row, i * lanes, low)
+    best = zero
+    best_i = zero
+    best_j = zero
+    stride = alphabet * lanes
+    for j in range(columns):
+        base = j * stride
+        column = splat(j + 1, zero)
+        diagonal = zero
+        up = zero
+        f = low
+        for i in range(m):
+            at = i * lanes
+            left = load(h_row, at)
+            e = vmax(subs(load(e_row, at), ge), subs(left, go))
+            f = vmax(subs(f, ge), subs(up, go))
+            h = vmax(vmax(adds(diagonal, load(profile, base + query[i] * lanes)), zero),
+                     vmax(e, f))
+            row = splat(i + 1, zero)
+            take = vor(greater(h, best), vand(equal(h, best), greater(best_i, row)))
+            best = vmax(best, h)
+            best_i = blend(take, row, best_i)
+            best_j = blend(take, column, best_j)
+            diagonal = left
+            store(h_row, at, h)
+            store(e_row, at, e)
+            up = h
+    return best, best_i, best_j
+
+
+@njit(cache=True, nogil=True)
+def search_ends(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+                pair_target, run_starts, run_stops, matrix, gap_open, gap_extend, score,
+                query_end, target_end, control, slot):
+    """Local score and end cell (0-based exclusive ends) of the pairs of each run
+    ``run_starts[k]`` .. ``run_stops[k]`` (pairs of one query, at most :data:`HALF`), in
+    16-bit lanes; ``CEILING`` where a lane saturated. Stops once ``control[0]`` is set;
+    adds the cells done to ``control[1 + slot]``."""
+    alphabet = matrix.shape[0]
+    for k in range(len(run_starts)):
+        if control[0] != 0:
+            return
+        first, stop = run_starts[k], run_stops[k]
+        members = np.full(HALF, -1, dtype=np.int64)
+        residues = 0
+        for t in range(stop - first):
+            target = pair_target[first + t]
+            members[t] = target
+            residues += target_offsets[target + 1] - target_offsets[target]
+        profile, columns = profile16(matrix, target_codes, target_offsets, members)
+        q = pair_query[first]
+        query = query_codes[query_offsets[q]:query_offsets[q + 1]]
+        h_row = np.empty((len(query) + 1) * HALF, dtype=np.int16)
+        e_row = np.empty((len(query) + 1) * HALF, dtype=np.int16)
+        best, best_i, best_j = local_ends(query, profile, columns, alphabet, HALF, gap_open,
+                                          gap_extend, h_row, e_row)
+        for t in range(stop - first):
+            score[first + t] = lane(best, t)
+            query_end[first + t] = lane(best_i, t)
+            target_end[first + t] = lane(best_j, t)
+        control[1 + slot] += len(query) * residues
+
+
 def fits(matrix: np.ndarray, gap_open: int, gap_extend: int, bits: int = 16) -> bool:
     """Whether a ``bits``-bit pass (16 or 8) can score with these costs: substitution
     scores and gap costs well inside its lanes (a saturated lane is then the only way to
@@ -229,5 +309,5 @@ def target_groups(lengths: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return groups
 
 
-__all__ = ["CEILING", "GROUP", "PAD", "PAD8", "fits", "local_best", "profile8", "profile16",
-           "search_groups", "target_groups"]
+__all__ = ["CEILING", "GROUP", "HALF", "PAD", "PAD8", "fits", "local_best", "local_ends",
+           "profile8", "profile16", "search_ends", "search_groups", "target_groups"]

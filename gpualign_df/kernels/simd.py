@@ -137,6 +137,62 @@ subs = _binary("ssub.sat")
 vmax = _binary("smax")
 
 
+def _compare(predicate: str):
+    @intrinsic
+    def compare(typingctx, a, b):
+        if not isinstance(a, Vector) or a != b:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.sext(builder.icmp_signed(predicate, args[0], args[1]), a.llvm)
+
+        return a(a, b), codegen
+
+    return compare
+
+
+#: Lane-wise a > b and a == b, as masks (every bit of a lane set where it holds, else 0).
+greater = _compare(">")
+equal = _compare("==")
+
+
+@intrinsic
+def vand(typingctx, a, b):
+    """Lane-wise a & b (masks)."""
+    if not isinstance(a, Vector) or a != b:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.and_(args[0], args[1])
+
+    return a(a, b), codegen
+
+
+@intrinsic
+def vor(typingctx, a, b):
+    """Lane-wise a | b (masks)."""
+    if not isinstance(a, Vector) or a != b:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.or_(args[0], args[1])
+
+    return a(a, b), codegen
+
+
+@intrinsic
+def blend(typingctx, mask, a, b):
+    """Lane-wise ``a`` where ``mask`` is set, else ``b``."""
+    if not isinstance(a, Vector) or not (mask == a == b):
+        return None
+
+    def codegen(context, builder, signature, args):
+        zero = ir.Constant(a.llvm, None)
+        return builder.select(builder.icmp_signed("!=", args[0], zero), args[1], args[2])
+
+    return a(mask, a, b), codegen
+
+
 @intrinsic
 def lane(typingctx, vector, index):
     """Lane ``index`` of ``vector`` as an int32."""
