@@ -68,21 +68,38 @@ def fill_profile(matrix, codes, offsets, members, profile):
 
 
 @njit(cache=True, nogil=True)
-def profile16(matrix, codes, offsets, members):
-    """(16-bit profile, columns) of the targets ``members``."""
+def profile_like(matrix, codes, offsets, members, pad, like):
+    """(profile, columns) of the targets ``members``, of ``like``'s dtype, columns past a
+    lane's target scoring ``pad``."""
     columns = group_columns(offsets, members)
-    profile = np.full(columns * matrix.shape[0] * len(members), PAD, dtype=np.int16)
+    profile = np.full(columns * matrix.shape[0] * len(members), pad, dtype=like.dtype)
     fill_profile(matrix, codes, offsets, members, profile)
     return profile, columns
 
 
 @njit(cache=True, nogil=True)
+def profile16(matrix, codes, offsets, members):
+    """(16-bit profile, columns) of the targets ``members``."""
+    return profile_like(matrix, codes, offsets, members, PAD, np.empty(0, np.int16))
+
+
+@njit(cache=True, nogil=True)
 def profile8(matrix, codes, offsets, members):
     """(8-bit profile, columns) of the targets ``members``."""
-    columns = group_columns(offsets, members)
-    profile = np.full(columns * matrix.shape[0] * len(members), PAD8, dtype=np.int8)
-    fill_profile(matrix, codes, offsets, members, profile)
-    return profile, columns
+    return profile_like(matrix, codes, offsets, members, PAD8, np.empty(0, np.int8))
+
+
+@njit(cache=True, nogil=True)
+def start_rows(h_row, e_row, m, lanes, gap_open, gap_extend):
+    """Clear the first ``m`` rows of H (0) and E (the lanes' lowest value) before a pass
+    down a query; returns the vectors (0, lowest, gap open, gap extend) of their type."""
+    seed = load(h_row, 0)
+    zero = subs(seed, seed)
+    low = lowest(zero)
+    for i in range(m):
+        store(h_row, i * lanes, zero)
+        store(e_row, i * lanes, low)
+    return zero, low, splat(gap_open, zero), splat(gap_extend, zero)
 
 
 @njit(cache=True, nogil=True)
@@ -93,14 +110,7 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
     ``columns``: a multiple of four. ``h_row``/``e_row``: scratch of the profile's dtype,
     at least ``(len(query) + 1) * lanes``."""
     m = len(query)
-    seed = load(h_row, 0)
-    zero = subs(seed, seed)
-    low = lowest(zero)
-    go = splat(gap_open, zero)
-    ge = splat(gap_extend, zero)
-    for i in range(m):
-        store(h_row, i * lanes, zero)
-        store(e_row, i * lanes, low)
+    zero, low, go, ge = start_rows(h_row, e_row, m, lanes, gap_open, gap_extend)
     best = zero
     stride = alphabet * lanes
     for j in range(0, columns, COLUMNS_A_PASS):
@@ -220,14 +230,7 @@ def local_ends(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
     where it scores more, or as much in a row above. Rows and columns must stay below the
     lanes' ceiling. One column a pass; ``h_row``/``e_row`` as for :func:`local_best`."""
     m = len(query)
-    seed = load(h_row, 0)
-    zero = subs(seed, seed)
-    low = lowest(zero)
-    go = splat(gap_open, zero)
-    ge = splat(gap_extend, zero)
-    for i in range(m):
-        store(h_row, i * lanes, zero)
-        store(e_row, i * lanes, low)
+    zero, low, go, ge = start_rows(h_row, e_row, m, lanes, gap_open, gap_extend)
     best = zero
     best_i = zero
     best_j = zero

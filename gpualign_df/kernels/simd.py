@@ -156,28 +156,23 @@ greater = _compare(">")
 equal = _compare("==")
 
 
-@intrinsic
-def vand(typingctx, a, b):
-    """Lane-wise a & b (masks)."""
-    if not isinstance(a, Vector) or a != b:
-        return None
+def _bitwise(operation: str):
+    @intrinsic
+    def bitwise(typingctx, a, b):
+        if not isinstance(a, Vector) or a != b:
+            return None
 
-    def codegen(context, builder, signature, args):
-        return builder.and_(args[0], args[1])
+        def codegen(context, builder, signature, args):
+            return getattr(builder, operation)(args[0], args[1])
 
-    return a(a, b), codegen
+        return a(a, b), codegen
+
+    return bitwise
 
 
-@intrinsic
-def vor(typingctx, a, b):
-    """Lane-wise a | b (masks)."""
-    if not isinstance(a, Vector) or a != b:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.or_(args[0], args[1])
-
-    return a(a, b), codegen
+#: Lane-wise a & b and a | b (masks).
+vand = _bitwise("and_")
+vor = _bitwise("or_")
 
 
 @intrinsic
