@@ -187,8 +187,7 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
                 progress=bar.update)
     tuning = config.settings()
     block = max(1, tuning.search_block_pairs // len(targets))
-    lanes = job.mode.code == MODE_LOCAL and cpu_search.fits(
-        job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend)
+    lanes = job.mode.code == MODE_LOCAL and _lanes_fit(job.scoring)
     groups = None
     if lanes:
         check_score_range(job.scoring, queries.lengths, targets.lengths)
@@ -221,7 +220,7 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
     scoring = job.scoring
     longest = max(int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
     if (job.engine != "cpu" or job.traceback or job.mode.code != MODE_LOCAL
-            or not cpu_search.fits(scoring.matrix, scoring.gap_open, scoring.gap_extend)
+            or not _lanes_fit(scoring)
             or len(pair_query) == 0
             or longest >= cpu_search.CEILING - cpu_search.COLUMNS_A_PASS):
         return run_pairs(queries, targets, pair_query, pair_target, job)
@@ -244,10 +243,7 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
                     bounds[chunk + 1], scoring.matrix, scoring.gap_open, scoring.gap_extend,
                     out.score, out.query_end, out.target_end)
             for chunk in np.array_split(order, max(1, min(len(order), 16 * threads)))]
-    with progress_bar(out.cells, job.progress) as bar:
-        run_interruptible(work, threads, lambda done: bar.update(done - bar.n),
-                          config.settings().progress_interval)
-        bar.update(out.cells - bar.n)
+    _run_counted(work, threads, out.cells, job.progress, config.settings().progress_interval)
     saturated = np.flatnonzero(out.score >= cpu_search.CEILING)
     if len(saturated):
         again = run_pairs(queries, targets, pair_query[saturated], pair_target[saturated], job)
@@ -273,24 +269,34 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
     query_chunks = max(1, min(count, -(-4 * threads // len(group_chunks))))
     bounds = np.linspace(0, count, query_chunks + 1).astype(np.int64)
     scheme = (job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend,
-              cpu_search.fits(job.scoring.matrix, job.scoring.gap_open,
-                              job.scoring.gap_extend, bits=8))
+              _lanes_fit(job.scoring, bits=8))
     work = [partial(cpu_search.search_groups, queries.codes, queries.offsets, rows[a:b],
                     targets.codes, targets.offsets, chunk, *scheme, scores[a:b])
             for chunk in group_chunks if len(chunk) for a, b in zip(bounds[:-1], bounds[1:])
             if b > a]
     cells = int(queries.lengths[first:first + count].sum()) * int(
         targets.lengths[targets.valid].sum())
-    with progress_bar(cells, job.progress) as bar:
-        run_interruptible(work, threads, lambda done: bar.update(done - bar.n),
-                          tuning.progress_interval)
-        bar.update(cells - bar.n)
+    _run_counted(work, threads, cells, job.progress, tuning.progress_interval)
     saturated = np.argwhere(scores >= cpu_search.CEILING)
     if len(saturated):
         again = run_pairs(queries, targets, saturated[:, 0] + first, saturated[:, 1], job,
                           traceback=False)
         scores[saturated[:, 0], saturated[:, 1]] = again.score
     return scores
+
+
+def _lanes_fit(scoring: Scoring, bits: int = 16) -> bool:
+    """Whether the search lanes of ``bits`` bits can score with ``scoring``
+    (:func:`gpualign_df.kernels.cpu_search.fits`)."""
+    return cpu_search.fits(scoring.matrix, scoring.gap_open, scoring.gap_extend, bits=bits)
+
+
+def _run_counted(work: list, threads: int, cells: int, progress, interval: float) -> None:
+    """:func:`run_interruptible` over ``work`` with a bar of ``cells`` cells (of its own,
+    or counted on ``progress``'s), full at the end."""
+    with progress_bar(cells, progress) as bar:
+        run_interruptible(work, threads, lambda done: bar.update(done - bar.n), interval)
+        bar.update(cells - bar.n)
 
 
 def progress_bar(cells: int, progress: "bool | None | tqdm"):

@@ -115,11 +115,11 @@ class FillControl:
 
     _STREAMS: dict[int, object] = {}
 
-    def __init__(self, words=None) -> None:
-        """``words``: the two cleared int64 to use (a view of a larger allocation), else
-        new ones."""
+    def __init__(self, words) -> None:
+        """``words``: the two cleared int64 device words of the fill (a view of its
+        allocation)."""
         xp = array_module()
-        self.device = xp.zeros(2, dtype=np.int64) if words is None else words
+        self.device = words
         self._done = None
         if simulator():
             self._stream = None

@@ -114,65 +114,52 @@ def lowest(typingctx, like):
     return like(like), codegen
 
 
-def _binary(operation: str):
+def _lanewise(emit):
+    """An intrinsic of two vectors of one type, lane by lane: ``emit(builder, vector_type,
+    a, b)`` gives its LLVM value."""
     @intrinsic
-    def binary(typingctx, a, b):
+    def operation(typingctx, a, b):
         if not isinstance(a, Vector) or a != b:
             return None
 
         def codegen(context, builder, signature, args):
-            name = f"llvm.{operation}.v{a.lanes}i{a.bits}"
-            function = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(a.llvm, [a.llvm, a.llvm]), name)
-            return builder.call(function, args)
+            return emit(builder, a, *args)
 
         return a(a, b), codegen
 
-    return binary
+    return operation
+
+
+def _llvm_intrinsic(name: str):
+    """An emitter calling ``llvm.<name>.v<lanes>i<bits>``."""
+    def emit(builder, vector, a, b):
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vector.llvm, [vector.llvm, vector.llvm]),
+            f"llvm.{name}.v{vector.lanes}i{vector.bits}")
+        return builder.call(function, [a, b])
+
+    return emit
+
+
+def _mask(predicate: str):
+    """An emitter of a signed comparison as a mask (every bit of a lane set where it
+    holds, else 0)."""
+    def emit(builder, vector, a, b):
+        return builder.sext(builder.icmp_signed(predicate, a, b), vector.llvm)
+
+    return emit
 
 
 #: Lane-wise saturating a + b, a - b, and max(a, b).
-adds = _binary("sadd.sat")
-subs = _binary("ssub.sat")
-vmax = _binary("smax")
-
-
-def _compare(predicate: str):
-    @intrinsic
-    def compare(typingctx, a, b):
-        if not isinstance(a, Vector) or a != b:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.sext(builder.icmp_signed(predicate, args[0], args[1]), a.llvm)
-
-        return a(a, b), codegen
-
-    return compare
-
-
-#: Lane-wise a > b and a == b, as masks (every bit of a lane set where it holds, else 0).
-greater = _compare(">")
-equal = _compare("==")
-
-
-def _bitwise(operation: str):
-    @intrinsic
-    def bitwise(typingctx, a, b):
-        if not isinstance(a, Vector) or a != b:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return getattr(builder, operation)(args[0], args[1])
-
-        return a(a, b), codegen
-
-    return bitwise
-
-
+adds = _lanewise(_llvm_intrinsic("sadd.sat"))
+subs = _lanewise(_llvm_intrinsic("ssub.sat"))
+vmax = _lanewise(_llvm_intrinsic("smax"))
+#: Lane-wise a > b and a == b, as masks.
+greater = _lanewise(_mask(">"))
+equal = _lanewise(_mask("=="))
 #: Lane-wise a & b and a | b (masks).
-vand = _bitwise("and_")
-vor = _bitwise("or_")
+vand = _lanewise(lambda builder, vector, a, b: builder.and_(a, b))
+vor = _lanewise(lambda builder, vector, a, b: builder.or_(a, b))
 
 
 @intrinsic
