@@ -11,7 +11,8 @@ import pandas as pd
 from . import config
 from .encode import EncodedSequences, encode_sequences
 from .engine import (HostMemoryError, check_options, choose_engine, gib, host_budget,
-                     progress_bar, run_pairs, search_rows, search_survivors)
+                     progress_bar, run_pairs, search_rows, search_survivors,
+                     within_host_budget)
 from .job import HOWS, Job
 from .libraries import is_cudf
 from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
@@ -275,6 +276,8 @@ def check_host_memory(job: EncodedJob) -> None:
     saying what would: score only, streaming batches, Dask."""
     need = job_host_bytes(job)
     tuning = config.settings()
+    if within_host_budget(need, tuning):
+        return
     budget = host_budget(tuning)
     if need <= budget:
         return

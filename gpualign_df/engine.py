@@ -8,6 +8,7 @@ The engine sees encoded sequences and integer pair lists only; frames are built 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from functools import partial
@@ -182,7 +183,7 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
             targets.lengths[targets.valid].sum())
         with progress_bar(cells, job.progress) as bar:
             return gpu.search_top_k(
-                gpu.upload(queries), gpu.upload(targets), queries.lengths, queries.valid,
+                *gpu.upload(queries, targets), queries.lengths, queries.valid,
                 targets.lengths, targets.valid, job.scoring, job.mode, job.top_k,
                 progress=bar.update)
     tuning = config.settings()
@@ -480,12 +481,29 @@ def available_host_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
+def free_host_memory() -> int:
+    """Bytes of host memory free now, not counting reclaimable caches (never more than
+    :func:`available_host_memory`; one system call, no /proc parsing); 0 where the
+    system does not tell."""
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
 def host_budget(tuning: config.Settings, available: int | None = None) -> int:
     """Bytes a job may use: ``host_memory_share`` of the memory available now (or of
     ``available`` bytes)."""
     if available is None:
         available = available_host_memory()
     return int(available * tuning.host_memory_share)
+
+
+def within_host_budget(need: int, tuning: config.Settings) -> bool:
+    """Whether ``need`` bytes fit the :func:`host_budget` now. The free memory, never more
+    than the available one, decides first (one system call); only a need above its share
+    reads the available memory (which parses /proc/meminfo)."""
+    return need <= host_budget(tuning, free_host_memory()) or need <= host_budget(tuning)
 
 
 def linear_block_rows(query_lengths: np.ndarray, target_lengths: np.ndarray, valid: np.ndarray,

@@ -74,6 +74,7 @@ def test_a_result_too_large_for_memory_is_refused_before_any_work(monkeypatch):
     called = []
     monkeypatch.setattr(api, "run_pairs", lambda *args, **kwargs: called.append(1))
     monkeypatch.setattr(engine, "available_host_memory", lambda: 16 << 30)
+    monkeypatch.setattr(engine, "free_host_memory", lambda: 16 << 30)
     many = pd.Series(["ACGTACGTAC" * 15] * 20_000)
     started = time.perf_counter()
     with pytest.raises(MemoryError) as info:
@@ -86,6 +87,7 @@ def test_a_result_too_large_for_memory_is_refused_before_any_work(monkeypatch):
     assert isinstance(info.value, engine.HostMemoryError)
     # score only fits in 16 GB * 0.5 at 80 bytes a row? 2e8 * 80 = 16 GB: no; with more memory
     monkeypatch.setattr(engine, "available_host_memory", lambda: 64 << 30)
+    monkeypatch.setattr(engine, "free_host_memory", lambda: 64 << 30)
     assert api.job_host_bytes(encoded(many, None, "pairwise", None, False)) < 32 << 30
     # the streamed job starts (its first batch is computed lazily)
     batches = gpualign_df.align_batches(many, how="pairwise", **DNA)
@@ -108,3 +110,29 @@ def test_memory_estimate_grows_with_the_job():
     search = encoded(["ACGT"] * 10, ["ACGTACGT"] * 50, "search", 3, True)
     rows, span = api.rows_and_span(search)
     assert rows == 30 and span == 10 * 3 * 4
+
+
+def test_host_budget_reads_the_available_memory_only_beyond_the_free_share(monkeypatch):
+    """The free memory (never more than the available one) passes a small need without
+    reading the available memory; a need beyond its share reads it and is judged by it;
+    where the system tells no free memory, the available memory decides."""
+    reads = []
+
+    def available():
+        reads.append(1)
+        return 8 << 30
+
+    monkeypatch.setattr(engine, "available_host_memory", available)
+    monkeypatch.setattr(engine, "free_host_memory", lambda: 2 << 30)
+    tuning = config.settings()
+    share = tuning.host_memory_share
+    assert engine.within_host_budget(int((2 << 30) * share), tuning) and reads == []
+    assert engine.within_host_budget(int((2 << 30) * share) + 1, tuning) and reads == [1]
+    assert not engine.within_host_budget(int((8 << 30) * share) + 1, tuning)
+    monkeypatch.setattr(engine, "free_host_memory", lambda: 0)
+    assert engine.within_host_budget(1 << 20, tuning) and len(reads) == 3
+
+
+def test_free_host_memory_never_exceeds_the_available_memory():
+    free = engine.free_host_memory()
+    assert 0 < free <= engine.available_host_memory() + (64 << 20)  # read a moment apart

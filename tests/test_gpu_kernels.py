@@ -322,7 +322,7 @@ def test_search_top_k_pairs_follow_best_first():
     expected = best_first(pair_query, pair_target, frame["score"].fillna(0).to_numpy(int),
                           frame["score"].notna().to_numpy(), 6)
     got = gpualign_df.gpu.search_top_k(
-        gpualign_df.gpu.upload(encoded_queries), gpualign_df.gpu.upload(encoded_targets),
+        *gpualign_df.gpu.upload(encoded_queries, encoded_targets),
         encoded_queries.lengths, encoded_queries.valid, encoded_targets.lengths,
         encoded_targets.valid, scoring, mode, 6)
     np.testing.assert_array_equal(got[0], pair_query[expected])

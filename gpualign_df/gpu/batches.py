@@ -392,8 +392,7 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
     """
     valid = queries.valid[pair_query] & targets.valid[pair_target]
-    device_queries = upload(queries)
-    device_targets = device_queries if targets is queries else upload(targets)
+    device_queries, device_targets = upload(queries, targets)
     longest = (int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
     results = align_on_device(device_queries, device_targets, pair_query, pair_target,
                               queries.lengths[pair_query], targets.lengths[pair_target], valid,

@@ -94,14 +94,34 @@ def forget_buffers() -> None:
 
 @dataclass
 class DeviceSequences:
-    """Residue codes and int64 offsets of many sequences, on the device."""
+    """Residue codes and int64 offsets of many sequences, on the device; ``largest_code``
+    bounds every code where the host knows it (None: read it from the device when needed)."""
 
     codes: object
     offsets: object
+    largest_code: int | None = None
 
 
-def upload(encoded: EncodedSequences) -> DeviceSequences:
-    """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
-    simulator)."""
-    return DeviceSequences(to_device(encoded.codes if len(encoded.codes) else
-                                     np.zeros(1, np.uint8)), to_device(encoded.offsets))
+def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
+    """Copy host-encoded sequences to the device in one transfer (views of one CuPy
+    buffer; numba arrays under the simulator), one :class:`DeviceSequences` per collection
+    (the same one for a collection passed twice)."""
+    distinct = list({id(encoded): encoded for encoded in collections}.values())
+    # one host buffer: every collection's offsets (int64: they come first and stay
+    # aligned), then every collection's codes (at least one byte each)
+    offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
+               for encoded in distinct]
+    codes = [encoded.codes if len(encoded.codes) else np.zeros(1, np.uint8)
+             for encoded in distinct]
+    parts = offsets + codes
+    ends = np.cumsum([len(part) for part in parts])
+    host = np.empty(int(ends[-1]), np.uint8)
+    for part, end in zip(parts, ends):
+        host[end - len(part):end] = part
+    device = to_device(host)
+    views = [device[end - len(part):end] for part, end in zip(parts, ends)]
+    count = len(distinct)
+    uploaded = {id(encoded): DeviceSequences(views[count + k], views[k].view(np.int64),
+                                             int(encoded.codes.max(initial=0)))
+                for k, encoded in enumerate(distinct)}
+    return [uploaded[id(encoded)] for encoded in collections]

@@ -209,9 +209,14 @@ def byte_rows(job, batch, query, target) -> bool:
     """Whether the band fills of ``batch`` (residues in ``query`` and ``target``) can keep
     their rows' scores as bytes (``band_kernel``'s ``byte_rows``): the job's scores allow it
     and every residue's code is below :data:`band.BYTE_CODES` (DNA without ambiguity
-    codes beyond N)."""
+    codes beyond N). Where the host knows a bound on every code of the job's sequences
+    (:class:`~gpualign_df.gpu.buffers.DeviceSequences`), that bound decides; else one
+    read of the batch's largest code from the device."""
     if not job.byte_scores:
         return False
+    known = (job.queries.largest_code, job.targets.largest_code)
+    if None not in known:
+        return max(known) < band.BYTE_CODES
     xp = array_module()
     largest = int(xp.maximum(query[:batch.query_size].max(),   # one read back
                              target[:batch.target_size].max()))
