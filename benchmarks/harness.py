@@ -44,10 +44,33 @@ def add_data_dir(parser: argparse.ArgumentParser, help: str | None = None) -> No
 def read_fasta(path: Path, limit: int | None = None) -> list[str]:
     """Sequences of a FASTA file (plain or compressed), in file order; the first ``limit``
     of them (all without ``limit``)."""
-    from gpualign_df.io import read_sequences
-
-    sequences = read_sequences(path)["seq"].tolist()
+    try:
+        from gpualign_df.io import read_sequences
+    except ImportError:  # the package's reader (needletail) missing, as on the GPU machine
+        sequences = _plain_fasta(path)
+    else:
+        sequences = read_sequences(path)["seq"].tolist()
     return sequences if limit is None else sequences[:limit]
+
+
+def _plain_fasta(path: Path) -> list[str]:
+    """Sequences of a FASTA file, upper-cased as the package's reader gives them."""
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    sequences: list[str] = []
+    parts: list[str] | None = None
+    with opener(path, "rt") as handle:
+        for line in handle:
+            if line.startswith(">"):
+                if parts is not None:
+                    sequences.append("".join(parts).upper())
+                parts = []
+            elif parts is not None:
+                parts.append(line.strip())
+    if parts is not None:
+        sequences.append("".join(parts).upper())
+    return sequences
 
 
 # ---------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.harness import (DEFAULT_DATA_DIR, GAP_EXTEND, GAP_OPEN, PROTEIN_FILE,
+from benchmarks.harness import (GAP_EXTEND, GAP_OPEN, PROTEIN_FILE,
                                 SEARCH_OPTIONS, add_data_dir, read_fasta)
 
 TOP_K = SEARCH_OPTIONS["top_k"]
@@ -120,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import numba
-    import numpy as np
     import pandas as pd
 
     import gpualign_df

@@ -1,21 +1,29 @@
-"""Single-GPU protein search: ADEPT queries against all 30,000 ADEPT proteins (BLOSUM62,
-gap_open 11, gap_extend 1, top_k 10, CIGAR for the hits), pandas Series in -> frame out, with
-the kernel times, against parasail (``sw_striped_profile_16``, score-only, one profile per
-query) on every CPU core for a sample of the queries; the best score per query must agree.
+"""Single-GPU protein search (BLOSUM62, gap_open 11, gap_extend 1, top_k 10, CIGARs for the
+hits), pandas Series in -> frame out, with the kernel times; against parasail
+(``sw_striped_profile_16``, score-only, one profile per query) on every CPU core for a
+sample of the queries (the best score per query must agree), and against CUDASW++4.0's
+published figure on the same GPU model (issue #19).
 
-``python -m benchmarks.run_search [--queries 10000] [--parasail-queries 64] [--compare-32bit]``
+Workloads: ``w3b`` (default): the first ``--queries`` ADEPT proteins against all 30,000;
+``w3``: the 20 classic queries (144-5,478 aa) against the ADEPT proteins 20 times over
+(600,000 sequences).
+
+``python -m benchmarks.run_search [--workload w3] [--queries 10000] [--parasail-queries 64]
+[--repeat 5] [--score-only] [--compare-groups] [--compare-32bit] [--per-query]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import sys
 import time
+from pathlib import Path
 
 from benchmarks.harness import (GAP_EXTEND, GAP_OPEN, SEARCH_OPTIONS, add_data_dir,
-                                kernel_seconds, read_proteins)
+                                kernel_seconds, read_fasta, read_proteins)
 
 
 def _parasail_best(job: tuple[str, list[str]]) -> int:
@@ -33,69 +41,129 @@ def _parasail_best(job: tuple[str, list[str]]) -> int:
     return best
 
 
+#: CUDASW++4.0 ``--dpx --uploadFull`` on one H100 (issue #19), seconds end to end.
+CUDASW4_SECONDS = {"w3": 0.74, "w3b": 3.88}
+CLASSIC_QUERIES = "cudasw4_20_queries.fasta"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--workload", choices=["w3b", "w3"], default="w3b")
+    parser.add_argument("--queries", type=int, default=10_000, help="w3b: ADEPT queries")
     parser.add_argument("--parasail-queries", type=int, default=64)
     parser.add_argument("--processes", type=int, default=os.cpu_count())
+    parser.add_argument("--repeat", type=int, default=3, help="warm runs (median)")
+    parser.add_argument("--score-only", action="store_true",
+                        help="also time the search with traceback=False")
+    parser.add_argument("--compare-groups", action="store_true",
+                        help="also time the search without the grouped kernel")
     parser.add_argument("--compare-32bit", action="store_true",
                         help="also time the search with packed 16-bit cells off")
+    parser.add_argument("--per-query", action="store_true",
+                        help="score-only GCUPS of each query alone")
+    parser.add_argument("--best-json", type=Path, default=None,
+                        help="write the best score of each query here (to check against "
+                             "parasail where it is not installed)")
     add_data_dir(parser)
     args = parser.parse_args()
+    import numpy as np
     import pandas as pd
 
     proteins = read_proteins(args.data_dir)
-    database = pd.Series(proteins)
-    queries = database[:args.queries]
-    lengths = database.str.len()
-    cells = int(lengths[:args.queries].sum()) * int(lengths.sum())
+    if args.workload == "w3":
+        database = pd.Series(proteins * 20)
+        queries = pd.Series(read_fasta(args.data_dir / CLASSIC_QUERIES))
+    else:
+        database = pd.Series(proteins)
+        queries = database[:args.queries]
+    query_lengths = queries.str.len()
+    residues = int(database.str.len().sum())
+    cells = int(query_lengths.sum()) * residues
     options = dict(SEARCH_OPTIONS, progress=False)
     peer = None
     if args.parasail_queries:
-        sample = proteins[:args.parasail_queries]
+        sample = queries.tolist()[:args.parasail_queries]
         with mp.get_context("spawn").Pool(args.processes) as pool:
             started = time.perf_counter()
             peer_best = pool.map(_parasail_best, [(query, proteins) for query in sample],
                                  chunksize=1)
             peer_seconds = time.perf_counter() - started
-        peer_cells = int(lengths[:len(sample)].sum()) * int(lengths.sum())
+        peer_cells = int(query_lengths[:len(sample)].sum()) * int(sum(map(len, proteins)))
         peer = (len(sample), peer_seconds, peer_cells / peer_seconds / 1e9, peer_best)
     from gpualign_df import config, gpu
 
-    queries[:100].aln.search(database, **options)   # compile
-    started = time.perf_counter()
-    frame = queries.aln.search(database, **options)
-    seconds = time.perf_counter() - started
-    kernels = kernel_seconds(lambda: queries.aln.search(database, **options))
+    def timed(**changes):
+        """(first call s, median warm s, kernel seconds, frame) of the search."""
+        run_options = dict(options, **{key: value for key, value in changes.items()
+                                       if key == "traceback"})
+        settings = {key: value for key, value in changes.items() if key != "traceback"}
+        with config.override(**settings):
+            started = time.perf_counter()
+            queries.aln.search(database, **run_options)
+            first = time.perf_counter() - started
+            times = []
+            for _ in range(args.repeat):
+                started = time.perf_counter()
+                frame = queries.aln.search(database, **run_options)
+                times.append(time.perf_counter() - started)
+            kernels = kernel_seconds(lambda: queries.aln.search(database, **run_options))
+        return first, float(np.median(times)), kernels, frame
+
     name = gpu.cuda.get_current_device().name
     name = name.decode() if isinstance(name, bytes) else name
-    print(f"device: {name}; {len(queries):,} x "
-          f"{len(database):,} proteins, {cells / 1e12:.2f} Tcells, {len(frame):,} rows")
-    print(f"| ours, end to end | {seconds:.2f} s | {cells / seconds / 1e9:.0f} GCUPS |")
-    search_seconds = kernels.get("search", 0.0)
-    print(f"| ours, search kernel only | {search_seconds:.2f} s | "
-          f"{cells / search_seconds / 1e9:.0f} GCUPS |" if search_seconds else "")
-    print(f"kernel seconds: { {name: round(value, 3) for name, value in kernels.items()} }")
-    if args.compare_32bit:  # the same search on 32-bit cells (the packed path off)
-        with config.override(search_16bit=False):
-            queries[:100].aln.search(database, **options)
+    print(f"device: {name}; workload {args.workload}: {len(queries):,} x {len(database):,} "
+          f"proteins, {cells / 1e12:.2f} Tcells; median of {args.repeat} warm runs")
+    peer_seconds = CUDASW4_SECONDS[args.workload] if args.workload == "w3" or len(
+        queries) == 10_000 else None
+    print("| run | first call | end to end | GCUPS | search kernel | kernel GCUPS | "
+          "vs CUDASW++4.0 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    frames = {}
+
+    def row(label, **changes):
+        first, seconds, kernels, frame = timed(**changes)
+        frames[label] = frame
+        search_seconds = kernels.get("search", 0.0)
+        ratio = f"{peer_seconds / seconds:.2f}x" if peer_seconds else "-"
+        print(f"| {label} | {first:.2f} s | {seconds:.3f} s | {cells / seconds / 1e9:,.0f} | "
+              f"{search_seconds:.3f} s | {cells / max(search_seconds, 1e-9) / 1e9:,.0f} | "
+              f"{ratio} |", flush=True)
+        print(f"  kernel seconds: { {key: round(value, 4) for key, value in kernels.items()} }",
+              flush=True)
+
+    row("ours, top 10 with CIGARs")
+    if args.score_only:
+        row("ours, score only", traceback=False)
+    if args.compare_groups:
+        row("ours without the grouped kernel", search_groups=())
+    if args.compare_32bit:
+        row("ours, 32-bit cells", search_16bit=False)
+    reference = frames["ours, top 10 with CIGARs"]
+    for label, frame in frames.items():
+        if "CIGARs" not in label and "score only" not in label:
+            print(f"frame identical to the default's ({label}): {frame.equals(reference)}")
+    if args.per_query:
+        print("| query | length | seconds (score only) | GCUPS |")
+        print("|---|---:|---:|---:|")
+        for index in range(len(queries)):
+            one = queries.iloc[index:index + 1]
+            one.aln.search(database, **dict(options, traceback=False))
             started = time.perf_counter()
-            frame32 = queries.aln.search(database, **options)
-            seconds32 = time.perf_counter() - started
-            kernel32 = kernel_seconds(
-                lambda: queries.aln.search(database, **options)).get("search", 0.0)
-        print(f"| ours, 32-bit cells, end to end | {seconds32:.2f} s | "
-              f"{cells / seconds32 / 1e9:.0f} GCUPS |")
-        print(f"| ours, 32-bit cells, search kernel only | {kernel32:.2f} s | "
-              f"{cells / kernel32 / 1e9:.0f} GCUPS |")
-        print(f"frames identical (16-bit vs 32-bit cells): {frame.equals(frame32)}")
+            one.aln.search(database, **dict(options, traceback=False))
+            seconds = time.perf_counter() - started
+            print(f"| {index} | {query_lengths.iloc[index]} | {seconds:.4f} | "
+                  f"{query_lengths.iloc[index] * residues / seconds / 1e9:,.0f} |", flush=True)
+    if args.best_json:
+        best = reference.groupby("query")["score"].max().reindex(queries.index)
+        args.best_json.write_text(json.dumps([int(value) for value in best]))
     if peer:
         count, peer_seconds, peer_gcups, peer_best = peer
-        ours_best = frame.groupby("query")["score"].max().reindex(range(count)).tolist()
+        ours_best = reference.groupby("query")["score"].max().reindex(
+            queries.index[:count]).tolist()
+        equal = sum(int(a) == int(b) for a, b in zip(ours_best, peer_best))
         print(f"| parasail sw_striped_profile_16, {args.processes} processes, first {count} "
-              f"queries | {peer_seconds:.2f} s | {peer_gcups:.1f} GCUPS | best score equal on "
-              f"{sum(int(a) == int(b) for a, b in zip(ours_best, peer_best))}/{count} |")
-        print(f"ours / parasail (GCUPS, end to end): {cells / seconds / 1e9 / peer_gcups:.1f}x")
+              f"queries vs the {len(proteins):,} distinct proteins | {peer_seconds:.2f} s | "
+              f"{peer_gcups:.1f} GCUPS | best score equal on {equal}/{count} |")
     return 0
 
 

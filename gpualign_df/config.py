@@ -106,6 +106,14 @@ class Settings:
         thread) where no cell can leave 16 bits
         (:func:`gpualign_df.gpu.policy.use_search_16bit`). None: where DPX runs;
         True/False: always/never (True runs the plain form elsewhere, as tests do).
+    search_groups : tuple of (int, int) pairs
+        Length classes of the grouped local search kernel
+        (:func:`gpualign_df.kernels.search.group_search_kernel`), as (lanes, columns):
+        database sequences of up to ``lanes * columns`` residues are scored by groups of
+        ``lanes`` threads holding two sequences' columns in registers, each sequence in the
+        smallest class that holds it; longer ones by the one-thread-per-pair kernel. Used
+        where the 16-bit search is (``search_16bit``) and the letters' pair table fits
+        shared memory; each class is one compiled kernel. Empty: never.
     keyed_best : bool
         The GPU fills keep each row's running best as one int32 key (``H * 2**16 - j``)
         where scores and columns fit (:func:`gpualign_df.gpu.policy.keyed_best_fits`),
@@ -202,6 +210,8 @@ class Settings:
     inter_max_cells: int = 1 << 22
     fill_16bit: bool | None = False
     search_16bit: bool | None = None
+    search_groups: tuple[tuple[int, int], ...] = ((8, 4), (8, 8), (8, 12), (8, 16), (8, 20),
+                                                  (8, 26), (16, 26), (32, 26))
     keyed_best: bool = True
     fill_strip_rows: int = 16
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))

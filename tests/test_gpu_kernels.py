@@ -343,7 +343,7 @@ def test_packed_16bit_search_equals_cpu(settings, matrix):
     """The packed 16-bit local search (two database sequences per thread, here in its plain
     half-by-half form) keeps the CPU engine's hits: 70 targets make three warps (an odd
     one without a partner), with nulls, empties and a high half shorter than its low half."""
-    settings(search_16bit=True)
+    settings(search_16bit=True, search_groups=())
     rng = np.random.default_rng(8)
     alphabet = "ACGT" if matrix is None else "ARNDCQEGHILKMFPSTWYV"
     queries = random_sequences(rng, 2, alphabet, 8) + [None, ""]
@@ -355,6 +355,90 @@ def test_packed_16bit_search_equals_cpu(settings, matrix):
                                         gap_open=5, gap_extend=2, **options)
     pd.testing.assert_frame_equal(cpu, gpu)
     assert gpu.loc[gpu["query"] == 0, "target"].iloc[0] == 68   # its own copy first
+
+
+def test_grouped_search_equals_cpu(settings, monkeypatch):
+    """The grouped local search (a group of lanes per pair of database sequences, columns
+    in registers, here in its plain half-by-half form) keeps the CPU engine's hits, the
+    sequences longer than every class going to the one-thread-per-pair kernel in the same
+    search: two classes and the rest, an odd pair, nulls, empties, a null and an empty
+    query, letters beyond the 20 (B and X in the database, X in a query: the pair table
+    of the letters present must fit shared memory)."""
+    from gpualign_df.kernels import search as search_kernels
+
+    settings(search_16bit=True, search_groups=((4, 3), (8, 4)))
+    ran = []
+    for name in ("group_search_kernel", "search_kernel16"):
+        real = getattr(search_kernels, name)
+        monkeypatch.setattr(search_kernels, name,
+                            lambda *args, _real=real, _name=name: ran.append(_name)
+                            or _real(*args))
+    rng = np.random.default_rng(21)
+    letters = "ARNDCQEGHILKMFPSTWYV"
+    queries = random_sequences(rng, 2, letters, 30) + [None, "", "WXXWC" * 3]
+    database = [
+        "".join(rng.choice(list(letters + "BX"), int(rng.integers(0, 45))))
+        for _ in range(41)] + [None, "", queries[0][3:20], queries[1]]
+    options = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=12)
+    cpu = pd.Series(queries).aln.search(pd.Series(database), backend="cpu", **options)
+    gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    assert "group_search_kernel" in ran and "search_kernel16" in ran
+    score_only = pd.Series(queries).aln.search(pd.Series(database), backend="cuda",
+                                               traceback=False, **options)
+    pd.testing.assert_frame_equal(score_only, cpu[list(score_only.columns)])
+
+
+def test_group_plan_pairs_neighbours_into_the_smallest_class():
+    from gpualign_df.gpu.search import group_plan
+
+    lengths = np.array([5, 30, 0, 12, 13, 40, 3, 8, 9])
+    valid = np.array([True, True, True, True, False, True, True, True, True])
+    plans, rest = group_plan(lengths, valid, ((4, 3), (8, 4)))
+    assert rest.tolist() == [5]                  # 40 > 32: no class
+    shapes = {(lanes, columns): pairs for lanes, columns, pairs in plans}
+    # longest first: 30 + 12 (class 32), then 9 + 8 and 5 + 3 and 0 alone (class 12)
+    assert shapes[(8, 4)].tolist() == [[1, 3], [-1, -1], [-1, -1], [-1, -1]]
+    assert shapes[(4, 3)][:3].tolist() == [[8, 7], [0, 6], [2, -1]]
+    assert (shapes[(4, 3)][3:] == -1).all() and len(shapes[(4, 3)]) % 8 == 0
+    assert [shape for shape, _ in zip(shapes, range(2))] == [(8, 4), (4, 3)]  # largest first
+
+
+def test_grouped_search_needs_entries_of_at_least_minus_gap_open(settings):
+    """A gap open below the matrix's most negative entry's magnitude would make the
+    shifted table negative: the search takes the other kernel, with the same hits."""
+    from gpualign_df.encode import encode_sequences
+    from gpualign_df.gpu import search as gpu_search, upload
+    from gpualign_df.scoring import make_scoring
+
+    settings(search_16bit=True)
+    scoring = make_scoring("BLOSUM62", gap_open=2, gap_extend=1)
+    sequences = encode_sequences(pd.Series(["ARND", "WWCH"]), scoring, pd.RangeIndex(2))
+    device = upload(sequences)[0]
+    lengths = sequences.lengths
+    assert gpu_search.group_setup(device, device, lengths, lengths, scoring,
+                                  config.settings()) is None
+    scoring = make_scoring("BLOSUM62", gap_open=4, gap_extend=1)
+    assert gpu_search.group_setup(device, device, lengths, lengths, scoring,
+                                  config.settings()) is not None
+    both = dict(matrix="BLOSUM62", gap_open=2, gap_extend=1, top_k=2)
+    queries, database = pd.Series(["ARNDWW", "CHHC"]), pd.Series(["ARND", "WWCH", "CH"])
+    pd.testing.assert_frame_equal(queries.aln.search(database, backend="cpu", **both),
+                                  queries.aln.search(database, backend="cuda", **both))
+
+
+def test_search_scores_above_16_bits_equal_cpu():
+    """Scores beyond 32,767 (a match of 3,000): the search runs 32-bit cells and keeps the
+    CPU engine's hits."""
+    table = pd.DataFrame(np.where(np.eye(4, dtype=bool), 3000, -1), index=list("ACGT"),
+                         columns=list("ACGT"))
+    queries = pd.Series(["ACGTACGTACGT", "TTTT"])
+    database = pd.Series(["ACGTACGTACGT", "ACGTAC", "TTTTTT", ""])
+    options = dict(matrix=table, gap_open=5, gap_extend=1, top_k=3)
+    cpu = queries.aln.search(database, backend="cpu", **options)
+    gpu = queries.aln.search(database, backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    assert cpu["score"].max() == 36000
 
 
 def test_packed_16bit_only_where_scores_fit():

@@ -10,20 +10,23 @@ folds the tile into each query's running best.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import cuda
 
 from .. import config
-from ..kernels import dpx, search as search_kernels
+from ..kernels import dpx, search as search_kernels, simulator
 from ..kernels.gather import gather_residues
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch,
-                      scratch_upload)
-from .device import THREADS_PER_BLOCK, blocks
+                      scratch_upload, to_device)
+from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .memory import engine_allocations
-from .policy import table16, use_search_16bit
+from .plan import to_numpy
+from .policy import largest_entry, table16, use_search_16bit
 from .streams import Pending, beside_default_stream
 
 
@@ -96,48 +99,29 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         sub = device_table("substitution", scoring.matrix.ravel().astype(np.int32))
     budget = int(free_bytes() * tuning.gpu_memory_share)
     tile_targets = int(min(target_count, max(WARP, budget // (16 * query_count))))
-    query_residues = int(query_lengths[query_valid].sum())
+    groups = group_setup(queries, targets, query_lengths, target_lengths, scoring, tuning) \
+        if packed else None
     for tile_start in range(0, target_count, tile_targets):
         tile = slice(tile_start, min(tile_start + tile_targets, target_count))
-        layout = target_tile(target_lengths[tile], target_valid[tile], packed)
-        device = {name: scratch_upload(name, layout[name]) for name in
-                  ("target_row", "slot_lengths", "warp_columns", "target_base", "row_base")}
-        residues = scratch("target", layout["target_size"], np.uint8)
-        # padding and null slots (length -1) gather nothing
-        sequence_of_slot = np.where(layout["slot_lengths"] >= 0,
-                                    tile_start + layout["target_row"], -1)
-        launch_kernel("gather", gather_residues, blocks(len(sequence_of_slot)),
-                      THREADS_PER_BLOCK, targets.codes, targets.offsets,
-                      scratch_upload("sequence_of_slot", sequence_of_slot),
-                      device["slot_lengths"], scratch_upload("slot_start", layout["slot_start"]),
-                      WARP, residues)
         tile_count = tile.stop - tile.start
         scores = scratch("scores", tile_count * query_count, np.int32).reshape(
             (tile_count, query_count))
-        row_words = layout["row_words"]
-        threads_per_query = WARP * len(layout["row_base"])
-        chunk = max(1, min(query_count, (budget - 4 * tile_count * query_count)
-                           // (8 * row_words), (2**31 - 1) // threads_per_query))
-        h_buffer = scratch("h_row", chunk * row_words, np.int32)
-        i_buffer = scratch("i_row", chunk * row_words, np.int32)
-        tile_cells = query_residues * int(target_lengths[tile][target_valid[tile]].sum())
-        tile_residues = int(target_lengths[tile][target_valid[tile]].sum())
-        with beside_default_stream(tile_cells, tuning) as stream:
-            pending = Pending(stream, progress, follow=tile_cells > tuning.gpu_launch_cells)
-            for first, stop in launch_chunks(query_lengths[sorted_queries] * tile_residues,
-                                             chunk, tuning.gpu_launch_cells):
-                chunk_queries = query_order[first:stop]
-                launch_kernel("search", kernel, blocks(len(chunk_queries) * threads_per_query),
-                              THREADS_PER_BLOCK, queries.codes, queries.offsets, valid_device,
-                              chunk_queries, residues, device["slot_lengths"],
-                              device["target_row"], device["target_base"], device["row_base"],
-                              device["warp_columns"], row_words, sub, len(scoring.alphabet),
-                              scoring.gap_open, scoring.gap_extend, h_buffer, i_buffer, scores,
-                              stream=stream)
-                pending.launched(int((query_lengths[sorted_queries[first:stop]]
-                                      * query_valid[sorted_queries[first:stop]]).sum())
-                                 * tile_residues)
-            pending.finish()
+        rest = np.arange(tile_count)
+        with beside_default_stream(int(query_lengths[query_valid].sum()) * int(
+                target_lengths[tile][target_valid[tile]].sum()), tuning) as stream:
+            if groups is not None:
+                # null targets get no group: their scores stay the null score
+                scores.fill(search_kernels.NULL_SCORE)
+                rest = score_groups(groups, queries, query_lengths, query_valid, valid_device,
+                                    query_order, sorted_queries, targets, tile_start,
+                                    target_lengths[tile], target_valid[tile], scoring, scores,
+                                    budget, stream, progress, tuning)
+            if len(rest):
+                score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
+                                     valid_device, query_order, sorted_queries, targets,
+                                     tile_start, rest, target_lengths[tile][rest],
+                                     target_valid[tile][rest], scoring, scores, budget,
+                                     stream, progress, tuning)
         segments = max(1, min(tuning.top_k_segments, search_kernels.MAX_TOP_K_SEGMENTS,
                               tile_count, -(-(1 << 16) // query_count),
                               (1 << 30) // (12 * kept * query_count)))
@@ -157,6 +141,197 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     ranks = np.arange(kept)[None, :] < counts[:, None]
     pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)
     return pair_query, best_target.copy_to_host()[ranks]
+
+
+def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
+                         valid_device, query_order, sorted_queries, targets, tile_start, rest,
+                         lengths, valid, scoring, scores, budget, stream, progress, tuning):
+    """Scores of every query against tile sequences ``rest`` (tile-relative; ``lengths``
+    and ``valid`` theirs) into ``scores``: one thread per (query, target), or per two
+    targets with ``packed``, targets of near-equal length in warps of 32."""
+    query_count = len(query_lengths)
+    layout = target_tile(lengths, valid, packed)
+    # rows of the tile's score matrix; padding and null slots (length -1) gather nothing
+    layout["target_row"] = np.where(layout["target_row"] >= 0,
+                                    rest[np.maximum(layout["target_row"], 0)], -1)
+    device = {name: scratch_upload(name, layout[name]) for name in
+              ("target_row", "slot_lengths", "warp_columns", "target_base", "row_base")}
+    residues = scratch("target", layout["target_size"], np.uint8)
+    sequence_of_slot = np.where(layout["slot_lengths"] >= 0,
+                                tile_start + layout["target_row"], -1)
+    launch_kernel("gather", gather_residues, blocks(len(sequence_of_slot)),
+                  THREADS_PER_BLOCK, targets.codes, targets.offsets,
+                  scratch_upload("sequence_of_slot", sequence_of_slot),
+                  device["slot_lengths"], scratch_upload("slot_start", layout["slot_start"]),
+                  WARP, residues, stream=stream)
+    row_words = layout["row_words"]
+    threads_per_query = WARP * len(layout["row_base"])
+    chunk = max(1, min(query_count, (budget - 4 * scores.size) // (8 * row_words),
+                       (2**31 - 1) // threads_per_query))
+    h_buffer = scratch("h_row", chunk * row_words, np.int32)
+    i_buffer = scratch("i_row", chunk * row_words, np.int32)
+    residues_count = int(lengths[valid].sum())
+    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
+                                                       valid, tuning))
+    for first, stop in launch_chunks(query_lengths[sorted_queries] * residues_count, chunk,
+                                     tuning.gpu_launch_cells):
+        chunk_queries = query_order[first:stop]
+        launch_kernel("search", kernel, blocks(len(chunk_queries) * threads_per_query),
+                      THREADS_PER_BLOCK, queries.codes, queries.offsets, valid_device,
+                      chunk_queries, residues, device["slot_lengths"], device["target_row"],
+                      device["target_base"], device["row_base"], device["warp_columns"],
+                      row_words, sub, len(scoring.alphabet), scoring.gap_open,
+                      scoring.gap_extend, h_buffer, i_buffer, scores, stream=stream)
+        pending.launched(_cells(query_lengths, query_valid, sorted_queries[first:stop],
+                                residues_count))
+    pending.finish()
+
+
+def _follow(query_lengths, query_valid, lengths, valid, tuning) -> bool:
+    """Whether the host follows the launches of these sequences (progress, Ctrl-C) rather
+    than counting their cells at launch: above ``gpu_launch_cells`` cells."""
+    return _cells(query_lengths, query_valid, np.arange(len(query_lengths)),
+                  int(lengths[valid].sum())) > tuning.gpu_launch_cells
+
+
+def _cells(query_lengths, query_valid, queries, residues: int) -> int:
+    """DP cells of ``queries`` against ``residues`` database residues."""
+    return int((query_lengths[queries] * query_valid[queries]).sum()) * residues
+
+
+#: Threads of a block of the grouped search kernel (the shared pair table is loaded once
+#: per block, so blocks are large; the simulator runs a thread per CUDA thread).
+GROUP_BLOCK = 32 if simulator() else 256
+
+
+@dataclass(frozen=True)
+class GroupSetup:
+    """What every tile of a grouped search shares: the shared pair table (both halves'
+    ``score + go`` for each compacted query letter and pair of compacted database
+    letters, then the all-zero padding row), the table row of each query residue, the
+    compacted letter of each database code, and the length classes whose values fit
+    16 bits."""
+
+    table: object          # int32 device array
+    query_rows: object     # int32, aligned with the queries' codes
+    letter: object         # int32 per database code
+    stride: int            # database letters + 1 (the padding letter)
+    pad_row: int
+    classes: tuple         # (lanes, columns), capacity ascending
+
+
+def group_setup(queries: DeviceSequences, targets: DeviceSequences, query_lengths: np.ndarray,
+                target_lengths: np.ndarray, scoring: Scoring,
+                tuning: config.Settings) -> GroupSetup | None:
+    """The grouped kernel's tables for a local search on 16-bit cells, or None where it
+    does not apply: no classes set, a substitution entry below ``-gap_open`` among the
+    letters present (the shifted table would be negative), or a pair table too large for
+    shared memory."""
+    if not tuning.search_groups:
+        return None
+    xp = array_module()
+    size = len(scoring.alphabet)
+    codes = [_array(xp, sequences.codes) for sequences in (queries, targets)]
+    query_letters, database_letters = (
+        np.flatnonzero(to_numpy(xp.bincount(values, minlength=size)[:size]))
+        for values in codes)
+    stride = len(database_letters) + 1
+    words = (len(query_letters) + 1) * stride * stride
+    go = scoring.gap_open
+    scores = scoring.matrix[np.ix_(query_letters, database_letters)].astype(np.int64) + go
+    if words > search_kernels.PAIR_TABLE_WORDS or (scores.size and scores.min() < 0):
+        return None
+    # both halves' shifted score: [query letter, low letter, high letter], padding 0
+    shifted = np.zeros((len(query_letters) + 1, stride), np.int64)
+    shifted[:len(query_letters), :len(database_letters)] = scores
+    table = (shifted[:, :, None] | (shifted[:, None, :] << 16)).astype(np.int32).ravel()
+    row_of = np.zeros(size, np.int32)
+    row_of[query_letters] = np.arange(len(query_letters), dtype=np.int32) * stride * stride
+    letter = np.full(size, stride - 1, np.int32)
+    letter[database_letters] = np.arange(len(database_letters), dtype=np.int32)
+    # a class is exact where no shifted value can leave 16 bits: H <= min(m, n) * largest
+    largest = largest_entry(scoring)
+    longest_query = int(query_lengths.max(initial=0))
+    classes = tuple(sorted(
+        ((lanes, columns) for lanes, columns in tuning.search_groups
+         if min(longest_query, lanes * columns) * largest + largest + go < (1 << 15) - 1),
+        key=lambda shape: (shape[0] * shape[1], shape[0])))
+    if not classes:
+        return None
+    return GroupSetup(to_device(table), to_device(to_numpy(xp.asarray(row_of)[codes[0]])),
+                      to_device(letter), stride, len(query_letters) * stride * stride,
+                      classes)
+
+
+def _array(xp, values):
+    """A device array as ``xp``'s (a simulator array as numpy)."""
+    return values.copy_to_host() if hasattr(values, "copy_to_host") else xp.asarray(values)
+
+
+def group_plan(lengths: np.ndarray, valid: np.ndarray,
+               classes: tuple) -> tuple[list[tuple[int, int, np.ndarray]], np.ndarray]:
+    """Pairs of a tile's sequences by class: ``([(lanes, columns, pairs)], rest)``.
+    Valid sequences sorted by length (longest first) are paired with their neighbour;
+    each pair goes to the smallest class holding its longer sequence, ``pairs`` its
+    (tile-relative) rows, ``(P, 2)`` int64, -1 for none, P a multiple of the groups of
+    a warp; ``rest``: the sequences longer than every class."""
+    order = np.flatnonzero(valid)
+    order = order[np.argsort(-lengths[order], kind="stable")]
+    capacities = np.array([lanes * columns for lanes, columns in classes])
+    fits = lengths[order] <= capacities[-1]
+    rest, order = order[~fits], order[fits]
+    if len(order) % 2:
+        order = np.append(order, -1)
+    pairs = order.reshape(-1, 2)
+    shape_of = np.searchsorted(capacities, lengths[pairs[:, 0]], side="left")
+    plans = []
+    for k in np.unique(shape_of)[::-1]:  # largest class first
+        lanes, columns = classes[k]
+        chosen = pairs[shape_of == k]
+        per_warp = WARP // lanes
+        padded = np.full((-(-len(chosen) // per_warp) * per_warp, 2), -1, np.int64)
+        padded[:len(chosen)] = chosen
+        plans.append((lanes, columns, padded))
+    return plans, rest
+
+
+def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_device,
+                 query_order, sorted_queries, targets, tile_start, lengths, valid, scoring,
+                 scores, budget, stream, progress, tuning) -> np.ndarray:
+    """Scores of every query against the tile's sequences that a length class holds, by
+    the grouped kernel, into ``scores``; returns the rest (tile-relative rows)."""
+    plans, rest = group_plan(lengths, valid, setup.classes)
+    use_dpx = dpx.available()
+    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
+                                                       valid, tuning))
+    for lanes, columns, pairs in plans:
+        sequences = np.where(pairs >= 0, tile_start + pairs, -1)
+        count = len(pairs)
+        pair_codes = scratch(f"pair_codes_{lanes}x{columns}", count * lanes * columns,
+                             np.int32)
+        launch_kernel("gather", search_kernels.pair_columns,
+                      blocks(count * lanes * columns), THREADS_PER_BLOCK, targets.codes,
+                      targets.offsets, setup.letter, setup.stride - 1, setup.stride,
+                      scratch_upload(f"pair_sequence_{lanes}x{columns}", sequences), lanes,
+                      columns, pair_codes, stream=stream)
+        pair_row = scratch_upload(f"pair_row_{lanes}x{columns}", pairs)
+        kernel = search_kernels.group_search_kernel(lanes, columns, use_dpx)
+        residues = int(lengths[pairs[pairs >= 0]].sum())
+        per_query = lanes * count
+        most = max(1, (2**31 - 1) // per_query)
+        for first, stop in launch_chunks(query_lengths[sorted_queries] * residues, most,
+                                         tuning.gpu_launch_cells):
+            chunk_queries = query_order[first:stop]
+            threads = per_query * (stop - first)
+            launch_kernel("search", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,
+                          setup.query_rows, queries.offsets, valid_device, chunk_queries,
+                          pair_codes, count, pair_row, setup.table, len(setup.table),
+                          scoring.gap_open, scoring.gap_extend, setup.pad_row, scores,
+                          stream=stream)
+            pending.launched(_cells(query_lengths, query_valid, sorted_queries[first:stop],
+                                    residues))
+    pending.finish()
+    return rest
 
 
 def launch_chunks(cells: np.ndarray, most: int, cells_per_launch: float):

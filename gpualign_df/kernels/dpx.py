@@ -27,6 +27,10 @@ extern "C" __device__ int gpualign_add_max2(int a, int b, int c) {
   return (int)__viaddmax_s16x2((unsigned)a, (unsigned)b, (unsigned)c); }
 extern "C" __device__ int gpualign_max3_zero2(int a, int b, int c) {
   return (int)__vimax3_s16x2_relu((unsigned)a, (unsigned)b, (unsigned)c); }
+extern "C" __device__ int gpualign_max3_2(int a, int b, int c) {
+  return (int)__vimax3_s16x2((unsigned)a, (unsigned)b, (unsigned)c); }
+extern "C" __device__ int gpualign_add_max_zero2(int a, int b, int c) {
+  return (int)__viaddmax_s16x2_relu((unsigned)a, (unsigned)b, (unsigned)c); }
 /* word << 1 with the sign bit of diff shifted in: one funnel shift (inline PTX, which the
    optimizer keeps as it is rather than folding several appends into masks and ORs). */
 extern "C" __device__ unsigned gpualign_append_sign(unsigned word, int diff) {
@@ -139,6 +143,18 @@ def add_max2_plain(a, b, c):
 def max3_zero2_plain(a, b, c):
     return pack_halves(max(max(max(low_half(a), low_half(b)), low_half(c)), 0),
                        max(max(max(high_half(a), high_half(b)), high_half(c)), 0))
+
+
+@_device_function
+def max3_2_plain(a, b, c):
+    return pack_halves(max(max(low_half(a), low_half(b)), low_half(c)),
+                       max(max(high_half(a), high_half(b)), high_half(c)))
+
+
+@_device_function
+def add_max_zero2_plain(a, b, c):
+    return pack_halves(max(max(low_half(a) + low_half(b), low_half(c)), 0),
+                       max(max(high_half(a) + high_half(b), high_half(c)), 0))
 
 
 def available() -> bool:
@@ -266,6 +282,20 @@ def functions16(use_dpx: bool):
             cuda.declare_device("gpualign_max2", two, link=source, abi="c"),
             cuda.declare_device("gpualign_add_max2", three, link=source, abi="c"),
             cuda.declare_device("gpualign_max3_zero2", three, link=source, abi="c"))
+
+
+@lru_cache(maxsize=None)
+def functions16_search(use_dpx: bool):
+    """(add_max2, max3_2, add_max_zero2) on two 16-bit lanes packed in an int32:
+    ``max(a + b, c)``, ``max(a, b, c)`` and ``max(a + b, c, 0)`` lane by lane, linked
+    ``__viaddmax_s16x2``/``__vimax3_s16x2``/``__viaddmax_s16x2_relu``, or plain."""
+    if not use_dpx:
+        return add_max2_plain, max3_2_plain, add_max_zero2_plain
+    source = _linked_source()
+    three = "int32(int32, int32, int32)"
+    return (cuda.declare_device("gpualign_add_max2", three, link=source, abi="c"),
+            cuda.declare_device("gpualign_max3_2", three, link=source, abi="c"),
+            cuda.declare_device("gpualign_add_max_zero2", three, link=source, abi="c"))
 
 
 #: "Minus infinity" of a 16-bit lane (sums are floored there), and in both lanes of an int32.

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from numba import cuda, int32, uint32, uint64
 
-from . import dpx
+from . import dpx, simulator
 from .dpx import NEG16_PAIR, high_half, low_half
 from .inter import sweep_function
 from .strip import SHARED_TABLE, SHARED_TABLE16, STRIP_ROWS, WARP, load_table, pack_pair
@@ -250,3 +250,178 @@ def search_kernel16(use_dpx: bool = False):
             scores[row_b, query] = high_half(best) if valid and n_b >= 0 else NULL_SCORE
 
     return search16
+
+
+#: Words of the grouped search kernel's shared pair table (48,000 bytes, within a block's
+#: static shared memory): ``(query letters + 1) * (database letters + 1) ** 2`` must fit.
+PAIR_TABLE_WORDS = 12000
+
+
+def _group_shuffles():
+    """(up, xor) of the grouped kernel: the value of the lane one below (a lane's own at
+    lane 0) and of lane ``lane ^ offset``; shuffles on a GPU, shared memory under the
+    simulator (which has no shuffles; there a block is one warp)."""
+    if simulator():
+        def up(value, scratch, lane):
+            cuda.syncthreads()
+            scratch[lane] = value
+            cuda.syncthreads()
+            return scratch[lane - 1] if lane > 0 else value
+
+        def across(value, offset, scratch, lane):
+            cuda.syncthreads()
+            scratch[lane] = value
+            cuda.syncthreads()
+            return scratch[lane ^ offset]
+
+        return up, across
+
+    @cuda.jit(device=True, inline=True)
+    def up(value, scratch, lane):
+        return cuda.shfl_up_sync(0xFFFFFFFF, value, 1)
+
+    @cuda.jit(device=True, inline=True)
+    def across(value, offset, scratch, lane):
+        return cuda.shfl_xor_sync(0xFFFFFFFF, value, offset)
+
+    return up, across
+
+
+@lru_cache(maxsize=None)
+def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
+    """Score-only local search kernel for database sequences of at most ``lanes *
+    columns`` residues: a group of ``lanes`` threads per (query, pair of database
+    sequences), the pair packed as the two 16-bit halves of every int32 (``*_s16x2``
+    DPX on sm_90), each lane holding ``columns`` database columns in registers while the
+    query streams through the group as a wavefront (lane k on query row s - k at step s;
+    a lane's last column passes its H and E to the next lane by ``shfl_up``). No buffer
+    in global memory: a pair's whole row lives in its group's registers.
+
+    Values are kept in the shifted form the packed arithmetic needs: H itself (>= 0) and
+    E* = E + go, F* = F + go (>= H of the cell they open from, so >= 0), and the shared
+    table ``table[row + pair]`` holds both halves' ``score + go`` (>= 0: the caller checks
+    that no entry is below ``-go``), so the diagonal is one plain 32-bit add that never
+    carries between the halves, and E*, F* and H take one DPX instruction each:
+    ``E* = max(E*_left - ge, H_left)``, ``F* = max(F*_up - ge, H_up)``,
+    ``H = max(max(H_diag + s + go, E*, F*) - go, 0)``. Padding (columns past a sequence's
+    end, query rows outside the query) scores ``-go`` (a table entry 0): rows before the
+    query keep every value 0, the boundary's own values, and any padded cell is reached
+    from a real cell through a gap or a padding score, so it stays at least ``go`` below
+    that cell and never sets the best. Exact where no value can leave 16 bits (the caller
+    checks the bound).
+
+    Launch ``lanes * pairs * len(chunk_queries)`` threads (``pairs`` a multiple of
+    ``32 // lanes``, so a warp's groups share one query), any multiple of 32 per block.
+    ``pair_codes[(r * pairs + p) * lanes + k]`` is pair ``p``'s code of column
+    ``k * columns + r`` (``low * stride + high``, letters compacted); ``query_rows`` the
+    table row (``letter * stride**2``) of each query residue; ``pad_row`` the all-zero
+    row. Writes ``scores[pair_row[p, half], query]`` for the pair's real halves
+    (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query."""
+    add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
+    shuffle_up, shuffle_across = _group_shuffles()
+    scratch_size = WARP if simulator() else 1
+    group, width = lanes, columns
+    group_mask = uint32(group - 1)
+
+    @cuda.jit
+    def search(query_rows, query_offsets, query_valid, chunk_queries, pair_codes, pairs,
+               pair_row, table, table_words, go, ge, pad_row, scores):
+        shared = cuda.shared.array(PAIR_TABLE_WORDS, int32)
+        scratch = cuda.shared.array(scratch_size, int32)
+        warp_lane = cuda.threadIdx.x % WARP
+        for k in range(cuda.threadIdx.x, table_words, cuda.blockDim.x):
+            shared[k] = table[k]
+        cuda.syncthreads()
+        thread = cuda.grid(1)
+        group_index = thread // group
+        lane = int32(thread & group_mask)
+        query_slot = group_index // pairs
+        if query_slot >= chunk_queries.shape[0]:
+            return
+        pair = group_index - query_slot * pairs
+        query = chunk_queries[query_slot]
+        valid = query_valid[query] != 0
+        q0 = query_offsets[query]
+        m = int32(query_offsets[query + 1] - q0) if valid else int32(0)
+        codes = cuda.local.array(width, int32)
+        h = cuda.local.array(width, int32)
+        f = cuda.local.array(width, int32)
+        for r in range(width):
+            codes[r] = int32(pair_codes[uint64((r * pairs + pair) * group + lane)])
+            h[r] = 0
+            f[r] = 0
+        go2 = pack_pair(-go)
+        ge2 = pack_pair(-ge)
+        zero = int32(0)
+        best = zero
+        h_last = zero
+        e_last = zero
+        diag_first = zero
+        starts = lane == 0
+        for s in range(m + group - 1):
+            h_in = shuffle_up(h_last, scratch, warp_lane)
+            e_in = shuffle_up(e_last, scratch, warp_lane)
+            if starts:
+                h_in = zero
+                e_in = zero
+            i = int32(s) - lane
+            row = query_rows[uint64(q0 + i)] if i >= 0 and i < m else pad_row
+            h_left = h_in
+            e = e_in
+            diag = diag_first
+            for r in range(width):
+                h_up = h[r]
+                e = add_max2(e, ge2, h_left)
+                f_r = add_max2(f[r], ge2, h_up)
+                shifted = max3_2(diag + shared[uint32(row + codes[r])], e, f_r)
+                value = add_max_zero2(shifted, go2, zero)
+                if r % 2 == 1:
+                    best = max3_2(best, h_left, value)
+                elif r == width - 1:
+                    best = max3_2(best, value, value)
+                f[r] = f_r
+                diag = h_up
+                h[r] = value
+                h_left = value
+            diag_first = h_in
+            h_last = h_left
+            e_last = e
+        for offset in (1, 2, 4, 8, 16):
+            if offset < group:
+                other = shuffle_across(best, offset, scratch, warp_lane)
+                best = max3_2(best, other, other)
+        if lane == 0:
+            for half in range(2):
+                target = pair_row[pair, half]
+                if target >= 0:
+                    scores[target, query] = (
+                        (low_half(best) if half == 0 else high_half(best)) if valid
+                        else NULL_SCORE)
+
+    return search
+
+
+@cuda.jit
+def pair_columns(codes, offsets, letter, pad, stride, pair_sequence, lanes, columns,
+                 pair_codes):
+    """The ``pair_codes`` of :func:`group_search_kernel` for pairs of database sequences
+    ``pair_sequence[p, half]`` (-1: none) of ``lanes * columns`` columns: one thread per
+    (pair, column), ``letter[code]`` the compacted letter, ``pad`` past a sequence's end."""
+    thread = cuda.grid(1)
+    width = lanes * columns
+    pairs = pair_sequence.shape[0]
+    if thread >= pairs * width:
+        return
+    pair = thread // width
+    j = thread - pair * width
+    halves = cuda.local.array(2, int32)
+    for half in range(2):
+        sequence = pair_sequence[pair, half]
+        halves[half] = pad
+        if sequence >= 0:
+            start = offsets[sequence]
+            if j < offsets[sequence + 1] - start:
+                halves[half] = letter[codes[start + j]]
+    lane = j // columns
+    r = j - lane * columns
+    pair_codes[(r * pairs + pair) * lanes + lane] = halves[0] * stride + halves[1]
