@@ -210,8 +210,8 @@ class Settings:
     inter_max_cells: int = 1 << 22
     fill_16bit: bool | None = False
     search_16bit: bool | None = None
-    search_groups: tuple[tuple[int, int], ...] = ((8, 4), (8, 8), (8, 12), (8, 16), (8, 20),
-                                                  (8, 26), (16, 26), (32, 26))
+    search_groups: tuple[tuple[int, int], ...] = tuple(
+        (8, columns) for columns in range(4, 27, 2)) + ((16, 26), (32, 26))
     keyed_best: bool = True
     fill_strip_rows: int = 16
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))

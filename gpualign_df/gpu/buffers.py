@@ -102,26 +102,34 @@ class DeviceSequences:
     largest_code: int | None = None
 
 
+#: Largest array that shares the one transfer of :func:`upload`; larger ones go alone (a
+#: transfer's fixed cost is small beside theirs, and they need no host copy).
+SHARED_UPLOAD_BYTES = 1 << 20
+
+
 def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
-    """Copy host-encoded sequences to the device in one transfer (views of one CuPy
-    buffer; numba arrays under the simulator), one :class:`DeviceSequences` per collection
-    (the same one for a collection passed twice)."""
+    """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
+    simulator), one :class:`DeviceSequences` per collection (the same one for a collection
+    passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
+    one buffer), larger ones each in their own."""
     distinct = list({id(encoded): encoded for encoded in collections}.values())
-    # one host buffer: every collection's offsets (int64: they come first and stay
-    # aligned), then every collection's codes (at least one byte each)
+    # offsets (int64, so they come first and stay aligned), then codes (at least one byte)
     offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
                for encoded in distinct]
     codes = [encoded.codes if len(encoded.codes) else np.zeros(1, np.uint8)
              for encoded in distinct]
     parts = offsets + codes
-    ends = np.cumsum([len(part) for part in parts])
-    host = np.empty(int(ends[-1]), np.uint8)
-    for part, end in zip(parts, ends):
-        host[end - len(part):end] = part
-    device = to_device(host)
-    views = [device[end - len(part):end] for part, end in zip(parts, ends)]
-    count = len(distinct)
-    uploaded = {id(encoded): DeviceSequences(views[count + k], views[k].view(np.int64),
+    shared = [part for part in parts if part.nbytes <= SHARED_UPLOAD_BYTES]
+    views: dict[int, object] = {}
+    if shared:
+        ends = np.cumsum([len(part) for part in shared])
+        host = np.empty(int(ends[-1]), np.uint8)
+        for part, end in zip(shared, ends):
+            host[end - len(part):end] = part
+        device = to_device(host)
+        views = {id(part): device[end - len(part):end] for part, end in zip(shared, ends)}
+    views.update({id(part): to_device(part) for part in parts if id(part) not in views})
+    uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
                                              int(encoded.codes.max(initial=0)))
-                for k, encoded in enumerate(distinct)}
+                for encoded, offset, code in zip(distinct, offsets, codes)}
     return [uploaded[id(encoded)] for encoded in collections]

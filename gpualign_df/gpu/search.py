@@ -275,9 +275,13 @@ def group_plan(lengths: np.ndarray, valid: np.ndarray,
     each pair goes to the smallest class holding its longer sequence, ``pairs`` its
     (tile-relative) rows, ``(P, 2)`` int64, -1 for none, P a multiple of the groups of
     a warp; ``rest``: the sequences longer than every class."""
-    order = np.flatnonzero(valid)
-    order = order[np.argsort(-lengths[order], kind="stable")]
     capacities = np.array([lanes * columns for lanes, columns in classes])
+    order = np.flatnonzero(valid)
+    # longest first, stable: a radix sort of 16-bit keys (every length past the largest
+    # class is one key: those sequences are the rest, in any order)
+    beyond = capacities[-1] + 1
+    keys = (beyond - np.minimum(lengths[order], beyond)).astype(np.uint16)
+    order = order[np.argsort(keys, kind="stable")]
     fits = lengths[order] <= capacities[-1]
     rest, order = order[~fits], order[fits]
     if len(order) % 2:
