@@ -196,11 +196,14 @@ def functions(use_dpx: bool):
     """(add_max, max3, max3_zero) device functions: DPX-linked or plain."""
     if not use_dpx:
         return add_max_plain, max3_plain, max3_zero_plain
+    return _linked_three("gpualign_add_max", "gpualign_max3", "gpualign_max3_zero")
+
+
+def _linked_three(*names: str) -> tuple:
+    """The linked CUDA C functions ``names``, each ``int32(int32, int32, int32)``."""
     source = _linked_source()
-    signature = "int32(int32, int32, int32)"
-    return (cuda.declare_device("gpualign_add_max", signature, link=source, abi="c"),
-            cuda.declare_device("gpualign_max3", signature, link=source, abi="c"),
-            cuda.declare_device("gpualign_max3_zero", signature, link=source, abi="c"))
+    return tuple(cuda.declare_device(name, "int32(int32, int32, int32)", link=source,
+                                     abi="c") for name in names)
 
 
 @lru_cache(maxsize=None)
@@ -291,11 +294,7 @@ def functions16_search(use_dpx: bool):
     ``__viaddmax_s16x2``/``__vimax3_s16x2``/``__viaddmax_s16x2_relu``, or plain."""
     if not use_dpx:
         return add_max2_plain, max3_2_plain, add_max_zero2_plain
-    source = _linked_source()
-    three = "int32(int32, int32, int32)"
-    return (cuda.declare_device("gpualign_add_max2", three, link=source, abi="c"),
-            cuda.declare_device("gpualign_max3_2", three, link=source, abi="c"),
-            cuda.declare_device("gpualign_add_max_zero2", three, link=source, abi="c"))
+    return _linked_three("gpualign_add_max2", "gpualign_max3_2", "gpualign_add_max_zero2")
 
 
 #: "Minus infinity" of a 16-bit lane (sums are floored there), and in both lanes of an int32.
