@@ -98,9 +98,14 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         kernel = search_kernels.search_kernel(mode.code, *mode.flags(), dpx.available())
         sub = device_table("substitution", scoring.matrix.ravel().astype(np.int32))
     budget = int(free_bytes() * tuning.gpu_memory_share)
-    tile_targets = int(min(target_count, max(WARP, budget // (16 * query_count))))
     groups = group_setup(queries, targets, query_lengths, target_lengths, scoring, tuning) \
         if packed else None
+    # a target's bytes: its scores and top-k parts, and with groups its share of its
+    # pair's columns (4 bytes a column of two sequences, padding included: under 3 bytes
+    # a residue)
+    per_target = 16 * query_count + (
+        0 if groups is None else 3 * int(target_lengths.sum()) // target_count + 64)
+    tile_targets = int(min(target_count, max(WARP, budget // per_target)))
     for tile_start in range(0, target_count, tile_targets):
         tile = slice(tile_start, min(tile_start + tile_targets, target_count))
         tile_count = tile.stop - tile.start
