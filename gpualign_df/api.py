@@ -279,8 +279,6 @@ def check_host_memory(job: EncodedJob) -> None:
     if within_host_budget(need, tuning):
         return
     budget = host_budget(tuning)
-    if need <= budget:
-        return
     rows, _ = rows_and_span(job)
     raise HostMemoryError(
         f"this {job.how} job returns {rows:,} rows, about {gib(need)} of host memory "

@@ -21,7 +21,7 @@ from ..kernels.gather import gather_residues
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch,
-                      scratch_upload, to_device)
+                      scratch_upload)
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .memory import engine_allocations
@@ -120,7 +120,7 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                 rest = score_groups(groups, queries, query_lengths, query_valid, valid_device,
                                     query_order, sorted_queries, targets, tile_start,
                                     target_lengths[tile], target_valid[tile], scoring, scores,
-                                    budget, stream, progress, tuning)
+                                    stream, progress, tuning)
             if len(rest):
                 score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
                                      valid_device, query_order, sorted_queries, targets,
@@ -263,9 +263,8 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences, query_length
         key=lambda shape: (shape[0] * shape[1], shape[0])))
     if not classes:
         return None
-    return GroupSetup(to_device(table), to_device(to_numpy(xp.asarray(row_of)[codes[0]])),
-                      to_device(letter), stride, len(query_letters) * stride * stride,
-                      classes)
+    return GroupSetup(xp.asarray(table), xp.asarray(row_of)[codes[0]], xp.asarray(letter),
+                      stride, len(query_letters) * stride * stride, classes)
 
 
 def _array(xp, values):
@@ -306,7 +305,7 @@ def group_plan(lengths: np.ndarray, valid: np.ndarray,
 
 def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_device,
                  query_order, sorted_queries, targets, tile_start, lengths, valid, scoring,
-                 scores, budget, stream, progress, tuning) -> np.ndarray:
+                 scores, stream, progress, tuning) -> np.ndarray:
     """Scores of every query against the tile's sequences that a length class holds, by
     the grouped kernel, into ``scores``; returns the rest (tile-relative rows)."""
     plans, rest = group_plan(lengths, valid, setup.classes)
