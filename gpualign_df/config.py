@@ -150,6 +150,18 @@ class Settings:
         launched beyond those waits for its band's turn polling, which takes issue slots
         from the working warps of its scheduler; too few leave a band waiting for a warp.
         None: as many warps as can be resident, at most one a band.
+    split_traceback : float
+        A long batch with traceback whose bands that can work at once are fewer than this
+        many per warp scheduler of the GPU (four a multiprocessor; one under the CUDA
+        simulator) fills in two passes (:mod:`gpualign_df.gpu.long`): a score-only pass
+        along the bands' critical path, which keeps every band's bottom row and snapshots
+        of its registers, then the traceback words in tiles of ``split_tile_steps`` steps
+        that all run at once. Such a fill is bound by its bands' critical path, which the
+        traceback's work would lengthen; a batch that fills the GPU is faster in one pass.
+        0: never split; tests force the split with a large value.
+    split_tile_steps : int
+        Steps of a band in one tile of a split traceback fill: a multiple of 32 (of
+        ``band_lanes`` and 8); more steps, fewer snapshots and fewer, longer tiles.
     walk_lanes : int or None
         Threads of the traceback walk of one long pair (global and semi-global modes), which
         take a diagonal run that many cells at a time; 0: one thread, a cell at a time.
@@ -219,6 +231,8 @@ class Settings:
     band_lanes: int = 32
     band_rows: tuple[tuple[int | None, int, int], ...] = ((None, 4, 4),)
     band_warps: float | None = 1.0
+    split_traceback: float = 1.0
+    split_tile_steps: int = 1024
     walk_lanes: int | None = None
     walk_probes: int = 2
     linear_block_bytes: int = 12 << 30

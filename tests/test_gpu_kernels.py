@@ -139,8 +139,8 @@ def test_long_pair_rows_a_lane_equal_cpu(monkeypatch, settings, mode, free_ends,
     taken = []
     lane_rows = gpualign_df.gpu.long.lane_rows
 
-    def spy(job, longest):
-        taken.append((job.traceback, lane_rows(job, longest)))
+    def spy(tuning, traceback, longest):
+        taken.append((traceback, lane_rows(tuning, traceback, longest)))
         return taken[-1][1]
 
     monkeypatch.setattr(gpualign_df.gpu.long, "lane_rows", spy)
@@ -163,10 +163,64 @@ def test_band_fills_count_the_bands_that_work_at_once():
     assert working(np.array([3, 100]), np.array([50_000, 1000]), 320) == 3 + 5
 
 
-def test_a_fill_whose_warps_leave_early_raises(monkeypatch, settings):
+@pytest.mark.parametrize("mode,free_ends", [
+    ("nw", None), pytest.param("sw", None, marks=pytest.mark.slow),
+    pytest.param("sg", ("query_start", "target_end"), marks=pytest.mark.slow)])
+def test_split_traceback_fill_equals_cpu(monkeypatch, settings, planned, mode, free_ends):
+    """A traceback fill split in two passes (score-only bands keeping their bottom rows and
+    register snapshots, then tiles of steps resumed from them) gives the whole fill's frame:
+    gaps and repeats across many tile boundaries (tiles of 8 steps under the simulator),
+    several pairs of a batch (bands of 4 lanes, tiles of 8 steps on a GPU too); a spy checks
+    that the fill was split."""
+    settings(inter_max_cells=0, split_traceback=1e9, band_lanes=4, split_tile_steps=8)
+    split = []
+    launch = gpualign_df.gpu.long.SplitFill.launch
+
+    def spy(self, *arguments, **options):
+        split.append(self.second.items)
+        launch(self, *arguments, **options)
+
+    monkeypatch.setattr(gpualign_df.gpu.long.SplitFill, "launch", spy)
+    rng = np.random.default_rng(5)
+    base = random_sequences(rng, 1, "ACGT", 45, 45)[0]
+    queries = [base, base[:15] + base[35:], "ACGACGACG" * 5]
+    targets = [base[:15] + base[35:], base, "ACGACG" * 4]
+    both_engines(queries, targets, mode=mode, free_ends=free_ends, match=2, mismatch=-3,
+                 gap_open=5, gap_extend=2)
+    assert split and all(batch.split for batches in planned for batch in batches)
+
+
+def test_split_traceback_follows_the_setting_and_the_budget(settings):
+    """Whether a long traceback batch fills in two passes: where its working bands are
+    fewer than ``split_traceback`` per scheduler and the passes' rows and snapshots fit the
+    batch budget beside its traceback."""
+    plan = gpualign_df.gpu.plan._long_batches
+    m, n = np.array([5000]), np.array([6000])
+    pairs = np.array([0])
+    tuning = config.settings()
+    rows = gpualign_df.gpu.long.lane_rows(tuning, True, 5000)
+    extra = gpualign_df.gpu.long.split_bytes(tuning, m, n, rows)
+    height = 32 * rows
+    bands = (5000 + height - 1) // height
+    assert extra > 8 * (bands - 1) * 6001
+    settings(split_traceback=1e9)
+    tuning = config.settings()
+    assert plan(pairs, m, n, True, 1 << 40, None, tuning)[0].split
+    assert not plan(pairs, m, n, False, 1 << 40, None, tuning)[0].split   # score only
+    words = 4 * int(gpualign_df.gpu.long.traceback_words(m, n)[0])
+    tight = words + 5000 + 6000 + 8 * 6001 + 6 * 11000 + 96   # the unsplit batch's need
+    assert not plan(pairs, m, n, True, tight, None, tuning)[0].split
+    assert plan(pairs, m, n, True, tight + extra, None, tuning)[0].split
+    settings(split_traceback=0)
+    assert not plan(pairs, m, n, True, 1 << 40, None, config.settings())[0].split
+
+
+@pytest.mark.parametrize("split", [0, 1e9])
+def test_a_fill_whose_warps_leave_early_raises(monkeypatch, settings, split):
     """A band fill whose warps leave before every band is done (here its stop flag is set
-    before the launch) raises instead of returning end cells no band wrote."""
-    settings(inter_max_cells=0)
+    before the launch) raises instead of returning end cells no band wrote, whole or split
+    in two passes."""
+    settings(inter_max_cells=0, split_traceback=split)
     if gpualign_df.gpu.simulator():
         settings(band_lanes=4)
     launch = gpualign_df.gpu.long.BandFill.launch

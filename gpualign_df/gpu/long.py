@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..kernels import band, simulator, traceback as tb_kernels
-from ..kernels.strip import STRIP_ROWS, mode_shape
+from ..kernels.strip import STRIP_ROWS, mode_shape, skewed_stride
 from ..scoring import MODE_LOCAL
 from .device import THREADS_PER_BLOCK, array_module, blocks, current_device
 from .launch import launch_kernel
@@ -32,18 +32,19 @@ from .streams import FillControl
 TRACEBACK_ROWS = STRIP_ROWS
 
 
-def lane_rows(job, longest_query: int) -> int:
-    """Query rows per lane of a band fill of the job (with or without its traceback) whose
-    longest query has ``longest_query`` rows (the ``band_rows`` setting)."""
-    for bound, score_rows, traceback_rows in job.tuning.band_rows:
+def lane_rows(tuning, traceback: bool, longest_query: int) -> int:
+    """Query rows per lane of a band fill (with or without traceback) whose longest query
+    has ``longest_query`` rows (the ``band_rows`` setting of ``tuning``)."""
+    for bound, score_rows, traceback_rows in tuning.band_rows:
         if bound is None or longest_query < bound:
-            return traceback_rows if job.traceback else score_rows
+            return traceback_rows if traceback else score_rows
     return TRACEBACK_ROWS
 
 
 def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
-    """uint32 traceback words of an m x n problem in the band layout."""
-    return (m + STRIP_ROWS - 1) // STRIP_ROWS * (n + STRIP_ROWS - 1)
+    """uint32 traceback words of an m x n problem in the band layout (a multiple of 4, so
+    that every problem's words start 16-byte aligned)."""
+    return (m + STRIP_ROWS - 1) // STRIP_ROWS * skewed_stride(n)
 
 
 def working_bands(bands: np.ndarray, n: np.ndarray, trail: int) -> int:
@@ -51,6 +52,33 @@ def working_bands(bands: np.ndarray, n: np.ndarray, trail: int) -> int:
     band trails the band above by ``trail`` columns (:func:`band.band_trail`), so about
     ``n / trail`` bands of a problem sweep it together."""
     return int(np.minimum(bands, (n + trail - 1) // trail + 1).sum())
+
+
+def _band_counts(tuning, m, n, rows: int):
+    """(bands, steps a band) of problems of ``m`` x ``n`` at ``rows`` rows a lane."""
+    height = band.band_rows(rows, tuning.band_lanes)
+    return (m + height - 1) // height, n + height - 1
+
+
+def split_bytes(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> int:
+    """Device bytes a split traceback fill (``split_traceback``) of problems of ``m`` x
+    ``n`` adds: every band's bottom row but the last band's, and the snapshots."""
+    bands, steps = _band_counts(tuning, m, n, rows)
+    tiles = (steps + tuning.split_tile_steps - 1) // tuning.split_tile_steps
+    snapshot = 4 * band.SNAPSHOT_FIELDS * rows * tuning.band_lanes
+    return int((8 * (bands - 1) * (n + 1) + snapshot * bands * tiles).sum())
+
+
+def splits(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> bool:
+    """Whether a traceback fill of problems of ``m`` x ``n`` (``rows`` rows a lane) is
+    split in two passes: its bands that can work at once are fewer than ``split_traceback``
+    per warp scheduler (the fill is bound by its critical path, not by the GPU)."""
+    if tuning.split_traceback <= 0:
+        return False
+    bands, _ = _band_counts(tuning, m, n, rows)
+    working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
+    schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
+    return working < tuning.split_traceback * schedulers
 
 
 def _warps(items: int, rows: int, working: int, share: float | None) -> int:
@@ -96,6 +124,18 @@ def walk_probes(job, lanes: int) -> int:
     return job.tuning.walk_probes if lanes else 1
 
 
+def unused(dtype):
+    """A one-element device array for a kernel argument the kernel does not touch (its
+    own array: under the simulator an array passed twice to a launch is copied back
+    twice, the untouched copy last)."""
+    return _unused(current_device(), np.dtype(dtype).str)
+
+
+@lru_cache(maxsize=None)
+def _unused(device: int, dtype: str):
+    return array_module().zeros(1, dtype)
+
+
 def _address(array) -> int:
     """Device address of an array (0 under the simulator, where it is not used)."""
     return 0 if simulator() else int(array.data.ptr)
@@ -103,51 +143,74 @@ def _address(array) -> int:
 
 class BandFill:
     """One band-kernel launch over ``problems`` (a :data:`band.FIELDS` x P int64 host
-    table whose item, border and top offsets this fills in) and its end-cell fold."""
+    table whose item, border, top, tile, checkpoint and snapshot offsets this fills in)
+    and its end-cell fold. ``split``: :data:`band.WHOLE`, or the pass of a split traceback
+    fill (whose second pass shares the first's ``control``: a stop ends both, and its
+    counter counts each cell once a pass)."""
 
     def __init__(self, job, problems: np.ndarray, rows: int, traceback: bool,
-                 byte_rows: bool) -> None:
+                 byte_rows: bool, split: int = band.WHOLE, control: FillControl | None = None
+                 ) -> None:
         xp = array_module()
         self.job, self.rows, self.traceback, self.byte_rows = job, rows, traceback, byte_rows
+        self.split = split
         self.lanes = job.tuning.band_lanes
+        self.tile_steps = job.tuning.split_tile_steps if split != band.WHOLE else 0
         m, n = problems[band.F_M], problems[band.F_N]
-        height = band.band_rows(rows, self.lanes)
-        bands = (m + height - 1) // height
+        bands, steps = _band_counts(job.tuning, m, n, rows)
+        tiles = (steps + self.tile_steps - 1) // self.tile_steps if self.tile_steps else 1
+        items = bands * tiles if split == band.RESUME else bands
         problems[band.F_BANDS] = bands
-        problems[band.F_ITEM0] = np.cumsum(bands) - bands
+        problems[band.F_TILES] = tiles
+        problems[band.F_ITEM0] = np.cumsum(items) - items
         problems[band.F_BORDER0] = np.cumsum(n + 1) - (n + 1)
-        self.items = int(bands.sum())
+        if split == band.SNAPSHOT:  # every band's bottom row but the last's, the snapshots
+            rows_kept = (bands - 1) * (n + 1)
+            problems[band.F_CKPT0] = np.cumsum(rows_kept) - rows_kept
+            snapshots = bands * tiles * band.SNAPSHOT_FIELDS * rows * self.lanes
+            problems[band.F_SNAP0] = np.cumsum(snapshots) - snapshots
+            self.kept_words, self.snapshot_words = int(rows_kept.sum()), int(snapshots.sum())
+        self.items = int(items.sum())
         self.cells = int((m * n).sum())
         self.working = working_bands(bands, n, band.band_trail(rows, self.lanes))
         # one upload: the table, then each work item's problem
         uploaded = xp.asarray(np.concatenate([problems.ravel(),
-                                              np.repeat(np.arange(problems.shape[1]), bands)]))
+                                              np.repeat(np.arange(problems.shape[1]), items)]))
         self.problems = uploaded[:problems.size].reshape(problems.shape)
         self.item_problem = uploaded[problems.size:]
         # one cleared allocation: the border rows, the work counter and error word, the
         # control's stop flag and cell counter
-        border = int((n + 1).sum())
-        cleared = xp.zeros(border + 4, np.int64)
+        border = int((n + 1).sum()) if split != band.RESUME else 1
+        cleared = xp.zeros(border + (2 if control else 4), np.int64)
         self.border, self.work = cleared[:border], cleared[border:border + 2]
-        self.control = FillControl(cleared[border + 2:])
+        self.control = control or FillControl(cleared[border + 2:])
         self.band_results = xp.empty((3, max(self.items, 1)), np.int32)
 
     def launch(self, query, target, top, checkpoints, checkpoint_every: int, tb, columns,
-               stream=None) -> None:
-        """Queue the fill (and the fold into ``columns``' score and end cell, by job row)."""
+               stream=None, snapshots=None) -> None:
+        """Queue the fill (and, but for a split fill's second pass, the fold into
+        ``columns``' score and end cell, by job row)."""
         job = self.job
         mode_code, fqs, fqe, fts, fte, _ = job.flags
         kernel = band.band_kernel(mode_code, fqs, fqe, fts, fte, self.traceback, job.use_dpx,
-                                  self.rows, self.lanes, self.byte_rows, checkpoint_every > 0)
-        warps = _warps(self.items, self.rows, self.working, job.tuning.band_warps)
+                                  self.rows, self.lanes, self.byte_rows, checkpoint_every > 0,
+                                  self.split)
+        if self.split == band.RESUME:  # tiles are independent: one warp a tile
+            warps = _warps(self.items, self.rows, self.items, None)
+        else:
+            warps = _warps(self.items, self.rows, self.working, job.tuning.band_warps)
+        if snapshots is None:
+            snapshots = unused(np.int32)
         launch_kernel("fill", kernel, warps, self.lanes, query, target, self.problems,
                       self.item_problem, self.items, job.sub, job.alphabet_size,
                       job.gap_open, job.gap_extend, top, _address(top), self.border,
                       _address(self.border), checkpoints, _address(checkpoints),
-                      checkpoint_every, tb,
+                      checkpoint_every, tb, _address(tb), snapshots, max(self.tile_steps, 1),
                       self.band_results[0], self.band_results[1], self.band_results[2],
                       self.control.device, self.work, stream=stream)
         self.control.launched(stream)
+        if self.split == band.RESUME:
+            return
         launch_kernel("fill", band.reduce_kernel(mode_code, fqs, fqe, fts, fte),
                       blocks(self.problems.shape[1]), THREADS_PER_BLOCK, self.problems,
                       self.band_results[0], self.band_results[1], self.band_results[2],
@@ -159,13 +222,58 @@ class BandFill:
         that its bands counted every cell of its problems (a fill whose warps left early
         would otherwise leave end cells no band wrote)."""
         self.control.wait(on_cells, interval)
-        if int(self.work[1]) != 0:
+        self.check(1, self.work)
+
+    def check(self, passes: int, *works) -> None:
+        """Raise where the ``passes`` fills sharing this control (each counting every cell)
+        met a hang (``works``' error words), or did not count every cell."""
+        if any(int(work[1]) != 0 for work in works):
             raise RuntimeError("the long-pair kernel stopped waiting for a band that never "
                                "came (a device fault?); the results are not usable")
         done = self.control.cells()
-        if done != self.cells:
-            raise RuntimeError(f"the long-pair kernel finished {done} of its {self.cells} "
-                               "cells (a device fault?); the results are not usable")
+        if done != passes * self.cells:
+            raise RuntimeError(f"the long-pair kernel finished {done // passes} of its "
+                               f"{self.cells} cells (a device fault?); the results are not "
+                               "usable")
+
+
+class SplitFill:
+    """A traceback fill in two passes (the ``split_traceback`` setting): a score-only pass
+    (end cells, every band's bottom row but the last's, a snapshot of each band's
+    registers every ``split_tile_steps`` steps), then every tile of ``split_tile_steps``
+    steps of every band at once from its snapshot, writing the same traceback words as a
+    whole fill (a tile runs the same steps on the same registers)."""
+
+    def __init__(self, job, problems: np.ndarray, rows: int, byte_rows: bool) -> None:
+        self.first = BandFill(job, problems, rows, False, byte_rows, band.SNAPSHOT)
+        self.second = BandFill(job, problems, rows, True, byte_rows, band.RESUME,
+                               self.first.control)
+        xp = array_module()
+        # cleared: the first pass's bands wait on these rows' tags (a stale word of an
+        # earlier fill could carry the tag a band waits for)
+        self.kept = xp.zeros(max(self.first.kept_words, 1), np.int64)
+        self.snapshots = xp.empty(max(self.first.snapshot_words, 1), np.int32)
+
+    def launch(self, query, target, top, tb, columns, stream=None) -> None:
+        """Queue both passes (the first's fold into ``columns``' score and end cell)."""
+        self.first.launch(query, target, top, self.kept, 1, unused(np.uint32), columns, stream,
+                          self.snapshots)
+        self.second.launch(query, target, top, self.kept, 0, tb, None, stream,
+                           self.snapshots)
+
+    def wait(self, on_cells, interval: float) -> None:
+        """Wait for both passes (each counts every cell: the progress shown is half the
+        count), then check them as :meth:`BandFill.wait` does."""
+        shown = [0, 0]  # cells counted, cells shown
+
+        def halved(cells: int) -> None:
+            shown[0] += cells
+            if shown[0] // 2 > shown[1]:
+                on_cells(shown[0] // 2 - shown[1])
+                shown[1] = shown[0] // 2
+
+        self.first.control.wait(halved, interval)
+        self.first.check(2, self.first.work, self.second.work)
 
 
 def top_words(job, n: int):
@@ -223,13 +331,18 @@ def byte_rows(job, batch, query, target) -> bool:
     return largest < band.BYTE_CODES
 
 
-def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill:
+def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill | SplitFill:
     """Queue the band fill of a long batch (score and end cell by job row; with the job's
-    traceback, the words of each pair at its ``tb_start``)."""
-    rows = lane_rows(job, int(batch.query_lengths.max()))
-    fill = BandFill(job, long_problems(batch), rows, job.traceback,
-                    byte_rows(job, batch, query, target))
+    traceback, the words of each pair at its ``tb_start``), in two passes where the plan
+    split it (``batch.split``)."""
+    rows = lane_rows(job.tuning, job.traceback, int(batch.query_lengths.max()))
     top = top_words(job, int(batch.target_lengths.max()))
+    bytes_ = byte_rows(job, batch, query, target)
+    if batch.split:
+        fill = SplitFill(job, long_problems(batch), rows, bytes_)
+        fill.launch(query, target, top, tb, job.columns, stream)
+        return fill
+    fill = BandFill(job, long_problems(batch), rows, job.traceback, bytes_)
     fill.launch(query, target, top, top, 0, tb, job.columns, stream)
     return fill
 
@@ -265,7 +378,7 @@ def align_linear(job, batch, query, target, on_cells):
     columns = job.columns
     top = top_words(job, n)
     checkpoints = xp.zeros(max(1, (m - 1) // rows * (n + 1)), np.int64)
-    no_words = xp.zeros(1, np.uint32)
+    no_words = unused(np.uint32)
     bytes_ = byte_rows(job, batch, query, target)
     forward = BandFill(job, long_problems(batch), TRACEBACK_ROWS, False, bytes_)
     forward.launch(query, target, top, checkpoints, rows // band.band_rows(TRACEBACK_ROWS, lanes),

@@ -69,6 +69,7 @@ class Batch:
     longest_query: int = 0         # inter: the longest query and target of the job's
     longest_target: int = 0        # inter-task pairs
     block_rows: int = 0            # linear: rows of a recomputed block
+    split: bool = False            # long: a traceback fill in two passes
 
     @property
     def slots(self) -> int:
@@ -299,6 +300,11 @@ def _long_batches(pairs, m, n, traceback, budget, traceback_budget, tuning):
         part = slice(first, stop)
         batches.append(_long_batch("long", pairs[part], m[part], n[part], tb_words[part],
                                    run_words[part]))
+        if traceback:  # two passes where the fill is bound by its bands' critical path
+            rows = long.lane_rows(tuning, True, int(m[part].max()))
+            batches[-1].split = long.splits(tuning, m[part], n[part], rows) and (
+                int(need[part].sum()) + long.split_bytes(tuning, m[part], n[part], rows)
+                <= budget)
     return batches
 
 

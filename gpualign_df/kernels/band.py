@@ -41,12 +41,22 @@ leaves; a set stop flag (the host's Ctrl-C) makes warps take no further band.
 Cells are the contract of :mod:`gpualign_df.kernels.cpu` (the same recurrences, tie-breaks
 and traceback bits as :mod:`gpualign_df.kernels.strip`). Traceback words are those of
 strips of 8 rows: strip ``k``'s word of step ``s`` holds its 8 rows' nibbles (row ``r`` at
-bits ``4 * (7 - r)``) for columns ``s - 8k - r + 1``, stored at ``tb0 + k * (n + 7) + s -
-8k``; so the nibble of (i, j) is in word ``strip * (n + 7) + j - 1 + (i - 1) % 8``
-(:func:`nibble_index`). At 8 rows a lane a strip is a lane (k = band * 32 + L); at 4 two
+bits ``4 * (7 - r)``) for columns ``s - 8k - r + 1``, stored at ``tb0 + k * stride + s -
+8k`` (``stride``: ``n + 7`` rounded up to 4, :func:`~gpualign_df.kernels.strip.skewed_stride`);
+so the nibble of (i, j) is in word ``strip * stride + j - 1 + (i - 1) % 8``
+(:func:`nibble_index`). A group of steps inside the matrix stores each strip's four words
+of four steps as one aligned 16-byte store. At 8 rows a lane a strip is a lane (k = band * 32 + L); at 4 two
 lanes, whose rows compute the same columns on a step (k = (band * 32 + L) / 2): the even
 lane joins the odd lane's 16 bits to its own and stores the word. So the walk reads one
 layout whatever the rows a lane.
+
+A traceback fill of a few pairs is bound by its bands' critical path (each band trails
+the one above), which the traceback's instructions lengthen. Such a fill may be split in
+two passes (``split``): a score-only pass whose bands pass their bottom rows through kept
+rows (one a band, cleared before) and store a snapshot of their lanes' registers every
+``tile_steps`` steps, then a pass whose work items are the tiles of ``tile_steps`` steps of
+every band, all independent: a tile restores its snapshot, reads the kept row above, and
+runs the same steps on the same registers, so its words are the whole fill's.
 
 Each band leaves its end-cell candidate (score, row, column) per work item;
 :func:`reduce_kernel` folds a problem's bands in row order into its end cell.
@@ -60,15 +70,24 @@ from numba import cuda, int32, int64, uint32, uint64
 
 from ..scoring import NEG_INF
 from . import dpx, simulator
-from .strip import SHARED_TABLE, STRIP_ROWS, WARP, append_sign, border_score, mode_shape
+from .strip import (SHARED_TABLE, STRIP_ROWS, WARP, append_sign, border_score, mode_shape,
+                    skewed_stride_device)
 
 #: Fields of the ``problems`` table (one column per problem): lengths, residue starts,
 #: the problem's first row in its pair (0, or a checkpoint row), offsets of its top row,
-#: border row, traceback words, first work item and checkpoint rows, its job row and its
-#: bands.
+#: border row, traceback words, first work item and checkpoint rows, its job row, its
+#: bands, its tiles a band and the offset of its snapshots (split fills).
 (F_M, F_N, F_Q0, F_T0, F_ROW0, F_TOP0, F_BORDER0, F_TB0, F_ITEM0, F_CKPT0, F_ROW,
- F_BANDS) = range(12)
-FIELDS = 12
+ F_BANDS, F_TILES, F_SNAP0) = range(14)
+FIELDS = 14
+#: How a fill is split (:func:`band_kernel`'s ``split``): not at all; the first pass of a
+#: split traceback fill (no words; every band's bottom row kept and a snapshot of its
+#: lanes' registers every ``tile_steps`` steps); the second pass (a work item is a tile
+#: of ``tile_steps`` steps of one band, started from its snapshot, writing the words).
+WHOLE, SNAPSHOT, RESUME = range(3)
+#: Registers a lane keeps per row in a snapshot: H, I and D of its last cell, the H it
+#: takes as its next diagonal, the target code it holds.
+SNAPSHOT_FIELDS = 5
 #: Kinds of step (:func:`band_kernel`): every row inside columns 1..n; rows perhaps left of
 #: column 1 (none right of column n); rows perhaps right of column n (none left of column
 #: 1); rows perhaps outside on either side.
@@ -200,6 +219,30 @@ def _storer(linked: bool):
     return inlined(linked_store)
 
 
+def _plain_store_words(array, address, index, words, predicate):
+    if predicate:
+        for k in range(4):
+            array[index + uint64(k)] = words[k]
+
+
+@lru_cache(maxsize=None)
+def _word_storer(linked: bool):
+    """A store of four uint32 traceback words at a uint64 index (a multiple of 4) where a
+    predicate holds: one predicated 16-byte store in linked CUDA C, else four plain
+    stores."""
+    if simulator():
+        return _plain_store_words
+    if not linked:
+        return inlined(_plain_store_words)
+    store4 = dpx.store4_if()
+
+    def linked_store_words(array, address, index, words, predicate):
+        store4(address, int64(index), words[0], words[1], words[2], words[3],
+               int32(predicate))
+
+    return inlined(linked_store_words)
+
+
 @lru_cache(maxsize=None)
 def _loader(linked: bool):
     """A read of a border word that bypasses L1 and is never hoisted out of a wait."""
@@ -298,7 +341,7 @@ def _warp_functions(lanes: int):
 @inlined
 def nibble_index(strip, columns, j, row):
     """Word index (from the problem's traceback start) of cell (strip row ``row``, j)."""
-    return strip * (columns + STRIP_ROWS - 1) + j - 1 + row
+    return strip * skewed_stride_device(columns) + j - 1 + row
 
 
 @inlined
@@ -309,7 +352,7 @@ def tag_of_device(band):
 @lru_cache(maxsize=None)
 def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
                 use_dpx: bool, rows: int, lanes: int = WARP, byte_rows: bool = False,
-                checkpointed: bool = False):
+                checkpointed: bool = False, split: int = WHOLE):
     """The band fill for one mode / free-ends / traceback combination, ``rows`` query rows
     a lane (2, 4 or 8; 4 or 8 with traceback). Launch with 32 threads a block and any
     number of blocks (they take bands from ``work[0]``).
@@ -318,17 +361,24 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     below 8 and those codes' scores fit a signed byte (:func:`byte_scores_fit`), so each row
     keeps its scores in two registers and a cell's score is one byte select instead of a
     shared-memory read. ``checkpointed``: the launch keeps checkpoint rows (its
-    ``checkpoint_every`` is positive); other fills compile no checkpoint store."""
+    ``checkpoint_every`` is positive); other fills compile no checkpoint store.
+    ``split``: :data:`WHOLE`, or a pass of a split traceback fill: :data:`SNAPSHOT` (score
+    only, checkpointed every band, snapshots every ``tile_steps`` steps) or :data:`RESUME`
+    (traceback; work items are tiles, no border rows, no end-cell candidates)."""
     assert rows in (2, 4, 8) and (rows in (4, STRIP_ROWS) or not traceback)
+    assert split == WHOLE or (split == SNAPSHOT) == (checkpointed and not traceback)
     local, corner, _free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
                                                                          fte)
-    track = local or end_row
+    resume = split == RESUME
+    snapshot = split == SNAPSHOT
+    track = (local or end_row) and not resume  # a resumed tile's end cell is known
     add_max, max3, max3_zero = dpx.functions(use_dpx)
     append = dpx.append_sign() if use_dpx else append_sign
     byte_score = dpx.byte_score(use_dpx)
     byte_selector = dpx.byte_selector
     load = _loader(use_dpx)
     store = _storer(use_dpx)
+    store_words = _word_storer(use_dpx)
     exchange, broadcast, pause, every, next_word = _warp_functions(lanes)
     # lanes a strip (8 rows, one traceback word a column) spans: at four rows a lane, an
     # even lane's rows 0-3 and the next lane's rows 4-7 compute the same columns on a step,
@@ -415,9 +465,10 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 
         return step
 
-    def make_advance(kind):
+    def make_advance(kind, keeps_word=False):
         """One step of a lane with its exchanges and stores (a step whose rows may lie
-        outside stores only what lies inside the matrix)."""
+        outside stores only what lies inside the matrix); ``keeps_word``: the step returns
+        its traceback word instead of storing it (:func:`word_group`)."""
         step = make_step(kind)
         left, right = step_edges(kind)
 
@@ -454,14 +505,15 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             writes_word = writes_tb and (index >= 0 or not left) and (
                 index <= n + tb_last or not right)
             writes_column = (c >= one or not left) and (c <= n or not right)
-            if writes_word:
-                tb[tb_base + uint64(index)] = word
+            if writes_word and not keeps_word:
+                tb[0][tb_base + uint64(index)] = word
             packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
             store(border[0], border[1], border0 + int64(c), packed,
                   store_border and writes_column)
             if checkpointed:
                 store(checkpoints[0], checkpoints[1], checkpoint + int64(c), packed,
                       store_checkpoint and writes_column)
+            return word
 
         return advance
 
@@ -500,7 +552,37 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             width *= 2
         return advance
 
-    plain_group = grouped(advance_plain)
+    def word_group():
+        """Four plain steps whose words a strip's lane stores at once: its words of steps
+        s..s+3 are consecutive (index ``s - lane * rows``, a multiple of 4 on a group's first
+        step, as the strips' stride and every problem's words start)."""
+        keep = make_advance(PLAIN, True)
+
+        @inlined
+        def four(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb, tb_base,
+                 writes_tb, border, border0, store_border, checkpoints, checkpoint,
+                 store_checkpoint, my_tag):
+            words = (keep(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
+                          tb_base, writes_tb, border, border0, store_border, checkpoints,
+                          checkpoint, store_checkpoint, my_tag),
+                     keep(s + one, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch,
+                          tb, tb_base, writes_tb, border, border0, store_border, checkpoints,
+                          checkpoint, store_checkpoint, my_tag),
+                     keep(s + int32(2), lane, n, current, regs, shared_sub, go32, ge32, cap,
+                          scratch, tb, tb_base, writes_tb, border, border0, store_border,
+                          checkpoints, checkpoint, store_checkpoint, my_tag),
+                     keep(s + int32(3), lane, n, current, regs, shared_sub, go32, ge32, cap,
+                          scratch, tb, tb_base, writes_tb, border, border0, store_border,
+                          checkpoints, checkpoint, store_checkpoint, my_tag))
+            store_words(tb[0], tb[1], tb_base + uint64(s - lane * rows32), words, writes_tb)
+
+        width = 4
+        while width < group:
+            four = doubled(four, width)
+            width *= 2
+        return four
+
+    plain_group = word_group() if traceback and group % 4 == 0 else grouped(advance_plain)
     checked_group = grouped(advance_checked)
     starting_group = grouped(advance_starting)
     ending_group = grouped(advance_ending)
@@ -510,7 +592,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     @cuda.jit
     def fill(query, target, problems, item_problem, total_items, sub, alphabet_size, go, ge,
              top, top_address, border, border_address, checkpoints, checkpoints_address,
-             checkpoint_every, tb,
+             checkpoint_every, tb, tb_address, snapshots, tile_steps,
              band_score, band_i, band_j, control, work):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         scratch = cuda.shared.array((4, lanes), int64)
@@ -551,6 +633,11 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             t0 = problems[F_T0, p]
             row0 = int32(problems[F_ROW0, p])
             band = int32(item - problems[F_ITEM0, p])
+            tiles = int32(problems[F_TILES, p])
+            tile = int32(0)
+            if resume:  # item: tile ``tile`` of band ``band``
+                tile = band % tiles
+                band = band // tiles
             first = band * height32 + lane * rows32 + one  # problem-relative first row
             for r in range(rows):
                 i = first + int32(r)
@@ -574,13 +661,34 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 t_codes[r] = 0
                 best[r] = neg
                 best_j[r] = 0
+            steps = n + height32 - one
+            s = int32(0)
+            s_stop = steps
+            snap_lanes = int64(SNAPSHOT_FIELDS * rows * lanes)
+            if resume:
+                s = tile * int32(tile_steps)
+                s_stop = min(s + int32(tile_steps), steps)
+                if tile > 0:  # the registers the first pass had on this step
+                    snap = problems[F_SNAP0, p] + int64(band * tiles + tile) * snap_lanes
+                    for r in range(rows):
+                        h_left[r] = snapshots[snap + (0 * rows + r) * lanes + lane]
+                        i_reg[r] = snapshots[snap + (1 * rows + r) * lanes + lane]
+                        d_reg[r] = snapshots[snap + (2 * rows + r) * lanes + lane]
+                        diag[r] = snapshots[snap + (3 * rows + r) * lanes + lane]
+                        t_codes[r] = snapshots[snap + (4 * rows + r) * lanes + lane]
             # lane 0's words: column 32 * batch + 1 + lane in ``current`` (being used) and
-            # ``ahead`` (the next batch, in flight, with its columns' target codes)
+            # ``ahead`` (the next batch, in flight, with its columns' target codes); the
+            # passes of a split fill read the bottom row the band above keeps
             if band == 0:
                 source = top
                 address = top_address
                 source0 = problems[F_TOP0, p]
                 expected = -1
+            elif resume or snapshot:
+                source = checkpoints
+                address = checkpoints_address
+                source0 = problems[F_CKPT0, p] + int64(band - 1) * int64(n + 1)
+                expected = tag_of_device(band - 1)
             else:
                 source = border
                 address = border_address
@@ -588,14 +696,15 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 expected = tag_of_device(band - 1)
             border0 = problems[F_BORDER0, p]
             t_start = uint64(t0)
-            column = lane + one
+            column = s + lane + one
             ahead = int64(0)
             ahead_code = int32(0)
             if column <= n:
                 ahead = load(source, address, source0 + column)
                 ahead_code = int32(target[t_start + uint64(column - one)])
             current = ahead
-            writes_border = band_height * (band + 1) < m  # a band below reads it
+            # a band below reads it (not from a resumed tile: the first pass kept it)
+            writes_border = band_height * (band + 1) < m and not resume
             checkpoint = int64(0)
             keeps_rows = False
             if (checkpointed and checkpoint_every > 0 and writes_border
@@ -604,23 +713,34 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 checkpoint = (problems[F_CKPT0, p]
                               + ((band + 1) // checkpoint_every - 1) * (n + 1))
             strip = (band * lanes + lane) // strip_lanes
-            tb_base = uint64(problems[F_TB0, p] + strip * (n + STRIP_ROWS - 1))
+            tb_base = uint64(problems[F_TB0, p] + strip * skewed_stride_device(n))
             writes_tb = traceback and first <= m and lane % strip_lanes == 0
             my_tag = tag_of_device(band)
-            steps = n + height32 - one
-            store_border = lane == lanes32 - one and writes_border
-            store_checkpoint = store_border and keeps_rows
+            store_checkpoint = lane == lanes32 - one and writes_border and keeps_rows
+            # (a first pass's band below reads the kept row: no border row)
+            store_border = lane == lanes32 - one and writes_border and not snapshot
             # steps whose rows all lie inside columns 1..n, in whole groups
             plain_first = height32 - one
             plain_last = n - group32
             last_group = steps - group32  # the last step that starts a whole group
             border_ref = (border, border_address)
             checkpoint_ref = (checkpoints, checkpoints_address)
+            tb_ref = (tb, tb_address)
             regs = (h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high,
                     row_offset)
-            s = int32(0)
-            while s < steps:  # (a range() here counts in 64 bits)
+            while s < s_stop:  # (a range() here counts in 64 bits)
                 if (s & batch_mask) == 0:
+                    if snapshot and s > 0 and s % int32(tile_steps) == 0:
+                        # the lanes' registers before step s: tile s / tile_steps resumes
+                        # from them (a warp-wide branch, once a tile)
+                        snap = problems[F_SNAP0, p] + (
+                            int64(band * tiles + s // int32(tile_steps)) * snap_lanes)
+                        for r in range(rows):
+                            snapshots[snap + (0 * rows + r) * lanes + lane] = h_left[r]
+                            snapshots[snap + (1 * rows + r) * lanes + lane] = i_reg[r]
+                            snapshots[snap + (2 * rows + r) * lanes + lane] = d_reg[r]
+                            snapshots[snap + (3 * rows + r) * lanes + lane] = diag[r]
+                            snapshots[snap + (4 * rows + r) * lanes + lane] = t_codes[r]
                     # a new batch: lane k's word is column s + 1 + k (lane 0's on step s + k),
                     # prefetched a batch ago; a lane whose word is not there yet polls it,
                     # sleeping longer and longer between polls (waiting warps leave the memory
@@ -660,43 +780,48 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 if (s & group_mask) == 0 and s <= last_group and (plain or group_checked):
                     if plain:
                         plain_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                    scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                    scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                     elif s < plain_first and s + group32 <= n:  # no row right of column n
                         starting_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                       scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                       scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                        store_border, checkpoint_ref, checkpoint,
                                        store_checkpoint, my_tag)
                     elif s >= plain_first:  # no row left of column 1
                         ending_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                     scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                     scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                      store_border, checkpoint_ref, checkpoint,
                                      store_checkpoint, my_tag)
                     else:
                         checked_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                      scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                      scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                       store_border, checkpoint_ref, checkpoint,
                                       store_checkpoint, my_tag)
                     s += group32
                 elif not group_checked and s < plain_first and s < n:
                     advance_starting(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                     scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                     scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                      store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                      my_tag)
                     s += one
                 elif not group_checked and s >= plain_first:
                     advance_ending(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                   scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                   scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                    store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                    my_tag)
                     s += one
                 else:
                     advance_checked(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
-                                    scratch, tb, tb_base, writes_tb, border_ref, border0,
+                                    scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                     s += one
+            if resume:  # a band's cells count once, with its last tile
+                if lane == 0 and s_stop == steps:
+                    done_rows = min(band_height, m - band * band_height)
+                    cuda.atomic.add(control, 1, int64(done_rows) * int64(n))
+                continue
             # the band's end-cell candidate: rows ascending, strict > (corner: row m)
             value = initial_best
             value_i = 0

@@ -57,6 +57,17 @@ extern "C" __device__ int gpualign_store_if(long long address, long long index,
   asm volatile("{ .reg .pred p; setp.ne.s32 p, %2, 0; @p st.global.s64 [%0], %1; }"
                :: "l"(((long long*)address) + index), "l"(value), "r"(predicate));
   return 0; }
+/* Four uint32 words stored at address + 4 * index (16-byte aligned) where predicate is
+   non-zero: one predicated st.global.v4 (a quarter of the store instructions and of the L2
+   sectors that four scattered words of different rows would cost). */
+extern "C" __device__ int gpualign_store4_if(long long address, long long index, unsigned a,
+                                             unsigned b, unsigned c, unsigned d,
+                                             int predicate) {
+  asm volatile("{ .reg .pred p; setp.ne.s32 p, %5, 0;"
+               " @p st.global.v4.u32 [%0], {%1, %2, %3, %4}; }"
+               :: "l"(((unsigned*)address) + index), "r"(a), "r"(b), "r"(c), "r"(d),
+                  "r"(predicate));
+  return 0; }
 /* The value in the high word, a bit in the low word (inlined, the packing costs nothing).
    __vibmax_s32(a, b, &p) is max(a, b) with p = (a >= b). */
 extern "C" __device__ long long gpualign_keep_best(int best, int h) {
@@ -256,6 +267,16 @@ def store_if():
     predicated store, not a branch (linked CUDA C)."""
     return cuda.declare_device("gpualign_store_if", "int32(int64, int64, int64, int32)",
                                link=_linked_source(), abi="c")
+
+
+@lru_cache(maxsize=None)
+def store4_if():
+    """``store4_if(address, index, a, b, c, d, predicate)``: four uint32 words at
+    ``address`` + 4 * ``index`` (16-byte aligned) where ``predicate`` is non-zero, as one
+    predicated vector store (linked CUDA C)."""
+    return cuda.declare_device(
+        "gpualign_store4_if", "int32(int64, int64, uint32, uint32, uint32, uint32, int32)",
+        link=_linked_source(), abi="c")
 
 
 @_device_function

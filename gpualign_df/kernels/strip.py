@@ -58,6 +58,19 @@ append_sign = (_append_sign_simulated if simulator()
                else cuda.jit(device=True, inline=True)(_append_sign))
 
 
+def skewed_stride(columns: int):
+    """uint32 words between two strips' rows in the band kernel's skewed traceback layout
+    of ``columns`` columns (:mod:`gpualign_df.kernels.band`): ``columns + STRIP_ROWS - 1``
+    rounded up to 4, so that four steps' words of a strip are one aligned 16-byte store."""
+    return (columns + STRIP_ROWS + 2) // 4 * 4
+
+
+@cuda.jit(device=True, inline=True)
+def skewed_stride_device(columns):
+    """:func:`skewed_stride` in a kernel."""
+    return (columns + (STRIP_ROWS + 2)) // 4 * 4
+
+
 @cuda.jit(device=True, inline=True)
 def border_score(index, go, ge, free):
     """H on row 0 / column 0 at distance ``index`` from the corner (``free``: 0 there)."""

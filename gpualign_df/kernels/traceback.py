@@ -14,7 +14,7 @@ from numba import cuda, int32, uint32, uint64
 
 from . import common, simulator
 from ..scoring import MODE_GLOBAL, MODE_LOCAL
-from .strip import STRIP_ROWS
+from .strip import STRIP_ROWS, skewed_stride_device
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 
@@ -89,7 +89,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     matches, mismatches, gap opens, gap columns). Word of (i, j): strip ``(i - row0 - 1)
     // 8``, row ``r = (i - row0 - 1) % 8``, at ``b0 + width * (strip * columns + j - 1)``;
     ``skewed`` (the band kernel's layout, :mod:`gpualign_df.kernels.band`): at ``b0 + strip
-    * (columns + 7) + j - 1 + r``.
+    * stride + j - 1 + r``, ``stride`` the :func:`~gpualign_df.kernels.strip.skewed_stride`
+    of ``columns``.
 
     ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
     run it alike (the same reads, the same branches, the same stores), which in H looks at
@@ -112,7 +113,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
         strip = (i - row0 - 1) // STRIP_ROWS
         row = (i - row0 - 1) % STRIP_ROWS
         if skewed:
-            word = tb[uint64(b0 + strip * (columns + STRIP_ROWS - 1) + j - 1 + row)]
+            word = tb[uint64(b0 + strip * skewed_stride_device(columns) + j - 1 + row)]
         else:
             word = tb[uint64(b0 + width * (strip * columns + j - 1))]
         return (word >> uint32(4 * (STRIP_ROWS - 1 - row))) & uint32(15)
