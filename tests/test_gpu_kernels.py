@@ -213,6 +213,9 @@ def test_split_traceback_follows_the_setting_and_the_budget(settings):
     assert plan(pairs, m, n, True, tight + extra, None, tuning)[0].split
     settings(split_traceback=0)
     assert not plan(pairs, m, n, True, 1 << 40, None, config.settings())[0].split
+    settings(split_traceback=1e9, split_tile_steps=1000)   # not a whole number of batches
+    with pytest.raises(ValueError, match="split_tile_steps"):
+        plan(pairs, m, n, True, 1 << 40, None, config.settings())
 
 
 @pytest.mark.parametrize("split", [0, 1e9])

@@ -75,6 +75,10 @@ def splits(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> bool:
     per warp scheduler (the fill is bound by its critical path, not by the GPU)."""
     if tuning.split_traceback <= 0:
         return False
+    step_unit = max(tuning.band_lanes, STRIP_ROWS)  # a batch, a group of steps
+    if tuning.split_tile_steps <= 0 or tuning.split_tile_steps % step_unit:
+        raise ValueError(f"the split_tile_steps setting ({tuning.split_tile_steps}) must be "
+                         f"a positive multiple of {step_unit} (band_lanes and 8)")
     bands, _ = _band_counts(tuning, m, n, rows)
     working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
     schedulers = 1 if simulator() else 4 * multiprocessors(current_device())

@@ -44,11 +44,12 @@ strips of 8 rows: strip ``k``'s word of step ``s`` holds its 8 rows' nibbles (ro
 bits ``4 * (7 - r)``) for columns ``s - 8k - r + 1``, stored at ``tb0 + k * stride + s -
 8k`` (``stride``: ``n + 7`` rounded up to 4, :func:`~gpualign_df.kernels.strip.skewed_stride`);
 so the nibble of (i, j) is in word ``strip * stride + j - 1 + (i - 1) % 8``
-(:func:`nibble_index`). A group of steps inside the matrix stores each strip's four words
-of four steps as one aligned 16-byte store. At 8 rows a lane a strip is a lane (k = band * 32 + L); at 4 two
+(:func:`nibble_index`). At 8 rows a lane a strip is a lane (k = band * 32 + L); at 4 two
 lanes, whose rows compute the same columns on a step (k = (band * 32 + L) / 2): the even
-lane joins the odd lane's 16 bits to its own and stores the word. So the walk reads one
-layout whatever the rows a lane.
+lane joins the odd lane's 16 bits to its own and stores the word. A group of steps inside
+the matrix stores each strip's words of four steps as one aligned 16-byte store (a quarter
+of the stores and L2 sectors of one word a step). So the walk reads one layout whatever the
+rows a lane.
 
 A traceback fill of a few pairs is bound by its bands' critical path (each band trails
 the one above), which the traceback's instructions lengthen. Such a fill may be split in
