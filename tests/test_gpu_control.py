@@ -113,3 +113,31 @@ def test_long_fill_on_the_side_stream_waits_for_its_set_up(monkeypatch, settings
         cpu = gpualign_df.align(queries, targets, backend="cpu", **options)
         gpu_frame = gpualign_df.align(queries, targets, backend="cuda", **options)
         pd.testing.assert_frame_equal(cpu, gpu_frame)
+
+
+def test_a_split_fill_stopped_between_its_passes_raises_and_frees_the_gpu(monkeypatch,
+                                                                        settings):
+    """A split traceback fill whose stop flag is set while its first pass runs (as Ctrl-C
+    does) leaves its second pass at once, even though rows it would wait for were never
+    written: the wait raises instead of hanging or returning words no tile wrote, and the
+    next job gets the whole GPU and the CPU's frame."""
+    settings(split_traceback=1e9)
+    rng = np.random.default_rng(2)
+    query, target = ("".join(rng.choice(list("ACGT"), 20_000)) for _ in range(2))
+    gpualign_df.align([query[:3000]], [target[:3000]], mode="nw", **DNA)   # compile
+    launch = gpu.long.SplitFill.launch
+
+    def stopped_after_the_first_pass_starts(self, *arguments, **options):
+        launch(self, *arguments, **options)
+        self.first.control.stop()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(gpu.long.SplitFill, "launch", stopped_after_the_first_pass_starts)
+        started = time.perf_counter()
+        with pytest.raises(RuntimeError, match="finished"):
+            gpualign_df.align([query], [target], mode="nw", **DNA)
+        assert time.perf_counter() - started < 5
+    options = dict(mode="nw", match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    pd.testing.assert_frame_equal(
+        gpualign_df.align([query[:4000]], [target[:4000]], backend="cuda", **options),
+        gpualign_df.align([query[:4000]], [target[:4000]], backend="cpu", **options))
