@@ -82,6 +82,7 @@ class Row:
     target_s: float
     target_text: str
     prefix: int | None = None  # keep the first ``prefix`` bp of each sequence
+    query_prefix: int | None = None  # keep the first ``query_prefix`` bp of each query
     memory_limit: int | None = None  # peak GPU bytes the target allows
     long: bool = False  # a 1 Mbp row: ``--repeat-1m`` warm calls
     same_score_as: str | None = None  # a row whose scores must equal this row's
@@ -93,6 +94,10 @@ ROWS: list[Row] = [
     Row("100k-score", "100 kbp x 100 kbp (edlib original vs 99 % copy, first 100,000 bp), "
         "global score-only", ORIGINAL, COPY_99, "nw", False, 0.03,
         "<= 0.03 s", prefix=100_000, same_score_as="100k-cigar"),
+    Row("10k-1m-score", "10 kbp x 1 Mbp (first 10,000 bp of the edlib original vs its 99 % "
+        "copy), global score-only", ORIGINAL, COPY_99, "nw", False, 0.025,
+        "<= 0.025 s (400 GCUPS; issue #18: pairs of very different lengths fill the GPU too)",
+        query_prefix=10_000),
     Row("hg38-51k", "hg38 vs CHM13, 51 kbp (parasail pair), global + CIGAR",
         "hg38_chm13_51kbp_pair.fasta.gz", "hg38_chm13_51kbp_pair.fasta.gz", "nw", True, 0.02,
         "<= 0.02 s"),
@@ -153,8 +158,8 @@ class Result:
 def load_pairs(row: Row, data_dir: Path, scale: float,
                read: Callable[[Path], list[str]]) -> tuple[list[str], list[str]]:
     """The row's queries and targets: the first record of a one-file row against its
-    second, else record k against record k; cut to ``row.prefix``, then to the first
-    ``scale`` fraction of each."""
+    second, else record k against record k; cut to ``row.prefix`` (queries to
+    ``row.query_prefix``), then to the first ``scale`` fraction of each."""
     if row.query_file == row.target_file:
         records = read(data_dir / row.query_file)
         queries, targets = records[:1], records[1:2]
@@ -163,11 +168,12 @@ def load_pairs(row: Row, data_dir: Path, scale: float,
     if len(queries) != len(targets) or not queries:
         raise ValueError(f"{row.name}: {len(queries)} queries against {len(targets)} targets")
 
-    def cut(sequence: str) -> str:
-        if row.prefix is not None:
-            sequence = sequence[:row.prefix]
+    def cut(sequence: str, prefix: int | None) -> str:
+        if prefix is not None:
+            sequence = sequence[:prefix]
         return sequence if scale >= 1.0 else sequence[:max(1, int(len(sequence) * scale))]
-    return [cut(q) for q in queries], [cut(t) for t in targets]
+    query_prefix = row.prefix if row.query_prefix is None else row.query_prefix
+    return [cut(q, query_prefix) for q in queries], [cut(t, row.prefix) for t in targets]
 
 
 def read_records(path: Path) -> list[str]:
