@@ -60,13 +60,21 @@ def _band_counts(tuning, m, n, rows: int):
     return (m + height - 1) // height, n + height - 1
 
 
-def split_bytes(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> int:
-    """Device bytes a split traceback fill (``split_traceback``) of problems of ``m`` x
-    ``n`` adds: every band's bottom row but the last band's, and the snapshots."""
+def _split_words(tuning, m, n, rows: int):
+    """(tiles a band, words of the kept rows, words of the snapshots) of each problem of
+    ``m`` x ``n`` in a split traceback fill: every band's bottom row but the last band's
+    (int64), a snapshot of every tile of every band (int32)."""
     bands, steps = _band_counts(tuning, m, n, rows)
     tiles = (steps + tuning.split_tile_steps - 1) // tuning.split_tile_steps
-    snapshot = 4 * band.SNAPSHOT_FIELDS * rows * tuning.band_lanes
-    return int((8 * (bands - 1) * (n + 1) + snapshot * bands * tiles).sum())
+    return (tiles, (bands - 1) * (n + 1),
+            bands * tiles * band.SNAPSHOT_FIELDS * rows * tuning.band_lanes)
+
+
+def split_bytes(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> int:
+    """Device bytes a split traceback fill (``split_traceback``) of problems of ``m`` x
+    ``n`` adds: its kept rows and snapshots."""
+    _tiles, kept, snapshots = _split_words(tuning, m, n, rows)
+    return int((8 * kept + 4 * snapshots).sum())
 
 
 def splits(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> bool:
@@ -161,19 +169,19 @@ class BandFill:
         self.lanes = job.tuning.band_lanes
         self.tile_steps = job.tuning.split_tile_steps if split != band.WHOLE else 0
         m, n = problems[band.F_M], problems[band.F_N]
-        bands, steps = _band_counts(job.tuning, m, n, rows)
-        tiles = (steps + self.tile_steps - 1) // self.tile_steps if self.tile_steps else 1
+        bands, _steps = _band_counts(job.tuning, m, n, rows)
+        tiles = 1
+        if split != band.WHOLE:
+            tiles, kept, snapshots = _split_words(job.tuning, m, n, rows)
         items = bands * tiles if split == band.RESUME else bands
         problems[band.F_BANDS] = bands
         problems[band.F_TILES] = tiles
         problems[band.F_ITEM0] = np.cumsum(items) - items
         problems[band.F_BORDER0] = np.cumsum(n + 1) - (n + 1)
-        if split == band.SNAPSHOT:  # every band's bottom row but the last's, the snapshots
-            rows_kept = (bands - 1) * (n + 1)
-            problems[band.F_CKPT0] = np.cumsum(rows_kept) - rows_kept
-            snapshots = bands * tiles * band.SNAPSHOT_FIELDS * rows * self.lanes
+        if split == band.SNAPSHOT:  # where each problem's kept rows and snapshots start
+            problems[band.F_CKPT0] = np.cumsum(kept) - kept
             problems[band.F_SNAP0] = np.cumsum(snapshots) - snapshots
-            self.kept_words, self.snapshot_words = int(rows_kept.sum()), int(snapshots.sum())
+            self.kept_words, self.snapshot_words = int(kept.sum()), int(snapshots.sum())
         self.items = int(items.sum())
         self.cells = int((m * n).sum())
         self.working = working_bands(bands, n, band.band_trail(rows, self.lanes))
