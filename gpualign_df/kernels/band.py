@@ -44,7 +44,7 @@ strips of 8 rows: strip ``k``'s word of step ``s`` holds its 8 rows' nibbles (ro
 bits ``4 * (7 - r)``) for columns ``s - 8k - r + 1``, stored at ``tb0 + k * stride + s -
 8k`` (``stride``: ``n + 7`` rounded up to 4, :func:`~gpualign_df.kernels.strip.skewed_stride`);
 so the nibble of (i, j) is in word ``strip * stride + j - 1 + (i - 1) % 8``
-(:func:`nibble_index`). At 8 rows a lane a strip is a lane (k = band * 32 + L); at 4 two
+(:func:`~gpualign_df.kernels.strip.skewed_word_index`). At 8 rows a lane a strip is a lane (k = band * 32 + L); at 4 two
 lanes, whose rows compute the same columns on a step (k = (band * 32 + L) / 2): the even
 lane joins the odd lane's 16 bits to its own and stores the word. A group of steps inside
 the matrix stores each strip's words of four steps as one aligned 16-byte store (a quarter
@@ -337,12 +337,6 @@ def _warp_functions(lanes: int):
         return uint32(cuda.shfl_down_sync(mask, int32(word), 1))  # (no unsigned shuffles)
 
     return exchange, broadcast, pause, every, next_word
-
-
-@inlined
-def nibble_index(strip, columns, j, row):
-    """Word index (from the problem's traceback start) of cell (strip row ``row``, j)."""
-    return strip * skewed_stride_device(columns) + j - 1 + row
 
 
 @inlined

@@ -65,10 +65,15 @@ def skewed_stride(columns: int):
     return (columns + STRIP_ROWS + 2) // 4 * 4
 
 
+#: :func:`skewed_stride` in a kernel.
+skewed_stride_device = cuda.jit(device=True, inline=True)(skewed_stride)
+
+
 @cuda.jit(device=True, inline=True)
-def skewed_stride_device(columns):
-    """:func:`skewed_stride` in a kernel."""
-    return (columns + (STRIP_ROWS + 2)) // 4 * 4
+def skewed_word_index(strip, columns, j, row):
+    """Word (from the problem's traceback start) of cell (strip row ``row``, column ``j``)
+    of strip ``strip`` in the skewed layout of ``columns`` columns."""
+    return strip * skewed_stride_device(columns) + j - 1 + row
 
 
 @cuda.jit(device=True, inline=True)

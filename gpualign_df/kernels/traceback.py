@@ -14,7 +14,7 @@ from numba import cuda, int32, uint32, uint64
 
 from . import common, simulator
 from ..scoring import MODE_GLOBAL, MODE_LOCAL
-from .strip import STRIP_ROWS, skewed_stride_device
+from .strip import STRIP_ROWS, skewed_word_index
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 
@@ -113,7 +113,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
         strip = (i - row0 - 1) // STRIP_ROWS
         row = (i - row0 - 1) % STRIP_ROWS
         if skewed:
-            word = tb[uint64(b0 + strip * skewed_stride_device(columns) + j - 1 + row)]
+            word = tb[uint64(b0 + skewed_word_index(strip, columns, j, row))]
         else:
             word = tb[uint64(b0 + width * (strip * columns + j - 1))]
         return (word >> uint32(4 * (STRIP_ROWS - 1 - row))) & uint32(15)
