@@ -61,6 +61,10 @@ def main() -> int:
                         help="also time the search with packed 16-bit cells off")
     parser.add_argument("--per-query", action="store_true",
                         help="score-only GCUPS of each query alone")
+    parser.add_argument("--prepared", action="store_true",
+                        help="search a database prepared once (gpualign_df.database, as "
+                             "CUDASW++ searches the database its makedb wrote); the "
+                             "preparation is timed apart")
     parser.add_argument("--best-json", type=Path, default=None,
                         help="write the best score of each query here (to check against "
                              "parasail where it is not installed)")
@@ -90,7 +94,15 @@ def main() -> int:
             peer_seconds = time.perf_counter() - started
         peer_cells = int(query_lengths[:len(sample)].sum()) * int(sum(map(len, proteins)))
         peer = (len(sample), peer_seconds, peer_cells / peer_seconds / 1e9, peer_best)
+    import gpualign_df
     from gpualign_df import config, gpu
+
+    searched = database
+    if args.prepared:
+        started = time.perf_counter()
+        searched = gpualign_df.database(database, matrix=options["matrix"])
+        print(f"database prepared once in {time.perf_counter() - started:.3f} s (encoded; its "
+              f"first search keeps its device copy and length classes)")
 
     def timed(**changes):
         """(first call s, median warm s, kernel seconds, frame) of the search."""
@@ -99,14 +111,14 @@ def main() -> int:
         settings = {key: value for key, value in changes.items() if key != "traceback"}
         with config.override(**settings):
             started = time.perf_counter()
-            queries.aln.search(database, **run_options)
+            queries.aln.search(searched, **run_options)
             first = time.perf_counter() - started
             times = []
             for _ in range(args.repeat):
                 started = time.perf_counter()
-                frame = queries.aln.search(database, **run_options)
+                frame = queries.aln.search(searched, **run_options)
                 times.append(time.perf_counter() - started)
-            kernels = kernel_seconds(lambda: queries.aln.search(database, **run_options))
+            kernels = kernel_seconds(lambda: queries.aln.search(searched, **run_options))
         return first, float(np.median(times)), kernels, frame
 
     name = gpu.cuda.get_current_device().name
@@ -131,14 +143,15 @@ def main() -> int:
         print(f"  kernel seconds: { {key: round(value, 4) for key, value in kernels.items()} }",
               flush=True)
 
-    row("ours, top 10 with CIGARs")
+    ours = "ours, top 10 with CIGARs" + (" (prepared database)" if args.prepared else "")
+    row(ours)
     if args.score_only:
         row("ours, score only", traceback=False)
     if args.compare_groups:
         row("ours without the grouped kernel", search_groups=())
     if args.compare_32bit:
         row("ours, 32-bit cells", search_16bit=False)
-    reference = frames["ours, top 10 with CIGARs"]
+    reference = frames[ours]
     for label, frame in frames.items():
         if "CIGARs" not in label and "score only" not in label:
             print(f"frame identical to the default's ({label}): {frame.equals(reference)}")
@@ -147,9 +160,9 @@ def main() -> int:
         print("|---|---:|---:|---:|")
         for index in range(len(queries)):
             one = queries.iloc[index:index + 1]
-            one.aln.search(database, **dict(options, traceback=False))
+            one.aln.search(searched, **dict(options, traceback=False))
             started = time.perf_counter()
-            one.aln.search(database, **dict(options, traceback=False))
+            one.aln.search(searched, **dict(options, traceback=False))
             seconds = time.perf_counter() - started
             print(f"| {index} | {query_lengths.iloc[index]} | {seconds:.4f} | "
                   f"{query_lengths.iloc[index] * residues / seconds / 1e9:,.0f} |", flush=True)

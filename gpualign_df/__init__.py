@@ -20,12 +20,13 @@ from . import libraries as _libraries
 # would hide a lazily provided function of the same name.
 from .cluster import cluster
 
-__all__ = ["align", "align_batches", "make_scoring", "parse_mode", "blast_to_gap_costs",
-           "cluster", "view", "dot_plot"]
+__all__ = ["align", "align_batches", "database", "read_database", "Database", "make_scoring",
+           "parse_mode", "blast_to_gap_costs", "cluster", "view", "dot_plot"]
 __version__ = "0.1.0"
 
 #: Public names provided on first use, by the module that defines them.
-_LAZY = {"align": "api", "align_batches": "api", "make_scoring": "scoring",
+_LAZY = {"align": "api", "align_batches": "api", "database": "databases",
+         "read_database": "databases", "Database": "databases", "make_scoring": "scoring",
          "parse_mode": "scoring", "blast_to_gap_costs": "scoring", "view": "views",
          "dot_plot": "dotplot"}
 

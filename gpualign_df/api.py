@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import config
+from .databases import Database
 from .encode import EncodedSequences, encode_sequences
 from .engine import (HostMemoryError, check_options, choose_engine, gib, host_budget,
                      progress_bar, run_pairs, search_rows, search_survivors,
@@ -31,6 +32,11 @@ def validate_job(how: str, queries: Any, targets: Any, top_k: int | None) -> Non
     """Check the job's shape before any work."""
     if how not in HOWS:
         raise ValueError(f"unknown how {how!r}; use one of {HOWS}")
+    if isinstance(queries, Database):
+        raise TypeError("a prepared database is searched, not a query collection: pass it "
+                        "as the targets of how='search'")
+    if isinstance(targets, Database) and how != "search":
+        raise ValueError(f"a prepared database serves how='search' only, not how={how!r}")
     for name, values in (("queries", queries), ("targets", targets)):
         if isinstance(values, (str, bytes)):
             shown = f"{values[:20]!r}{'...' if len(values) > 20 else ''}"
@@ -52,7 +58,7 @@ def validate_job(how: str, queries: Any, targets: Any, top_k: int | None) -> Non
 
 def align(
     queries: pd.Series | Sequence[str | None],
-    targets: pd.Series | Sequence[str | None] | None = None,
+    targets: pd.Series | Sequence[str | None] | Database | None = None,
     *,
     how: str = "rowwise",
     mode: str = "sw",
@@ -77,9 +83,10 @@ def align(
     queries : pandas.Series, cudf.Series or sequence of str
         Query sequences; the Series index labels fill the ``query`` column. A cuDF Series
         gives a cuDF frame.
-    targets : pandas.Series or sequence of str, optional
+    targets : pandas.Series, sequence of str or Database, optional
         Targets for ``how="rowwise"`` (row k against row k) or the database for
-        ``how="search"``; None for ``how="pairwise"``.
+        ``how="search"`` (also a :class:`~gpualign_df.databases.Database` prepared once
+        by :func:`~gpualign_df.databases.database`); None for ``how="pairwise"``.
     how : {"rowwise", "pairwise", "search"}
         Job shape: element-wise, all pairs i < j within ``queries``, or every query
         against every target (best first per query).
@@ -139,7 +146,8 @@ def align(
         if job.engine == "cuda":
             from .cudf_path import align_cudf, as_cudf
 
-            return align_cudf(queries, None if targets is None else as_cudf(targets), job)
+            return align_cudf(queries, targets if targets is None or isinstance(
+                targets, Database) else as_cudf(targets), job)
         import cudf  # the CPU engine: through pandas and back
 
         encoded = encode_job(queries.to_pandas(),
@@ -210,8 +218,13 @@ class EncodedJob:
 def encode_job(queries: Any, targets: Any, job: Job) -> EncodedJob:
     """Encode a job's sequences (host strings; the targets are the queries for pairwise)."""
     encoded_queries = encode_sequences(queries, job.scoring, _labels(queries))
-    encoded_targets = encoded_queries if job.how == "pairwise" else \
-        encode_sequences(targets, job.scoring, _labels(targets))
+    if isinstance(targets, Database):
+        targets.check_scoring(job.scoring)
+        encoded_targets = targets.sequences
+    elif job.how == "pairwise":
+        encoded_targets = encoded_queries
+    else:
+        encoded_targets = encode_sequences(targets, job.scoring, _labels(targets))
     return EncodedJob(job, encoded_queries, encoded_targets)
 
 
@@ -291,7 +304,7 @@ def check_host_memory(job: EncodedJob) -> None:
 
 def align_batches(
     queries: pd.Series | Sequence[str | None],
-    targets: pd.Series | Sequence[str | None] | None = None,
+    targets: pd.Series | Sequence[str | None] | Database | None = None,
     *,
     how: str = "rowwise",
     mode: str = "sw",

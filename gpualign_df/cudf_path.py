@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from . import gpu
+from .databases import Database
 from .encode import plain_label
 from .engine import check_score_bound
 from .job import Job
@@ -166,6 +167,14 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     return frame
 
 
+def cudf_index(labels):
+    """A pandas Index as a cuDF one (the labels of a prepared database; a RangeIndex stays
+    one)."""
+    import cudf
+
+    return cudf.from_pandas(labels)
+
+
 def align_cudf(queries, targets, job: Job):
     """:func:`gpualign_df.align` for cuDF Series on the GPU (``job.engine == "cuda"``): a
     cuDF frame; residues, CIGARs and results never visit the host."""
@@ -180,10 +189,16 @@ def _align_cudf(queries, targets, job: Job):
     traceback, cigar_style, clip = job.traceback, job.cigar_style, job.clip
     lut, summary = gpu.device_table("lut", scoring.lut), new_summary()
     device_queries, query_lengths, query_valid = encode_device(queries, lut, summary, 0)
+    prepared = isinstance(targets, Database)
     if how == "pairwise":
         device_targets, target_lengths, target_valid = (device_queries, query_lengths,
                                                         query_valid)
         targets = queries
+    elif prepared:  # encoded once; its device copy kept by the database
+        targets.check_scoring(scoring)
+        (device_targets,) = gpu.upload(targets.sequences)
+        target_lengths = cupy.asarray(targets.lengths)
+        target_valid = cupy.asarray(targets.sequences.valid)
     else:
         device_targets, target_lengths, target_valid = encode_device(targets, lut, summary, 1)
     # one read for the residue checks and the longest sequences
@@ -192,10 +207,17 @@ def _align_cudf(queries, targets, job: Job):
     if how == "pairwise":
         bad_target, longest_target = bad_query, longest_query
     check_residues(queries, device_queries, bad_query, scoring)
-    check_residues(targets, device_targets, bad_target, scoring)
+    if prepared:
+        longest_target = int(targets.lengths.max(initial=0))
+        target_nulls = not targets.sequences.valid.all()
+        target_index = cudf_index(targets.labels)
+    else:
+        check_residues(targets, device_targets, bad_target, scoring)
+        target_nulls = targets.null_count > 0
+        target_index = targets.index
     check_score_bound(scoring, longest_query, longest_target)
     # no null in either column: every pair is valid, known without a read
-    nulls = queries.null_count > 0 or targets.null_count > 0
+    nulls = queries.null_count > 0 or target_nulls
 
     def run(pq, pt, with_traceback, rowwise=False):
         pq, pt = cupy.asarray(pq), cupy.asarray(pt)
@@ -212,7 +234,7 @@ def _align_cudf(queries, targets, job: Job):
                                       clip=clip, longest=(longest_query, longest_target),
                                       all_valid=all_valid,
                                       traceback_memory=job.traceback_memory)
-        return result_frame(results, valid, queries.index, targets.index, pq, pt,
+        return result_frame(results, valid, queries.index, target_index, pq, pt,
                             with_traceback, all_valid)
 
     if how == "search" and top_k is not None:  # score the cross product, keep, trace back

@@ -8,7 +8,7 @@ mapped through the scoring alphabet's 256-entry lookup table in one vectorised s
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numba
@@ -60,12 +60,18 @@ class EncodedSequences:
         ``bool``, False where the input was null (its slice is empty).
     labels : pandas.Index
         The input's index labels, one per sequence.
+    keep : dict, optional
+        Where the engines keep what they derive from these sequences for the next job (a
+        device copy, a search's length classes), by what it depends on; None: nothing is
+        kept (sequences of one job). A prepared database
+        (:class:`gpualign_df.databases.Database`) gives one.
     """
 
     codes: np.ndarray
     offsets: np.ndarray
     valid: np.ndarray
     labels: pd.Index
+    keep: dict | None = field(default=None, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.valid)

@@ -88,6 +88,18 @@ def test_pairwise_and_search_top_k_equal_cpu():
                 queries.aln.search(database, traceback=False, backend="cpu", **options))
 
 
+def test_search_of_a_prepared_database_equals_cpu():
+    proteins = pd.Series(read_fasta(shared_file("adept_proteins_30k.fasta.gz"), limit=300),
+                         index=[f"p{k}" for k in range(300)])
+    prepared = gpualign_df.database(proteins[40:], matrix="BLOSUM62")
+    options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1)
+    for top_k in (3, None):
+        assert_same(cudf.from_pandas(proteins[:40]).align.search(prepared, top_k=top_k,
+                                                                  **options),
+                    proteins[:40].aln.search(proteins[40:], top_k=top_k, backend="cpu",
+                                             **options))
+
+
 def test_gasal2_pairs_cudf_equals_cpu():
     queries = pd.Series(read_fasta(shared_file("gasal2_query_batch.fasta.gz")))
     targets = pd.Series(read_fasta(shared_file("gasal2_target_batch.fasta.gz")))

@@ -40,6 +40,10 @@ def check_all_shapes(proteins, partitions):
         got = dask_queries.aln.search(dask_database, top_k=5, broadcast=broadcast,
                                       cells_per_task=2e7, **OPTIONS).compute()
         pd.testing.assert_frame_equal(plain(got), plain(expected), check_dtype=False)
+    # a prepared database: each worker keeps its copy (and its device copy)
+    prepared = gpualign_df.database(database, matrix="BLOSUM62")
+    got = dask_queries.aln.search(prepared, top_k=5, cells_per_task=2e7, **OPTIONS).compute()
+    pd.testing.assert_frame_equal(plain(got), plain(expected), check_dtype=False)
     small = dask_cudf.from_cudf(proteins[:90], npartitions=partitions, sort=False)
     pd.testing.assert_frame_equal(plain(small.aln.pairwise(**OPTIONS).compute()),
                                   plain(proteins[:90].aln.pairwise(**OPTIONS)), check_dtype=False)

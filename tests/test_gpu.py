@@ -110,6 +110,22 @@ def test_adept_search_top_k_gpu_equals_cpu(mode):
     assert hits.loc[hits["target"] == len(database) - 1, "score"].item() == hits["score"].max()
 
 
+def test_prepared_database_search_equals_the_series_search():
+    """A prepared ADEPT database searched twice on the GPU (the second search from the
+    device copy and length classes the first one kept) gives the CPU engine's frames of
+    the Series it was made from."""
+    proteins = pd.Series(read_fasta(shared_file("adept_proteins_30k.fasta.gz")))
+    series = proteins[2000:12000]
+    prepared = gpualign_df.database(series, matrix="BLOSUM62")
+    options = dict(how="search", top_k=10, matrix="BLOSUM62", gap_open=11, gap_extend=1)
+    for queries in (proteins[:60], proteins[2010:2040]):
+        got = gpualign_df.align(queries, prepared, backend="cuda", **options)
+        pd.testing.assert_frame_equal(
+            got, gpualign_df.align(queries, series, backend="cpu", **options))
+    assert (got.groupby("query")["target"].first() == got["query"].unique()).all()
+    assert sum(key[0] == "classes" for key in prepared.sequences.keep) == 1
+
+
 def test_packed_running_best_equals_its_plain_form():
     """The linked 16-bit running best (explicit compares per lane) gives the plain form's
     values and positions on random lanes, ties included."""

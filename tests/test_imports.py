@@ -142,10 +142,14 @@ def test_public_functions_on_first_use():
                           "shown": str(gpualign_df.view(frame, ["ACGTACGT"], ["TTACGTACGTTT"],
                                                         match=2, mismatch=-3)).count("|"),
                           "plots": callable(gpualign_df.dot_plot),
+                          # after align imported its module, still the function
+                          "database": type(gpualign_df.database).__name__,
                           "matplotlib": "matplotlib" in sys.modules}))
     """)
     assert out["listed"] == sorted(["align", "align_batches", "make_scoring", "parse_mode",
-                                    "blast_to_gap_costs", "cluster", "view", "dot_plot"])
+                                    "blast_to_gap_costs", "cluster", "view", "dot_plot",
+                                    "database", "read_database", "Database"])
+    assert out["database"] == "function"
     assert out["score"] == 16 and out["blast"] == [12, 1]
     assert out["scoring"] == "Scoring" and out["modes"] and out["cluster"]
     assert out["shown"] == 8 and out["plots"] and not out["matplotlib"]

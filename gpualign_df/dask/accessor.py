@@ -23,6 +23,7 @@ from dask.dataframe.extensions import register_series_accessor
 # graph as a module, its names looked up when used: importing graph first imports
 # dask.dataframe, whose import hook (gpualign_df/__init__.py) imports this module while graph
 # is still half-executed, and this module must then register .aln all the same
+from ..databases import Database
 from . import graph as dask_graph
 from .plan import (DEFAULT_CELLS_PER_TASK, DEFAULT_GPU_CELLS_PER_TASK, DEFAULT_PAIRS_PER_TASK,
                    build_plan, check_sizing, log_plan, plan_frame)
@@ -334,8 +335,10 @@ class DaskSeriesAlignAccessor:
 
         Parameters
         ----------
-        database : dask.dataframe.Series
-            The targets, any partitioning.
+        database : dask.dataframe.Series or Database
+            The targets, any partitioning; or a database prepared once
+            (:func:`gpualign_df.databases.database`), which every task searches whole and
+            each worker keeps (with its device copy) for every task and job it serves.
         top_k : int, optional
             Keep the best k targets per query: a score-only pass per block keeping k per
             query, a reduction across database blocks, then traceback of the survivors.
@@ -375,6 +378,8 @@ class DaskSeriesAlignAccessor:
         >>> hits.compute()[["query", "target", "score"]].values.tolist()
         [[7, 2, 8], [7, 1, 7]]
         """
+        if isinstance(database, Database):
+            return self._search_prepared(database, top_k, broadcast, options)
         _check_dask_series(database, "search", "database")
         _warn_if_sorted_by_dask("search", {"queries": self._series, "database": database})
         queries = self._series
@@ -423,6 +428,38 @@ class DaskSeriesAlignAccessor:
         else:
             outputs = [graph.add(strip_positions, built[key], step="strip") for key in keys]
         return graph.frame(outputs, meta)
+
+    def _search_prepared(self, database: Database, top_k: int | None,
+                         broadcast: bool | None, options: dict) -> dd.DataFrame:
+        """:meth:`search` against a prepared database: one task per query chunk against the
+        whole database, which the graph holds once (a worker receives it once and keeps
+        it, and with it the device copy its first search makes)."""
+        if broadcast is False:
+            raise ValueError("a prepared database is searched whole by every task: "
+                             "broadcast=False needs a Dask Series database")
+        queries = self._series
+        _warn_if_sorted_by_dask("search", {"queries": queries})
+        options = dict(options)
+        cells, pairs = _sizing(queries, options)
+        meta = dask_graph.result_meta(queries, database, "search", top_k, options)
+        traceback = options.pop("traceback", True)
+        job_options = task_options(options)
+        (query_lengths,) = dask_graph.partition_lengths(queries)
+        query_chunks, target_chunks, tasks = build_plan(
+            "search", query_lengths, [database.lengths], cells, pairs, top_k=top_k,
+            broadcast=True)
+        log_plan("search", query_chunks, target_chunks, tasks)
+        token = tokenize(queries._name, database, job_options, traceback, top_k, cells, pairs,
+                         query_chunks)
+        graph = dask_graph.JobGraph("gpualign-search", token, queries)
+        (query_parts,) = graph.parts
+        database_key = graph.data(database, step="database")
+        built = {task.query: graph.add(
+            broadcast_search_task, query_parts[query_chunks[task.query].partition],
+            database_key, step="broadcast", cells=tasks[0].cells,
+            query_chunk=query_chunks[task.query], top_k=top_k,
+            options=dict(job_options, traceback=traceback)) for task in tasks}
+        return graph.frame([built[u] for u in sorted(built)], meta)
 
     def plan(self, database: dd.Series | None = None, *,
              cells_per_task: float | None = None,

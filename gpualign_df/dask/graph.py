@@ -79,6 +79,13 @@ class JobGraph:
         self.layer[key] = (partial(func, **static) if static else func, *keys)
         return key
 
+    def data(self, value: Any, *, step: str) -> tuple[str, int]:
+        """Add ``value`` as data (not a task) under a key of kind ``step``; tasks that take
+        the key share one copy per worker."""
+        key = (f"{self.prefix}-{step}-{self.token}", len(self.layer))
+        self.layer[key] = value
+        return key
+
     def frame(self, outputs: Sequence[tuple[str, int]], meta: Any) -> dd.DataFrame:
         """The lazy frame whose partitions are ``outputs`` (tasks of one step, in order).
 
@@ -292,7 +299,8 @@ def result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
     """The empty result (columns, dtypes) from ``align`` on the inputs' empty meta; also
     validates every option before any graph is built (remembered by the inputs' Dask names
     and the options, which a remembered meta has passed)."""
-    key = tokenize(queries._name, None if targets is None else targets._name, how, top_k,
+    key = tokenize(queries._name, None if targets is None else getattr(targets, "_name",
+                                                                          targets), how, top_k,
                    options)
     if key not in _META_CACHE:
         _META_CACHE[key] = build_result_meta(queries, targets, how, top_k, options)
@@ -317,7 +325,9 @@ def build_result_meta(queries: dd.Series, targets: dd.Series | None, how: str,
     extra = {} if top_k is None else {"top_k": top_k}
     if targets is None:
         return align(queries._meta, how=how, **meta_options)
-    return align(queries._meta, targets._meta, how=how, **extra, **meta_options)
+    # a prepared database is its own meta
+    targets_meta = targets._meta if isinstance(targets, dd.Series) else targets
+    return align(queries._meta, targets_meta, how=how, **extra, **meta_options)
 
 
 def sorted_by_from_pandas(series: dd.Series) -> bool:

@@ -56,6 +56,12 @@ def scratch(name: str, count: int, dtype) -> object:
     return buffer[:count]
 
 
+def device_empty(count: int, dtype) -> object:
+    """A new device array of ``count`` elements (at least one) that the caller keeps (no
+    scratch buffer: later jobs do not write it)."""
+    return array_module().empty(max(int(count), 1), dtype=dtype)
+
+
 def scratch_upload(name: str, host: np.ndarray) -> object:
     """``host`` copied into a reusable device buffer (no allocation once it is large enough)."""
     host = np.ascontiguousarray(host)
@@ -95,11 +101,14 @@ def forget_buffers() -> None:
 @dataclass
 class DeviceSequences:
     """Residue codes and int64 offsets of many sequences, on the device; ``largest_code``
-    bounds every code where the host knows it (None: read it from the device when needed)."""
+    bounds every code where the host knows it (None: read it from the device when needed);
+    ``keep``: the host sequences' :attr:`~gpualign_df.encode.EncodedSequences.keep` (what a
+    search derives from a prepared database is kept there), else None."""
 
     codes: object
     offsets: object
     largest_code: int | None = None
+    keep: dict | None = None
 
 
 #: Largest array that shares the one transfer of :func:`upload`; larger ones go alone (a
@@ -111,8 +120,12 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
     simulator), one :class:`DeviceSequences` per collection (the same one for a collection
     passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
-    one buffer), larger ones each in their own."""
-    distinct = list({id(encoded): encoded for encoded in collections}.values())
+    one buffer), larger ones each in their own. A collection that keeps derived data
+    (``keep``, a prepared database) is copied once per device and kept there."""
+    kept = {id(encoded): encoded.keep.get(("upload", current_device()))
+            for encoded in collections if encoded.keep is not None}
+    distinct = [encoded for encoded in {id(encoded): encoded for encoded in collections}.values()
+                if kept.get(id(encoded)) is None]
     # offsets (int64, so they come first and stay aligned), then codes (at least one byte)
     offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
                for encoded in distinct]
@@ -130,6 +143,10 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
         views = {id(part): device[end - len(part):end] for part, end in zip(shared, ends)}
     views.update({id(part): to_device(part) for part in parts if id(part) not in views})
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
-                                             int(encoded.codes.max(initial=0)))
+                                             int(encoded.codes.max(initial=0)), encoded.keep)
                 for encoded, offset, code in zip(distinct, offsets, codes)}
+    for encoded in distinct:
+        if encoded.keep is not None:
+            encoded.keep[("upload", current_device())] = uploaded[id(encoded)]
+    uploaded.update({key: value for key, value in kept.items() if value is not None})
     return [uploaded[id(encoded)] for encoded in collections]

@@ -20,9 +20,9 @@ from ..kernels import dpx, search as search_kernels, simulator
 from ..kernels.gather import gather_residues
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
-from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch,
-                      scratch_upload)
-from .device import THREADS_PER_BLOCK, array_module, blocks
+from .buffers import (DEVICE_LOCK, DeviceSequences, device_empty, device_table, free_bytes,
+                      scratch, scratch_upload, to_device)
+from .device import THREADS_PER_BLOCK, array_module, blocks, current_device
 from .launch import launch_kernel
 from .memory import engine_allocations
 from .plan import to_numpy
@@ -236,10 +236,14 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences, query_length
         return None
     xp = array_module()
     size = len(scoring.alphabet)
-    codes = [_array(xp, sequences.codes) for sequences in (queries, targets)]
-    query_letters, database_letters = (
-        np.flatnonzero(to_numpy(xp.bincount(values, minlength=size)[:size]))
-        for values in codes)
+    query_codes = _array(xp, queries.codes)
+    query_letters = _letters(xp, query_codes, size)
+    # a prepared database keeps its letters (a pass over every residue)
+    database_letters = None if targets.keep is None else targets.keep.get(("letters", size))
+    if database_letters is None:
+        database_letters = _letters(xp, _array(xp, targets.codes), size)
+        if targets.keep is not None:
+            targets.keep[("letters", size)] = database_letters
     stride = len(database_letters) + 1
     words = (len(query_letters) + 1) * stride * stride
     go = scoring.gap_open
@@ -263,8 +267,13 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences, query_length
         key=lambda shape: (shape[0] * shape[1], shape[0])))
     if not classes:
         return None
-    return GroupSetup(xp.asarray(table), xp.asarray(row_of)[codes[0]], xp.asarray(letter),
+    return GroupSetup(xp.asarray(table), xp.asarray(row_of)[query_codes], xp.asarray(letter),
                       stride, len(query_letters) * stride * stride, classes)
+
+
+def _letters(xp, codes, size: int) -> np.ndarray:
+    """The codes below ``size`` that occur in ``codes`` (a device array), ascending."""
+    return np.flatnonzero(to_numpy(xp.bincount(codes, minlength=size)[:size]))
 
 
 def _array(xp, values):
@@ -308,21 +317,16 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                  scores, stream, progress, tuning) -> np.ndarray:
     """Scores of every query against the tile's sequences that a length class holds, by
     the grouped kernel, into ``scores``; returns the rest (tile-relative rows)."""
-    plans, rest = group_plan(lengths, valid, setup.classes)
+    # a prepared database kept whole on the device keeps its layout too (one streamed in
+    # tiles has no room for it beside the tile)
+    keep = targets.keep if tile_start == 0 and len(lengths) == targets.offsets.size - 1 \
+        else None
+    classes, rest = class_columns(setup, targets, keep, tile_start, lengths, valid, stream)
     use_dpx = dpx.available()
     pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
                                                        valid, tuning))
-    for lanes, columns, pairs in plans:
-        sequences = np.where(pairs >= 0, tile_start + pairs, -1)
+    for lanes, columns, pairs, pair_codes, pair_row in classes:
         count = len(pairs)
-        pair_codes = scratch(f"pair_codes_{lanes}x{columns}", count * lanes * columns,
-                             np.int32)
-        launch_kernel("gather", search_kernels.pair_columns,
-                      blocks(count * lanes * columns), THREADS_PER_BLOCK, targets.codes,
-                      targets.offsets, setup.letter, setup.stride - 1, setup.stride,
-                      scratch_upload(f"pair_sequence_{lanes}x{columns}", sequences), lanes,
-                      columns, pair_codes, stream=stream)
-        pair_row = scratch_upload(f"pair_row_{lanes}x{columns}", pairs)
         kernel = search_kernels.group_search_kernel(lanes, columns, use_dpx)
         residues = int(lengths[pairs[pairs >= 0]].sum())
         per_query = lanes * count
@@ -340,6 +344,39 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                                     residues))
     pending.finish()
     return rest
+
+
+def class_columns(setup: GroupSetup, targets, keep: dict | None, tile_start: int,
+                  lengths: np.ndarray, valid: np.ndarray, stream) -> tuple[list, np.ndarray]:
+    """A tile's sequences in the grouped kernel's layout: ``([(lanes, columns, pairs,
+    pair_codes, pair_row)], rest)`` (:func:`group_plan`; ``pair_codes``: each pair's
+    columns, gathered on the device; ``pair_row``: ``pairs`` on the device). With ``keep``
+    (a prepared database's) they are kept there, so its next searches skip the sort and the
+    gather; else they live in the scratch buffers."""
+    key = ("classes", current_device(), setup.classes)
+    if keep is not None and key in keep:
+        return keep[key]
+    plans, rest = group_plan(lengths, valid, setup.classes)
+    built = []
+    for lanes, columns, pairs in plans:
+        sequences = np.where(pairs >= 0, tile_start + pairs, -1)
+        count = len(pairs)
+        if keep is None:
+            pair_codes = scratch(f"pair_codes_{lanes}x{columns}", count * lanes * columns,
+                                 np.int32)
+            pair_row = scratch_upload(f"pair_row_{lanes}x{columns}", pairs)
+        else:
+            pair_codes = device_empty(count * lanes * columns, np.int32)
+            pair_row = to_device(pairs)
+        launch_kernel("gather", search_kernels.pair_columns,
+                      blocks(count * lanes * columns), THREADS_PER_BLOCK, targets.codes,
+                      targets.offsets, setup.letter, setup.stride - 1, setup.stride,
+                      scratch_upload(f"pair_sequence_{lanes}x{columns}", sequences), lanes,
+                      columns, pair_codes, stream=stream)
+        built.append((lanes, columns, pairs, pair_codes, pair_row))
+    if keep is not None:
+        keep[key] = (built, rest)
+    return built, rest
 
 
 def launch_chunks(cells: np.ndarray, most: int, cells_per_launch: float):
