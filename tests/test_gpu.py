@@ -122,7 +122,9 @@ def test_prepared_database_search_equals_the_series_search():
         got = gpualign_df.align(queries, prepared, backend="cuda", **options)
         pd.testing.assert_frame_equal(
             got, gpualign_df.align(queries, series, backend="cpu", **options))
-    assert (got.groupby("query")["target"].first() == got["query"].unique()).all()
+    own = got[got["query"] == got["target"]]   # each query finds its own copy, best
+    assert len(own) == 30 and (own.set_index("query")["score"]
+                               == got.groupby("query")["score"].max()).all()
     assert sum(key[0] == "classes" for key in prepared.sequences.keep) == 1
 
 
