@@ -167,14 +167,6 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     return frame
 
 
-def cudf_index(labels):
-    """A pandas Index as a cuDF one (the labels of a prepared database; a RangeIndex stays
-    one)."""
-    import cudf
-
-    return cudf.from_pandas(labels)
-
-
 def align_cudf(queries, targets, job: Job):
     """:func:`gpualign_df.align` for cuDF Series on the GPU (``job.engine == "cuda"``): a
     cuDF frame; residues, CIGARs and results never visit the host."""
@@ -210,7 +202,9 @@ def _align_cudf(queries, targets, job: Job):
     if prepared:
         longest_target = int(targets.lengths.max(initial=0))
         target_nulls = not targets.sequences.valid.all()
-        target_index = cudf_index(targets.labels)
+        import cudf
+
+        target_index = cudf.from_pandas(targets.labels)  # a RangeIndex stays one
     else:
         check_residues(targets, device_targets, bad_target, scoring)
         target_nulls = targets.null_count > 0

@@ -40,7 +40,8 @@ class Database:
     Build one with :func:`database` or :func:`read_database`; pass it as the ``targets`` of
     ``align(..., how="search")`` or as the database of ``.aln.search``. A search must score
     with the alphabet the database was encoded for (the same matrix, or match/mismatch for
-    both).
+    both). What its GPU searches keep on a device (the codes and the search layout, about
+    three bytes a residue) stays there until the database is deleted.
 
     Attributes
     ----------
@@ -111,10 +112,6 @@ class Database:
                 f"the database was prepared for {self.scoring_name} (alphabet "
                 f"{self.alphabet!r}) but this search scores with {scoring.name} (alphabet "
                 f"{scoring.alphabet!r}): prepare it with the search's matrix (or match/mismatch)")
-
-    def empty_series(self) -> pd.Series:
-        """An empty Series of strings with the database's label type (for result metas)."""
-        return pd.Series([], index=self.labels[:0], dtype=object)
 
     def save(self, path: str | Path) -> None:
         """Write the encoded database to a Parquet file (labels, codes, null flags and the
