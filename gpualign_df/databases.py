@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .encode import EncodedSequences, encode_sequences
+from .encode import EncodedSequences, encode_sequences, large_buffers
 from .libraries import is_cudf
 from .scoring import Scoring, make_scoring
 
@@ -221,18 +221,13 @@ def read_database(path: str | Path) -> Database:
     codes = table.column("codes").combine_chunks()
     if codes.null_count:  # not written by save(), which writes no null codes
         raise ValueError(f"{path}: the database's codes hold nulls")
-    count = len(codes)
-    _, offsets_buffer, data_buffer = codes.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int64, count + 1, codes.offset * 8)
-    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None \
-        else np.zeros(0, np.uint8)
-    data = data[offsets[0]:offsets[-1]]
+    data, offsets = large_buffers(codes)
     labels = table.drop_columns(["codes", "valid"]).to_pandas().index
     valid = table.column("valid").to_numpy()
     alphabet = about["alphabet"]
     lut = np.frombuffer(bytes.fromhex(about["lut"]), np.uint8)
     if len(data) and int(data.max()) >= len(alphabet):
         raise ValueError(f"{path}: the database's codes go beyond its alphabet")
-    encoded = EncodedSequences(data, np.ascontiguousarray(offsets - offsets[0]),
-                               np.asarray(valid, bool), labels)
+    encoded = EncodedSequences(data, np.ascontiguousarray(offsets), np.asarray(valid, bool),
+                               labels)
     return Database(encoded, alphabet, lut, about["scoring"])

@@ -157,6 +157,20 @@ def to_arrow_strings(values: Any, labels: pd.Index) -> pa.LargeStringArray:
     return array
 
 
+def large_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes and int64 offsets (from 0, ``len(array) + 1``) of a ``large_string`` or
+    ``large_binary`` array, as numpy views of its buffers (a slice's own part only)."""
+    count = len(array)
+    _, offsets_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64, count=count + 1,
+                            offset=array.offset * 8) if offsets_buffer is not None \
+        else np.zeros(count + 1, dtype=np.int64)
+    start, stop = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(data_buffer, dtype=np.uint8)[start:stop] if data_buffer is not None \
+        else np.zeros(0, dtype=np.uint8)
+    return data, offsets - start
+
+
 def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
                      labels: pd.Index | None = None) -> EncodedSequences:
     """Encode sequences into residue codes of ``scoring``'s alphabet.
@@ -187,14 +201,7 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
         labels = values.index if isinstance(values, pd.Series) else pd.RangeIndex(len(values))
     array = to_arrow_strings(values, labels)
     count = len(array)
-    _, offsets_buffer, data_buffer = array.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64, count=count + 1,
-                            offset=array.offset * 8) if offsets_buffer is not None \
-        else np.zeros(count + 1, dtype=np.int64)
-    start, stop = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(data_buffer, dtype=np.uint8)[start:stop] if data_buffer is not None \
-        else np.zeros(0, dtype=np.uint8)
-    offsets = offsets - start
+    data, offsets = large_buffers(array)
     codes = np.empty(len(data), dtype=np.uint8)
     first_bad = map_codes(data, scoring.lut, codes)
     if first_bad >= 0:
