@@ -81,6 +81,12 @@ class Settings:
         Share of the free device memory (CuPy's pool and the engine's cached buffers
         counted as free) that one GPU batch or search tile may use. Lower it to leave room
         for other work on the same GPU (cuDF frames of the caller, another process).
+    search_resident_bytes : int or None
+        Largest host database (residue codes and offsets) a GPU search copies to the device
+        whole for the search (a prepared database's copy stays there for the next ones);
+        a larger one goes to the device tile by tile, each tile's sequences for that tile
+        (:mod:`gpualign_df.gpu.search`). None: half the memory a search may use
+        (``gpu_memory_share`` of the free memory); 0 always streams.
     gpu_keep_bytes : int
         Freed device memory the engine's private stream-ordered allocator keeps for the next
         job instead of giving it back at each synchronization (used where cuDF routes CuPy
@@ -217,6 +223,7 @@ class Settings:
     encode_max_threads: int = 8
     write_chunk_rows: int = 1 << 17
     gpu_memory_share: float = 0.6
+    search_resident_bytes: int | None = None
     gpu_keep_bytes: int = 0
     sort_by_length: bool = True
     inter_max_cells: int = 1 << 22

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from . import config
-from .kernels.encoding import map_codes_range
+from .kernels.encoding import codes_in_range, map_codes_range
 from .scoring import Scoring
 
 
@@ -30,20 +30,33 @@ def encoding_threads(size: int) -> int:
 
 def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> int:
     """``codes = lut[data]`` on :func:`encoding_threads` threads; the first position whose
-    byte is not in the alphabet, or -1.
+    byte is not in the alphabet, or -1."""
+    bad = [position for position in _in_pieces(
+        len(data), lambda start, stop: map_codes_range(data, lut, codes, start, stop))
+        if position >= 0]
+    return min(bad) if bad else -1
 
-    Python threads over a GIL-free kernel, not a numba ``prange``: numba's ``workqueue``
+
+def codes_present(codes: np.ndarray) -> np.ndarray:
+    """The distinct values of ``codes`` (uint8), ascending, read on
+    :func:`encoding_threads` threads."""
+    seen = _in_pieces(len(codes), lambda start, stop: codes_in_range(codes, start, stop))
+    return np.flatnonzero(np.logical_or.reduce(seen))
+
+
+def _in_pieces(size: int, work) -> list:
+    """``work(start, stop)`` over ``range(size)`` in pieces on :func:`encoding_threads`
+    threads, the results in order.
+
+    Python threads over GIL-free kernels, not a numba ``prange``: numba's ``workqueue``
     threading layer aborts the process when two threads enter a parallel region at once, and
     encodings run concurrently when several threads align at the same time."""
-    threads = encoding_threads(len(data))
+    threads = encoding_threads(size)
     if threads == 1:
-        return map_codes_range(data, lut, codes, 0, len(data))
-    bounds = np.linspace(0, len(data), threads * 4 + 1).astype(np.int64)
+        return [work(0, size)]
+    bounds = np.linspace(0, size, threads * 4 + 1).astype(np.int64)
     with ThreadPoolExecutor(threads) as pool:
-        found = list(pool.map(lambda k: map_codes_range(data, lut, codes, bounds[k], bounds[k + 1]),
-                              range(len(bounds) - 1)))
-    bad = [position for position in found if position >= 0]
-    return min(bad) if bad else -1
+        return list(pool.map(lambda k: work(bounds[k], bounds[k + 1]), range(len(bounds) - 1)))
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,17 @@ class EncodedSequences:
         offsets = self.offsets[start:stop + 1]
         return EncodedSequences(self.codes[offsets[0]:offsets[-1]], offsets - offsets[0],
                                 self.valid[start:stop], self.labels[start:stop])
+
+    def take(self, rows: np.ndarray) -> "EncodedSequences":
+        """Sequences ``rows`` (positions, in that order), copied."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        # each output residue's position in the codes: its sequence's start, plus its rank
+        source = np.repeat(self.offsets[rows] - offsets[:-1], lengths) + np.arange(offsets[-1])
+        return EncodedSequences(self.codes[source], offsets, self.valid[rows],
+                                self.labels[rows])
 
 
 #: Letters that occur in protein sequences but not in nucleotide ones: a sequence holding one

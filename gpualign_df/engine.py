@@ -170,7 +170,8 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     """The (query, target) pairs a search with ``job.top_k`` keeps, in best-first order.
 
     On the GPU one score-only pass over the cross product keeps the best k per query on
-    the device (:func:`gpualign_df.gpu.search_top_k`, no pair list); on the CPU whole
+    the device (:func:`gpualign_df.gpu.search_top_k`, no pair list; a database larger
+    than the device's memory goes through it in tiles); on the CPU whole
     queries are scored against the database in blocks of at most ``search_block_pairs``
     pairs (:mod:`gpualign_df.config`), so memory is bounded by the kept pairs: local
     searches by the lanes kernel (:func:`local_search_scores`) where the scores
@@ -183,7 +184,7 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
             targets.lengths[targets.valid].sum())
         with progress_bar(cells, job.progress) as bar:
             return gpu.search_top_k(
-                *gpu.upload(queries, targets), queries.lengths, queries.valid,
+                gpu.upload(queries)[0], targets, queries.lengths, queries.valid,
                 targets.lengths, targets.valid, job.scoring, job.mode, job.top_k,
                 progress=bar.update)
     tuning = config.settings()

@@ -448,6 +448,45 @@ def test_grouped_search_equals_cpu(settings, monkeypatch):
     pd.testing.assert_frame_equal(tiled, cpu[list(tiled.columns)])
 
 
+def test_search_streams_a_database_larger_than_the_device(monkeypatch, settings):
+    """A database beyond half the memory a job may use is never copied whole: each tile's
+    sequences go to the device for that tile while the best k per query stay there, and
+    only the hits' sequences go for their traceback. Hits, scores and CIGARs equal the CPU
+    engine's (grouped kernel and one thread per pair), a prepared database keeps no
+    device copy, and the progress counts every cell once."""
+    from gpualign_df.gpu import batches, search as gpu_search, upload
+    from gpualign_df.scoring import make_scoring, parse_mode
+
+    settings(search_16bit=True, search_groups=((4, 3), (8, 4)))
+    rng = np.random.default_rng(8)
+    letters = "ARNDCQEGHILKMFPSTWYV"
+    queries = random_sequences(rng, 2, letters, 16) + [None]
+    database = random_sequences(rng, 38, letters, 14) + [None, "", "W" * 34,
+                                                         queries[1][2:], queries[0]]
+    uploaded = []
+    for module in (gpu_search, batches):
+        monkeypatch.setattr(module, "upload", lambda *collections, _real=upload: uploaded.append(
+            [len(encoded) for encoded in collections]) or _real(*collections))
+    monkeypatch.setattr(gpu_search, "free_bytes", lambda: 2000)
+    options = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=3)
+    cpu = pd.Series(queries).aln.search(pd.Series(database), backend="cpu", **options)
+    gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    assert [sizes for sizes in uploaded if len(sizes) == 1] == [[32], [11]]  # two tiles
+    assert uploaded[-1][0] == 3 and uploaded[-1][1] <= 9       # the hits' targets alone
+    prepared = gpualign_df.database(pd.Series(database), matrix="BLOSUM62")
+    queries = prepared.sequences.subset(len(database) - 2, len(database))
+    cells = []
+    pair_query, pair_target = gpu_search.search_top_k(
+        upload(queries)[0], prepared.sequences, queries.lengths, queries.valid,
+        prepared.lengths, prepared.sequences.valid,
+        make_scoring("BLOSUM62", gap_open=11, gap_extend=1), parse_mode("sw", None), 1,
+        progress=cells.append)
+    assert pair_target.tolist() == [len(database) - 2, len(database) - 1]  # each its copy
+    assert sum(cells) == queries.lengths.sum() * prepared.lengths.sum()
+    assert not any(key[0] == "upload" for key in prepared.sequences.keep)
+
+
 def test_group_plan_pairs_neighbours_into_the_smallest_class():
     from gpualign_df.gpu.search import group_plan
 

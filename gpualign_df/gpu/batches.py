@@ -24,7 +24,8 @@ from ..kernels import band, dpx, inter, inter16, traceback as tb_kernels
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import Mode, Scoring
-from .buffers import DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload
+from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload,
+                      used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
@@ -392,6 +393,9 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
     """
     valid = queries.valid[pair_query] & targets.valid[pair_target]
+    # (a search's hits: only the database sequences they use go to the device)
+    queries, pair_query = used_sequences(queries, pair_query)
+    targets, pair_target = used_sequences(targets, pair_target)
     device_queries, device_targets = upload(queries, targets)
     longest = (int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
     results = align_on_device(device_queries, device_targets, pair_query, pair_target,

@@ -111,6 +111,25 @@ class DeviceSequences:
     keep: dict | None = None
 
 
+def kept_upload(encoded: EncodedSequences) -> DeviceSequences | None:
+    """The device copy :func:`upload` keeps of a collection with ``keep`` (a prepared
+    database) on the current device, else None."""
+    return None if encoded.keep is None else encoded.keep.get(("upload", current_device()))
+
+
+def used_sequences(encoded: EncodedSequences,
+                   rows: np.ndarray) -> tuple[EncodedSequences, np.ndarray]:
+    """``(sequences, rows)`` for pairs that use sequences ``rows`` of ``encoded``: where
+    the pairs are fewer than half the sequences (a search's hits in a large database) and
+    no device copy is kept, only the sequences they use, with ``rows`` renumbered, so
+    that an upload copies those alone; else ``encoded`` and ``rows`` as they are."""
+    rows = np.asarray(rows)
+    if 2 * len(rows) > len(encoded) or kept_upload(encoded) is not None:
+        return encoded, rows
+    used, renumbered = np.unique(rows, return_inverse=True)
+    return encoded.take(used), renumbered.astype(np.int64).reshape(rows.shape)
+
+
 #: Largest array that shares the one transfer of :func:`upload`; larger ones go alone (a
 #: transfer's fixed cost is small beside theirs, and they need no host copy).
 SHARED_UPLOAD_BYTES = 1 << 20
@@ -122,8 +141,8 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
     one buffer), larger ones each in their own. A collection that keeps derived data
     (``keep``, a prepared database) is copied once per device and kept there."""
-    kept = {id(encoded): encoded.keep.get(("upload", current_device()))
-            for encoded in collections if encoded.keep is not None}
+    kept = {id(encoded): kept_upload(encoded) for encoded in collections
+            if encoded.keep is not None}
     distinct = [encoded for encoded in {id(encoded): encoded for encoded in collections}.values()
                 if kept.get(id(encoded)) is None]
     # offsets (int64, so they come first and stay aligned), then codes (at least one byte)

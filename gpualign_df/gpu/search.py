@@ -5,7 +5,10 @@ pairs come back to the host (then aligned with traceback as any other pairs).
 The database is taken in tiles that fit the free memory; a tile's targets are sorted by
 length into warps of 32 (residues interleaved, as the fill's), every query chunk is one
 launch of the score kernel on a ``[target, query]`` score matrix, and a two-phase top-k
-folds the tile into each query's running best.
+folds the tile into each query's running best. A host database larger than the
+``search_resident_bytes`` setting (by default half the memory a search may use) is not
+copied to the device whole: each tile's sequences are copied for that tile, so a database
+of any size fits, the running best staying on the device.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import numpy as np
 from numba import cuda
 
 from .. import config
+from ..encode import EncodedSequences, codes_present
 from ..kernels import dpx, search as search_kernels, simulator
 from ..kernels.gather import gather_residues
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_empty, device_table, free_bytes,
-                      scratch, scratch_upload, to_device)
+                      kept_upload, scratch, scratch_upload, to_device, upload)
 from .device import THREADS_PER_BLOCK, array_module, blocks, current_device
 from .launch import launch_kernel
 from .memory import engine_allocations
@@ -57,13 +61,17 @@ def target_tile(lengths: np.ndarray, valid: np.ndarray,
                 row_words=int(WARP * (row_columns + 1).sum()))
 
 
-def search_top_k(queries: DeviceSequences, targets: DeviceSequences, query_lengths: np.ndarray,
-                 query_valid: np.ndarray, target_lengths: np.ndarray, target_valid: np.ndarray,
-                 scoring: Scoring, mode: Mode, top_k: int,
+def search_top_k(queries: DeviceSequences, targets: DeviceSequences | EncodedSequences,
+                 query_lengths: np.ndarray, query_valid: np.ndarray, target_lengths: np.ndarray,
+                 target_valid: np.ndarray, scoring: Scoring, mode: Mode, top_k: int,
                  progress=None) -> tuple[np.ndarray, np.ndarray]:
     """The pairs a search keeps: the best ``top_k`` targets of every query, from a
     score-only pass over the whole cross product on the device (no pair list, no host
     work per pair).
+
+    ``targets`` on the device are searched there; host-encoded ones are copied to the
+    device whole up to the ``search_resident_bytes`` setting (a prepared database's copy
+    is kept there for its next searches), else tile by tile.
 
     Returns ``(pair_query, pair_target)`` in the engines' best-first order: queries in
     order, best score first, ties by target index, pairs with a null sequence last;
@@ -86,6 +94,9 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     best_score = cuda.device_array((query_count, kept), np.int32)
     best_target = cuda.device_array((query_count, kept), np.int64)
     count = cuda.to_device(np.zeros(query_count, np.int32))
+    room = tuning.search_resident_bytes
+    resident = resident_targets(targets, int(free_bytes() * tuning.gpu_memory_share) // 2
+                                if room is None else room)
     valid_device = scratch_upload("query_valid", query_valid.astype(np.uint8))
     sorted_queries = np.argsort(-query_lengths, kind="stable")
     query_order = scratch_upload("query_order", sorted_queries)
@@ -98,13 +109,14 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         kernel = search_kernels.search_kernel(mode.code, *mode.flags(), dpx.available())
         sub = device_table("substitution", scoring.matrix.ravel().astype(np.int32))
     budget = int(free_bytes() * tuning.gpu_memory_share)
-    groups = group_setup(queries, targets, query_lengths, target_lengths, scoring, tuning) \
-        if packed else None
-    # a target's bytes: its scores and top-k parts, and with groups its share of its
-    # pair's columns (4 bytes a column of two sequences, padding included: under 3 bytes
-    # a residue)
-    per_target = 16 * query_count + (
-        0 if groups is None else 3 * int(target_lengths.sum()) // target_count + 64)
+    groups = group_setup(queries, targets if resident is None else resident, query_lengths,
+                         target_lengths, scoring, tuning) if packed else None
+    # a target's bytes: its scores and top-k parts, with groups its share of its pair's
+    # columns (4 bytes a column of two sequences, padding included: under 3 bytes a
+    # residue), streamed its residues and offset
+    mean_length = int(target_lengths.sum()) // target_count
+    per_target = 16 * query_count + (0 if groups is None else 3 * mean_length + 64) + (
+        0 if resident is not None else mean_length + 8)
     tile_targets = int(min(target_count, max(WARP, budget // per_target)))
     for tile_start in range(0, target_count, tile_targets):
         tile = slice(tile_start, min(tile_start + tile_targets, target_count))
@@ -112,19 +124,22 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         scores = scratch("scores", tile_count * query_count, np.int32).reshape(
             (tile_count, query_count))
         rest = np.arange(tile_count)
+        # where the tile's sequences are: in the whole database's copy, or copied alone
+        on_device, first = (resident, tile_start) if resident is not None else (
+            upload(targets.subset(tile.start, tile.stop))[0], 0)
         with beside_default_stream(int(query_lengths[query_valid].sum()) * int(
                 target_lengths[tile][target_valid[tile]].sum()), tuning) as stream:
             if groups is not None:
                 # null targets get no group: their scores stay the null score
                 scores.fill(search_kernels.NULL_SCORE)
                 rest = score_groups(groups, queries, query_lengths, query_valid, valid_device,
-                                    query_order, sorted_queries, targets, tile_start,
+                                    query_order, sorted_queries, on_device, first,
                                     target_lengths[tile], target_valid[tile], scoring, scores,
                                     stream, progress, tuning)
             if len(rest):
                 score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
-                                     valid_device, query_order, sorted_queries, targets,
-                                     tile_start, rest, target_lengths[tile][rest],
+                                     valid_device, query_order, sorted_queries, on_device,
+                                     first, rest, target_lengths[tile][rest],
                                      target_valid[tile][rest], scoring, scores, budget,
                                      stream, progress, tuning)
         segments = max(1, min(tuning.top_k_segments, search_kernels.MAX_TOP_K_SEGMENTS,
@@ -149,11 +164,12 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
 
 
 def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
-                         valid_device, query_order, sorted_queries, targets, tile_start, rest,
+                         valid_device, query_order, sorted_queries, targets, first, rest,
                          lengths, valid, scoring, scores, budget, stream, progress, tuning):
     """Scores of every query against tile sequences ``rest`` (tile-relative; ``lengths``
-    and ``valid`` theirs) into ``scores``: one thread per (query, target), or per two
-    targets with ``packed``, targets of near-equal length in warps of 32."""
+    and ``valid`` theirs; the tile's first sequence is sequence ``first`` of ``targets``)
+    into ``scores``: one thread per (query, target), or per two targets with ``packed``,
+    targets of near-equal length in warps of 32."""
     query_count = len(query_lengths)
     layout = target_tile(lengths, valid, packed)
     # rows of the tile's score matrix; padding and null slots (length -1) gather nothing
@@ -163,7 +179,7 @@ def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_vali
               ("target_row", "slot_lengths", "warp_columns", "target_base", "row_base")}
     residues = scratch("target", layout["target_size"], np.uint8)
     sequence_of_slot = np.where(layout["slot_lengths"] >= 0,
-                                tile_start + layout["target_row"], -1)
+                                first + layout["target_row"], -1)
     launch_kernel("gather", gather_residues, blocks(len(sequence_of_slot)),
                   THREADS_PER_BLOCK, targets.codes, targets.offsets,
                   scratch_upload("sequence_of_slot", sequence_of_slot),
@@ -225,7 +241,8 @@ class GroupSetup:
     classes: tuple         # (lanes, columns), capacity ascending
 
 
-def group_setup(queries: DeviceSequences, targets: DeviceSequences, query_lengths: np.ndarray,
+def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequences,
+                query_lengths: np.ndarray,
                 target_lengths: np.ndarray, scoring: Scoring,
                 tuning: config.Settings) -> GroupSetup | None:
     """The grouped kernel's tables for a local search on 16-bit cells, or None where it
@@ -241,7 +258,11 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences, query_length
     # a prepared database keeps its letters (a pass over every residue)
     database_letters = None if targets.keep is None else targets.keep.get(("letters", size))
     if database_letters is None:
-        database_letters = _letters(xp, _array(xp, targets.codes), size)
+        if isinstance(targets, DeviceSequences):
+            database_letters = _letters(xp, _array(xp, targets.codes), size)
+        else:
+            present = codes_present(targets.codes)
+            database_letters = present[present < size]
         if targets.keep is not None:
             targets.keep[("letters", size)] = database_letters
     stride = len(database_letters) + 1
@@ -274,6 +295,21 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences, query_length
 def _letters(xp, codes, size: int) -> np.ndarray:
     """The codes below ``size`` that occur in ``codes`` (a device array), ascending."""
     return np.flatnonzero(to_numpy(xp.bincount(codes, minlength=size)[:size]))
+
+
+def resident_targets(targets: DeviceSequences | EncodedSequences,
+                     room: int) -> DeviceSequences | None:
+    """``targets`` on the device for a whole search: as they are if there already, their
+    kept copy (a prepared database's), a new copy where they take at most ``room`` bytes;
+    None for host targets larger than that (streamed tile by tile)."""
+    if isinstance(targets, DeviceSequences):
+        return targets
+    kept = kept_upload(targets)
+    if kept is not None:
+        return kept
+    if targets.codes.nbytes + targets.offsets.nbytes > room:
+        return None
+    return upload(targets)[0]
 
 
 def _array(xp, values):
@@ -313,15 +349,16 @@ def group_plan(lengths: np.ndarray, valid: np.ndarray,
 
 
 def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_device,
-                 query_order, sorted_queries, targets, tile_start, lengths, valid, scoring,
+                 query_order, sorted_queries, targets, first, lengths, valid, scoring,
                  scores, stream, progress, tuning) -> np.ndarray:
     """Scores of every query against the tile's sequences that a length class holds, by
-    the grouped kernel, into ``scores``; returns the rest (tile-relative rows)."""
-    # a prepared database kept whole on the device keeps its layout too (one streamed in
+    the grouped kernel, into ``scores`` (the tile's first sequence is sequence ``first`` of
+    ``targets``); returns the rest (tile-relative rows)."""
+    # a prepared database kept whole on the device keeps its layout too (one in several
     # tiles has no room for it beside the tile)
-    keep = targets.keep if tile_start == 0 and len(lengths) == targets.offsets.size - 1 \
+    keep = targets.keep if first == 0 and len(lengths) == targets.offsets.size - 1 \
         else None
-    classes, rest = class_columns(setup, targets, keep, tile_start, lengths, valid, stream)
+    classes, rest = class_columns(setup, targets, keep, first, lengths, valid, stream)
     use_dpx = dpx.available()
     pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
                                                        valid, tuning))
@@ -346,20 +383,21 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
     return rest
 
 
-def class_columns(setup: GroupSetup, targets, keep: dict | None, tile_start: int,
+def class_columns(setup: GroupSetup, targets, keep: dict | None, first: int,
                   lengths: np.ndarray, valid: np.ndarray, stream) -> tuple[list, np.ndarray]:
     """A tile's sequences in the grouped kernel's layout: ``([(lanes, columns, pairs,
     pair_codes, pair_row)], rest)`` (:func:`group_plan`; ``pair_codes``: each pair's
     columns, gathered on the device; ``pair_row``: ``pairs`` on the device). With ``keep``
     (a prepared database's) they are kept there, so its next searches skip the sort and the
-    gather; else they live in the scratch buffers."""
+    gather; else they live in the scratch buffers. The tile's first sequence is sequence
+    ``first`` of ``targets``."""
     key = ("classes", current_device(), setup.classes)
     if keep is not None and key in keep:
         return keep[key]
     plans, rest = group_plan(lengths, valid, setup.classes)
     built = []
     for lanes, columns, pairs in plans:
-        sequences = np.where(pairs >= 0, tile_start + pairs, -1)
+        sequences = np.where(pairs >= 0, first + pairs, -1)
         count = len(pairs)
         if keep is None:
             pair_codes = scratch(f"pair_codes_{lanes}x{columns}", count * lanes * columns,

@@ -4,6 +4,7 @@ table, on the host (numba, GIL released so chunks run on Python threads) and on 
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda, int64, njit
 
 from ..scoring import INVALID_CODE
@@ -20,6 +21,16 @@ def map_codes_range(data, lut, codes, start, stop):
         if code == INVALID_CODE and first_bad < 0:
             first_bad = k
     return first_bad
+
+
+@njit(cache=True, nogil=True)
+def codes_in_range(codes, start, stop):
+    """256 flags: whether each code occurs in ``codes[start:stop]`` (uint8). Releases the
+    GIL: chunks run on Python threads."""
+    seen = np.zeros(256, np.bool_)
+    for k in range(start, stop):
+        seen[codes[k]] = True
+    return seen
 
 
 @cuda.jit
