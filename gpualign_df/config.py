@@ -99,8 +99,13 @@ class Settings:
     inter_max_cells : int
         Pairs with more DP cells than this run on the band GPU kernel (one warp per band of
         a pair's rows, :mod:`gpualign_df.gpu.long`) instead of one thread per pair: a
-        thread-per-pair fill of a long pair would keep its whole warp waiting. Tests set 0 to send every pair through the long-pair
-        kernel.
+        thread-per-pair fill of a long pair would keep its whole warp waiting. Tests set 0
+        to send every pair through the long-pair kernel.
+    inter_small_cells, inter_min_pairs : int
+        In a GPU job of fewer than ``inter_min_pairs`` pairs, pairs of more than
+        ``inter_small_cells`` cells run on the band kernel too: one thread per pair cannot
+        fill the GPU there, and a few threads working through hundreds of thousands of
+        cells each would set the job's time.
     fill_16bit : bool or None
         Score-only GPU fills on packed 16-bit cells (two pairs per thread, ``*_s16x2`` DPX)
         where no value can leave 16 bits (:func:`gpualign_df.gpu.policy.fill_fits_16bit`).
@@ -226,7 +231,9 @@ class Settings:
     search_resident_bytes: int | None = None
     gpu_keep_bytes: int = 0
     sort_by_length: bool = True
-    inter_max_cells: int = 1 << 22
+    inter_max_cells: int = 1 << 20
+    inter_small_cells: int = 1 << 16
+    inter_min_pairs: int = 4096
     fill_16bit: bool | None = False
     search_16bit: bool | None = None
     search_groups: tuple[tuple[int, int], ...] = tuple(

@@ -7,8 +7,9 @@ host), numpy under the CUDA simulator. Long pairs are few and are planned on the
 lengths that come from the host (pandas input) are split into short and long there too,
 so a job of long pairs does no device work before its gather.
 
-* Short and medium pairs (at most ``inter_max_cells`` cells, a setting) go to the
-  inter-task kernel: sorted by (target, query) length, longest first, in warps of 32
+* Short and medium pairs (at most ``inter_max_cells`` cells, a setting; in a job of few
+  pairs at most ``inter_small_cells``: :func:`long_pair_cells`) go to the inter-task
+  kernel: sorted by (target, query) length, longest first, in warps of 32
   slots; residues of a warp interleaved (``base + 32*i + lane``), traceback words of a
   warp interleaved too.
 * Long pairs go to the band kernel (:mod:`gpualign_df.gpu.long`), residues contiguous
@@ -111,6 +112,18 @@ def to_numpy(array) -> np.ndarray:
     return array if isinstance(array, np.ndarray) else array.get()
 
 
+def long_pair_cells(pair_count: int, inter_max_cells: int) -> int:
+    """Cells above which a pair of a job of ``pair_count`` pairs goes to the band kernel:
+    ``inter_max_cells``, and at most the ``inter_small_cells`` setting for a job of fewer
+    than ``inter_min_pairs`` pairs (one thread a pair would leave most of the GPU idle while
+    a few threads work through their pairs' cells one by one; a band of a pair's rows takes
+    a warp)."""
+    tuning = config.settings()
+    if pair_count < tuning.inter_min_pairs:
+        return min(inter_max_cells, tuning.inter_small_cells)
+    return inter_max_cells
+
+
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
                  sort: bool = True, fits_16bit=None, longest: tuple[int, int] | None = None,
                  inter_max_cells: int | None = None,
@@ -122,7 +135,9 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     paired: :mod:`gpualign_df.kernels.inter16`); None: never. ``longest``: bounds on the
     longest query and target (every pair short when their product is): no maxima are read
     back, and the 16-bit and keyed-best checks take the bounds. Pairs of more than
-    ``inter_max_cells`` cells (None: the setting) are long pairs; a long pair whose
+    ``inter_max_cells`` cells (None: the setting), in a job of few pairs those of more
+    than the ``inter_small_cells`` setting (:func:`long_pair_cells`), are long pairs; a
+    long pair whose
     traceback words take more than ``traceback_budget`` bytes (None: no limit but the
     batch budget) takes the linear-space path (blocks as the settings say). ``device``:
     the array module the inter-task plan runs on (None: the lengths'); host lengths are
@@ -149,6 +164,7 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
         pair_target_lengths = target_lengths[pairs].astype(np.int64, copy=False)
     if len(pair_query_lengths) == 0:
         return []
+    inter_max_cells = long_pair_cells(len(pair_query_lengths), inter_max_cells)
     if longest is not None and longest[0] * longest[1] <= inter_max_cells:
         return short_plan(pairs, pair_query_lengths, pair_target_lengths, *longest)
     cells = pair_query_lengths * pair_target_lengths

@@ -318,6 +318,53 @@ def functions16_search(use_dpx: bool):
     return _linked_three("gpualign_add_max2", "gpualign_max3_2", "gpualign_add_max_zero2")
 
 
+def _table_source(words: int) -> str:
+    return r"""
+/* The grouped search's pair table in shared memory, addressed by byte offset: a load at
+   offset + the table's address is one LDS with an immediate, where an indexed numba shared
+   array costs an add and a scale per load. */
+__shared__ int gpualign_pair_table[%d];
+extern "C" __device__ int gpualign_table_put(int index, int value) {
+  gpualign_pair_table[index] = value;
+  return 0; }
+extern "C" __device__ int gpualign_table_at(int offset) {
+  return *(const int*)((const char*)gpualign_pair_table + (unsigned)offset); }
+""" % words
+
+
+@lru_cache(maxsize=None)
+def pair_table(linked: bool, words: int):
+    """``(shared_words, shift, put, at)`` for a shared table of ``words`` int32: the
+    kernel declares ``cuda.shared.array(shared_words, int32)`` (the table where it is not
+    linked), fills it with ``put(shared, index, value)`` and reads entry ``e`` with
+    ``at(shared, e << shift)``. Linked: the table is CUDA C's, read by byte offset (the
+    shift 2); plain: the numba array, by index."""
+    if not linked:
+        @cuda.jit(device=True, inline=True)
+        def put_plain(shared, index, value):
+            shared[index] = value
+
+        @cuda.jit(device=True, inline=True)
+        def at_plain(shared, entry):
+            return shared[entry]
+
+        return words, 0, put_plain, at_plain
+    source = cuda.CUSource(_table_source(words))
+    put_c = cuda.declare_device("gpualign_table_put", "int32(int32, int32)", link=source,
+                                abi="c")
+    at_c = cuda.declare_device("gpualign_table_at", "int32(int32)", link=source, abi="c")
+
+    @cuda.jit(device=True, inline=True)
+    def put_linked(shared, index, value):
+        put_c(index, value)
+
+    @cuda.jit(device=True, inline=True)
+    def at_linked(shared, offset):
+        return at_c(int32(offset))
+
+    return 1, 2, put_linked, at_linked
+
+
 #: "Minus infinity" of a 16-bit lane (sums are floored there), and in both lanes of an int32.
 NEG16 = -(1 << 14)
 NEG16_PAIR = (NEG16 << 16) | (NEG16 & 0xFFFF)  # 0xC000C000 as a signed int32

@@ -318,6 +318,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
     row. Writes ``scores[pair_row[p, half], query]`` for the pair's real halves
     (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query."""
     add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
+    table_words, shift, table_put, table_at = dpx.pair_table(use_dpx, PAIR_TABLE_WORDS)
     shuffle_up, shuffle_across = _group_shuffles()
     scratch_size = WARP if simulator() else 1
     group, width = lanes, columns
@@ -325,12 +326,12 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
 
     @cuda.jit
     def search(query_rows, query_offsets, query_valid, chunk_queries, pair_codes, pairs,
-               pair_row, table, table_words, go, ge, pad_row, scores):
-        shared = cuda.shared.array(PAIR_TABLE_WORDS, int32)
+               pair_row, table, used_words, go, ge, pad_row, scores):
+        shared = cuda.shared.array(table_words, int32)
         scratch = cuda.shared.array(scratch_size, int32)
         warp_lane = cuda.threadIdx.x % WARP
-        for k in range(cuda.threadIdx.x, table_words, cuda.blockDim.x):
-            shared[k] = table[k]
+        for k in range(cuda.threadIdx.x, used_words, cuda.blockDim.x):
+            table_put(shared, k, table[k])
         cuda.syncthreads()
         thread = cuda.grid(1)
         group_index = thread // group
@@ -347,7 +348,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
         h = cuda.local.array(width, int32)
         f = cuda.local.array(width, int32)
         for r in range(width):
-            codes[r] = int32(pair_codes[uint64((r * pairs + pair) * group + lane)])
+            codes[r] = int32(pair_codes[uint64((r * pairs + pair) * group + lane)]) << shift
             h[r] = 0
             f[r] = 0
         go2 = pack_pair(-go)
@@ -365,7 +366,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
                 h_in = zero
                 e_in = zero
             i = int32(s) - lane
-            row = query_rows[uint64(q0 + i)] if i >= 0 and i < m else pad_row
+            row = (query_rows[uint64(q0 + i)] if i >= 0 and i < m else pad_row) << shift
             h_left = h_in
             e = e_in
             diag = diag_first
@@ -373,7 +374,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
                 h_up = h[r]
                 e = add_max2(e, ge2, h_left)
                 f_r = add_max2(f[r], ge2, h_up)
-                shifted = max3_2(diag + shared[uint32(row + codes[r])], e, f_r)
+                shifted = max3_2(diag + table_at(shared, uint32(row + codes[r])), e, f_r)
                 value = add_max_zero2(shifted, go2, zero)
                 if r % 2 == 1:
                     best = max3_2(best, h_left, value)

@@ -1,0 +1,81 @@
+"""Small GPU batches of medium pairs: GATK HaplotypeCaller's shape (issue #23), haplotypes
+of 600 bp against 700 bp reference windows, semi-global with CIGARs, match 200, mismatch
+-150, gap_open 260, gap_extend 11 (GATK's haplotype-to-reference values), pandas in, frame
+out, ``backend="cuda"``.
+
+The pairs are real: reference windows cut along the hg38 side of the hg38/CHM13 51 kbp pair
+(``hg38_chm13_51kbp_pair.fasta.gz``), each against the CHM13 stretch 50 bp inside it (the
+two assemblies are colinear there). Batches of 1, 25, 125 and 293 pairs (the issue's) and
+2,000; each the median of ``--repeat`` warm calls. ``--compare-one-thread`` also times them
+with every pair on the one-thread-per-pair kernel (the planner's rule before small jobs
+went to the band kernel: ``inter_max_cells`` 2**22, ``inter_min_pairs`` 0), and checks the
+frames are identical.
+
+``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from benchmarks.harness import add_data_dir, read_fasta
+
+#: GATK's NEW_SW_PARAMETERS (haplotype to reference), semi-global with CIGARs.
+OPTIONS = dict(mode="sg", match=200, mismatch=-150, gap_open=260, gap_extend=11,
+               backend="cuda", progress=False)
+BATCHES = (1, 25, 125, 293, 2000)
+REFERENCE, HAPLOTYPE, INSET = 700, 600, 50
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=20, help="warm calls (median)")
+    parser.add_argument("--compare-one-thread", action="store_true",
+                        help="also time every pair on the one-thread-per-pair kernel")
+    add_data_dir(parser)
+    args = parser.parse_args()
+    import numpy as np
+    import pandas as pd
+
+    import gpualign_df  # noqa: F401  (the .aln accessor)
+    from gpualign_df import config, gpu
+
+    hg38, chm13 = read_fasta(args.data_dir / "hg38_chm13_51kbp_pair.fasta.gz")
+    span = min(len(hg38), len(chm13)) - REFERENCE
+    name = gpu.cuda.get_current_device().name
+    name = name.decode() if isinstance(name, bytes) else name
+    print(f"device: {name}; haplotypes of {HAPLOTYPE} bp vs {REFERENCE} bp windows, "
+          f"semi-global + CIGAR; median of {args.repeat} warm calls")
+    print("| pairs | GCUPS | ours | every pair one thread | frames identical |")
+    print("|---:|---:|---:|---:|---|")
+    for count in BATCHES:
+        starts = np.linspace(0, span, count, dtype=np.int64)
+        references = pd.Series([hg38[start:start + REFERENCE] for start in starts])
+        haplotypes = pd.Series([chm13[start + INSET:start + INSET + HAPLOTYPE]
+                                for start in starts])
+        cells = float((haplotypes.str.len() * references.str.len()).sum())
+
+        def median(**changes):
+            with config.override(**changes):
+                frame = haplotypes.aln.rowwise(references, **OPTIONS)
+                times = []
+                for _ in range(args.repeat):
+                    started = time.perf_counter()
+                    frame = haplotypes.aln.rowwise(references, **OPTIONS)
+                    times.append(time.perf_counter() - started)
+            return float(np.median(times)), frame
+
+        seconds, frame = median()
+        other, same = "-", "-"
+        if args.compare_one_thread:
+            one_thread, one_frame = median(inter_max_cells=1 << 22, inter_min_pairs=0)
+            other, same = f"{one_thread * 1e3:.2f} ms", str(one_frame.equals(frame))
+        print(f"| {count:,} | {cells / seconds / 1e9:,.1f} | {seconds * 1e3:.2f} ms | {other} "
+              f"| {same} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
