@@ -94,8 +94,8 @@ def test_search_and_pairwise_on_the_gpu_equal_cpu():
 
 
 @pytest.mark.parametrize("mode,free_ends", [
-    ("sw", None), ("nw", None), pytest.param("sg", None, marks=pytest.mark.slow),
-    ("sg", ("target_start", "target_end")),
+    ("sw", None), pytest.param("nw", None, marks=pytest.mark.slow),
+    pytest.param("sg", None, marks=pytest.mark.slow), ("sg", ("target_start", "target_end")),
     pytest.param("sg", ("query_end",), marks=pytest.mark.slow)])
 def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
     """Every non-empty pair through the band (long-pair) kernel; under the simulator with
@@ -258,7 +258,8 @@ def test_a_fill_whose_warps_leave_early_raises(monkeypatch, settings, split):
 
 @pytest.mark.parametrize("probes", [3, pytest.param(1, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode,free_ends,cigar_style,linear", [
-    ("nw", None, "=", False), ("sg", ("query_start", "query_end"), "M", False),
+    ("nw", None, "=", False),
+    pytest.param("sg", ("query_start", "query_end"), "M", False, marks=pytest.mark.slow),
     ("sg", ("target_end",), "=", True)])
 def test_long_pair_walk_takes_diagonal_runs_like_cpu(settings, mode, free_ends, cigar_style,
                                                      linear, probes):
@@ -317,8 +318,8 @@ def test_long_pair_substitution_paths_equal_cpu(monkeypatch, settings, alphabet,
     assert chosen and set(chosen) == {byte_rows}
 
 @pytest.mark.parametrize("mode,free_ends", [
-    mode if mode[0] != "sg" or mode[1] == ("target_start", "target_end")
-    else pytest.param(*mode, marks=pytest.mark.slow) for mode in MODES])
+    mode if mode[0] != "sg" else pytest.param(*mode, marks=pytest.mark.slow)
+    for mode in MODES])
 def test_linear_space_traceback_equals_cpu(monkeypatch, settings, mode, free_ends):
     """Pairs whose traceback may not fit (``traceback_memory=1``) take the linear-space path
     (checkpoint rows, then blocks of one band recomputed and walked from the bottom) and
