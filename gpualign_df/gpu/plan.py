@@ -137,12 +137,11 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
     back, and the 16-bit and keyed-best checks take the bounds. Pairs of more than
     ``inter_max_cells`` cells (None: the setting), in a job of few pairs those of more
     than the ``inter_small_cells`` setting (:func:`long_pair_cells`), are long pairs; a
-    long pair whose
-    traceback words take more than ``traceback_budget`` bytes (None: no limit but the
-    batch budget) takes the linear-space path (blocks as the settings say). ``device``:
-    the array module the inter-task plan runs on (None: the lengths'); host lengths are
-    split into short and long pairs on the host, with no device work or read-back, and
-    only the short pairs' go to ``device``."""
+    long pair whose traceback words take more than ``traceback_budget`` bytes (None: no
+    limit but the batch budget) takes the linear-space path (blocks as the settings say).
+    ``device``: the array module the inter-task plan runs on (None: the lengths'); host
+    lengths are split into short and long pairs on the host, with no device work or
+    read-back, and only the short pairs' go to ``device``."""
     if inter_max_cells is None:
         inter_max_cells = config.settings().inter_max_cells
     host = module_of(query_lengths)
