@@ -104,11 +104,20 @@ class EncodedSequences:
     def take(self, rows: np.ndarray) -> "EncodedSequences":
         """Sequences ``rows`` (positions, in that order), copied."""
         rows = np.asarray(rows, dtype=np.int64)
-        lengths = self.lengths[rows]
+        return self.slices(rows, np.zeros(len(rows), np.int64), self.lengths[rows])
+
+    def slices(self, rows: np.ndarray, starts: np.ndarray,
+               stops: np.ndarray) -> "EncodedSequences":
+        """Residues ``starts[k]`` to ``stops[k]`` (exclusive) of sequence ``rows[k]``, one
+        sequence each, copied, with their sequences' validity and labels."""
+        rows = np.asarray(rows, dtype=np.int64)
+        starts = np.asarray(starts, dtype=np.int64)
+        lengths = np.asarray(stops, dtype=np.int64) - starts
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        # each output residue's position in the codes: its sequence's start, plus its rank
-        source = np.repeat(self.offsets[rows] - offsets[:-1], lengths) + np.arange(offsets[-1])
+        # each output residue's position in the codes: its piece's start, plus its rank
+        source = np.repeat(self.offsets[rows] + starts - offsets[:-1], lengths) + np.arange(
+            offsets[-1])
         return EncodedSequences(self.codes[source], offsets, self.valid[rows],
                                 self.labels[rows])
 

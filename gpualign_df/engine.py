@@ -8,6 +8,7 @@ The engine sees encoded sequences and integer pair lists only; frames are built 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -214,18 +215,31 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
 def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                 pair_target: np.ndarray, job: Job) -> AlignmentArrays:
     """The rows of a search's kept pairs (``pair_query`` sorted, as
-    :func:`search_survivors` returns them): a score-only local search on the CPU takes its
-    scores and end cells from the 16-bit lanes (:func:`gpualign_df.kernels.cpu_search.
+    :func:`search_survivors` returns them). A local search on the CPU takes their scores
+    and end cells from the 16-bit lanes (:func:`gpualign_df.kernels.cpu_search.
     search_ends`, a query's kept targets in the lanes of one vector; pairs whose lanes
     saturated, and pairs of sequences too long for 16-bit positions, through the pair
-    engine); every other search through :func:`run_pairs`."""
+    engine); with traceback (and no clipping) each pair is then aligned again only in the
+    rectangle that holds its alignment (:func:`_traced_in_rectangles`). Every other search
+    goes through :func:`run_pairs`."""
     scoring = job.scoring
     longest = max(int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
-    if (job.engine != "cpu" or job.traceback or job.mode.code != MODE_LOCAL
-            or not _lanes_fit(scoring)
+    if (job.engine != "cpu" or job.mode.code != MODE_LOCAL or not _lanes_fit(scoring)
+            or (job.traceback and job.clip is not None)
             or len(pair_query) == 0
             or longest >= cpu_search.CEILING - cpu_search.COLUMNS_A_PASS):
         return run_pairs(queries, targets, pair_query, pair_target, job)
+    out = _search_ends(queries, targets, pair_query, pair_target, job)
+    if not job.traceback:
+        return out
+    return _traced_in_rectangles(queries, targets, pair_query, pair_target, out, job)
+
+
+def _search_ends(queries: EncodedSequences, targets: EncodedSequences,
+                 pair_query: np.ndarray, pair_target: np.ndarray, job: Job) -> AlignmentArrays:
+    """Score and end cell of a local search's kept pairs, from the 16-bit lanes (see
+    :func:`search_rows`)."""
+    scoring = job.scoring
     pairs = len(pair_query)
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     out = AlignmentArrays(valid=valid, score=np.zeros(pairs, np.int32),
@@ -248,9 +262,42 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
     _run_counted(work, threads, out.cells, job.progress, config.settings().progress_interval)
     saturated = np.flatnonzero(out.score >= cpu_search.CEILING)
     if len(saturated):
-        again = run_pairs(queries, targets, pair_query[saturated], pair_target[saturated], job)
+        again = run_pairs(queries, targets, pair_query[saturated], pair_target[saturated],
+                          dataclasses.replace(job, traceback=False))
         for name in ("score", "query_end", "target_end"):
             getattr(out, name)[saturated] = getattr(again, name)
+    return out
+
+
+def _traced_in_rectangles(queries: EncodedSequences, targets: EncodedSequences,
+                          pair_query: np.ndarray, pair_target: np.ndarray,
+                          ends: AlignmentArrays, job: Job) -> AlignmentArrays:
+    """The kept pairs of a local search with traceback, each aligned again only in the
+    rectangle from :func:`gpualign_df.kernels.cpu_search.hit_start`'s corner to its end
+    cell (``ends``: their scores and end cells): the same rows as the whole pairs' (see
+    there why), at the cost of the alignments' own rectangles rather than the pairs'."""
+    scoring = job.scoring
+    pairs = len(pair_query)
+    first_row = np.zeros(pairs, np.int64)
+    first_column = np.zeros(pairs, np.int64)
+    scored = np.flatnonzero(ends.valid & (ends.score > 0))
+    threads = numba.get_num_threads()
+    work = [partial(cpu_search.hit_starts, queries.codes, queries.offsets, targets.codes,
+                    targets.offsets, pair_query, pair_target, chunk, ends.score,
+                    ends.query_end, ends.target_end, scoring.matrix, scoring.gap_open,
+                    scoring.gap_extend, first_row, first_column)
+            for chunk in np.array_split(scored, max(1, min(len(scored), 16 * threads)))]
+    _run_counted(work, threads, int((ends.query_end[scored].astype(np.int64)
+                                     * ends.target_end[scored]).sum()),
+                 job.progress, config.settings().progress_interval)
+    # each rectangle a pair of its own (a score of 0: the empty pieces at (0, 0))
+    rows = np.arange(pairs)
+    out = run_pairs(queries.slices(pair_query, first_row, ends.query_end),
+                    targets.slices(pair_target, first_column, ends.target_end), rows, rows,
+                    job)
+    for name, shift in (("query_start", first_row), ("query_end", first_row),
+                        ("target_start", first_column), ("target_end", first_column)):
+        setattr(out, name, (getattr(out, name) + shift).astype(np.int32))
     return out
 
 

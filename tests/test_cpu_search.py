@@ -110,9 +110,10 @@ def test_saturated_lanes_are_scored_again_in_32_bits(monkeypatch):
 ])
 def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, options,
                                                               takes_lanes, traceback):
-    """A local search whose scores fit takes the lane pass (and, score-only, its kept rows'
-    end cells from the lanes too); other modes and larger scores the pair engine; either
-    way the frame equals the pair engine's."""
+    """A local search whose scores fit takes the lane pass and its kept rows' end cells
+    from the lanes too (with traceback each kept pair is then aligned in the rectangle that
+    holds its alignment); other modes and larger scores the pair engine; either way the
+    frame equals the pair engine's."""
     rng = np.random.default_rng(3)
     alphabet = "ACGT" if "match" in options else PROTEIN
     queries = random_sequences(rng, 4, alphabet, 60, 1)
@@ -140,7 +141,7 @@ def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, optio
     monkeypatch.setattr(cpu_search, "search_ends", counting_ends)
     frame = gpualign_df.align(queries, targets, **arguments)
     assert bool(calls) == takes_lanes
-    assert bool(ends) == (takes_lanes and not traceback)
+    assert bool(ends) == takes_lanes
     monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
     calls.clear()
     ends.clear()
@@ -149,11 +150,14 @@ def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, optio
     pd.testing.assert_frame_equal(frame, pair_engine)
 
 
-def test_kept_rows_end_cells_break_ties_as_the_pair_engine(monkeypatch):
+@pytest.mark.parametrize("traceback", [False, True])
+def test_kept_rows_end_cells_break_ties_as_the_pair_engine(monkeypatch, traceback):
     """Repeats give many cells of the best score: the lanes' end cells take the smallest
     end row, then the smallest end column, as the pair engine does; a kept pair whose lane
     saturates, a null target and more kept targets than a vector's lanes (two runs of one
-    query) included."""
+    query) included. With traceback each kept pair is aligned again in the rectangle its
+    end cell and :func:`cpu_search.hit_start` bound: the same starts and CIGARs as the
+    whole pair's among all those ties."""
     rng = np.random.default_rng(21)
     unit = "ACGTTG"
     queries = [unit * 6, "GGGG" * 5, "ACGT" * 9, None]
@@ -161,7 +165,7 @@ def test_kept_rows_end_cells_break_ties_as_the_pair_engine(monkeypatch):
                + [("ACGT" * 12)[k:] for k in range(20)]
                + random_sequences(rng, 14, "ACGT", 40, 1))
     arguments = dict(how="search", top_k=40, backend="cpu", match=2, mismatch=-3,
-                     gap_open=0, gap_extend=0, traceback=False)
+                     gap_open=0, gap_extend=0, traceback=traceback)
     frame = gpualign_df.align(queries, targets, **arguments)
     monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
     pd.testing.assert_frame_equal(frame, gpualign_df.align(queries, targets, **arguments))

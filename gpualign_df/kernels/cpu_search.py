@@ -293,6 +293,100 @@ def search_ends(query_codes, query_offsets, target_codes, target_offsets, pair_q
         control[1 + slot] += len(query) * residues
 
 
+#: A dead cell of :func:`hit_start` (below every live value).
+DEAD = -(1 << 40)
+
+
+@njit(cache=True, nogil=True)
+def hit_start(query, target, last_i, last_j, matrix, gap_open, gap_extend, best):
+    """``(row, column)``: a corner before which the local alignment of score ``best`` that
+    ends aligning ``query[last_i]`` with ``target[last_j]`` cannot start.
+
+    A score-only pass runs backwards from that cell, anchored there: its value at a cell
+    is the best score of an alignment from that cell to the end cell. The alignment the
+    full traceback gives starts at a cell where that value is ``best`` (nothing ending
+    there scores more), and each of its cells has a value of at least 0 (every prefix of a
+    local alignment scores above 0; ``best`` is the matrix's maximum), so the pass drops
+    every value below 0 (those cells die: the pass only walks the live band around the
+    alignment) and returns the first row and the first column where it reaches ``best``.
+    A local fill of the rectangle from there to the end cell, with zero borders, gives
+    the same end cell and the same path as the full matrix: the path's cells keep their
+    values, and every other candidate can only lose."""
+    width = last_j + 1
+    # reversed column k = last_j - j + 1; k = 0 is the border past the end cell, whose
+    # diagonal value anchors the first row
+    h_prev = np.empty(width + 1, dtype=np.int64)
+    f_prev = np.empty(width + 1, dtype=np.int64)
+    h_cur = np.empty(width + 1, dtype=np.int64)
+    f_cur = np.empty(width + 1, dtype=np.int64)
+    h_prev[0] = 0
+    f_prev[0] = DEAD
+    low, high = 0, 0          # live reversed columns of the previous row
+    first_i, first_j = last_i, last_j
+    for i in range(last_i, -1, -1):
+        q = query[i]
+        e = DEAD
+        new_low, new_high = width + 1, -1
+        k = max(low, 1)
+        # a cell lives on the row below's live cells (diagonal, vertical gap) or on its
+        # left neighbour in this row (horizontal gap)
+        while k <= width and (k <= high + 1 or new_high == k - 1):
+            j = last_j - k + 1
+            diagonal = h_prev[k - 1] if low <= k - 1 <= high else DEAD
+            h = diagonal + matrix[q, target[j]] if diagonal > DEAD else DEAD
+            left = h_cur[k - 1] if new_low <= k - 1 <= new_high else DEAD
+            e = max(e - gap_extend if e > DEAD else DEAD,
+                    left - gap_open if left > DEAD else DEAD)
+            if e < 0:
+                e = DEAD
+            up_h = h_prev[k] if low <= k <= high else DEAD
+            up_f = f_prev[k] if low <= k <= high else DEAD
+            f = max(up_f - gap_extend if up_f > DEAD else DEAD,
+                    up_h - gap_open if up_h > DEAD else DEAD)
+            if f < 0:
+                f = DEAD
+            h = max(h, e, f)
+            if h < 0:
+                h = DEAD
+            h_cur[k] = h
+            f_cur[k] = f
+            if h > DEAD or f > DEAD or e > DEAD:
+                if new_low > k:
+                    new_low = k
+                new_high = k
+            if h == best:
+                first_i = i
+                if j < first_j:
+                    first_j = j
+            k += 1
+        if new_high < 0:
+            break
+        h_prev, h_cur = h_cur, h_prev
+        f_prev, f_cur = f_cur, f_prev
+        low, high = new_low, new_high
+    return first_i, first_j
+
+
+@njit(cache=True, nogil=True)
+def hit_starts(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+               pair_target, pairs, score, query_end, target_end, matrix, gap_open,
+               gap_extend, first_row, first_column, control, slot):
+    """:func:`hit_start` of each pair ``pairs[k]`` (score and exclusive ends given, score
+    above 0) into ``first_row`` and ``first_column``. Stops once ``control[0]`` is set;
+    adds the pair's end rectangle's cells to ``control[1 + slot]``."""
+    for k in range(len(pairs)):
+        if control[0] != 0:
+            return
+        p = pairs[k]
+        q, t = pair_query[p], pair_target[p]
+        query = query_codes[query_offsets[q]:query_offsets[q + 1]]
+        target = target_codes[target_offsets[t]:target_offsets[t + 1]]
+        first_row[p], first_column[p] = hit_start(query, target, query_end[p] - 1,
+                                                  target_end[p] - 1, matrix, gap_open,
+                                                  gap_extend, score[p])
+        control[1 + slot] += np.int64(query_end[p]) * target_end[p]
+
+
 def fits(matrix: np.ndarray, gap_open: int, gap_extend: int, bits: int = 16) -> bool:
     """Whether a ``bits``-bit pass (16 or 8) can score with these costs: substitution
     scores and gap costs well inside its lanes (a saturated lane is then the only way to
