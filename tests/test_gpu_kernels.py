@@ -293,8 +293,10 @@ def test_long_pair_walk_takes_diagonal_runs_like_cpu(settings, mode, free_ends, 
 
 @pytest.mark.parametrize("alphabet,options,byte_rows", [
     ("ACGTN", dict(match=2, mismatch=-3), True),              # codes below 8: byte rows
-    ("ACGTNRYKMSW", dict(match=2, mismatch=-3), False),       # ambiguity codes 8 and up
-    ("ACGT", dict(match=300, mismatch=-200), False),          # scores beyond a byte
+    pytest.param("ACGTNRYKMSW", dict(match=2, mismatch=-3), False,  # codes 8 and up
+                 marks=pytest.mark.slow),
+    pytest.param("ACGT", dict(match=300, mismatch=-200), False,     # beyond a byte
+                 marks=pytest.mark.slow),
     ("ARNDCQEGHILKMFPSTWYV", dict(matrix="BLOSUM62"), False),  # protein codes
 ])
 def test_long_pair_substitution_paths_equal_cpu(monkeypatch, settings, alphabet, options,
@@ -318,7 +320,7 @@ def test_long_pair_substitution_paths_equal_cpu(monkeypatch, settings, alphabet,
     assert chosen and set(chosen) == {byte_rows}
 
 @pytest.mark.parametrize("mode,free_ends", [
-    mode if mode[0] != "sg" else pytest.param(*mode, marks=pytest.mark.slow)
+    mode if mode[0] == "sw" else pytest.param(*mode, marks=pytest.mark.slow)
     for mode in MODES])
 def test_linear_space_traceback_equals_cpu(monkeypatch, settings, mode, free_ends):
     """Pairs whose traceback may not fit (``traceback_memory=1``) take the linear-space path

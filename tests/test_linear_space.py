@@ -293,7 +293,9 @@ def test_search_and_batches_pass_the_budget(linear_pairs, settings):
     full = gpualign_df.align(queries, targets, how="search", top_k=2, **options)
     linear = gpualign_df.align(queries, targets, how="search", top_k=2, traceback_memory=2000,
                                **options)
-    assert len(linear_pairs) == 8
+    # the kept pairs are aligned again in their alignments' rectangles: those whose 4-bit
+    # matrix still passes 2,000 bytes go linear
+    assert 0 < len(linear_pairs) <= 8
     pd.testing.assert_frame_equal(linear, full)
     linear_pairs.clear()
     settings(stream_batch_pairs=1)
