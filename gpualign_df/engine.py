@@ -219,13 +219,19 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
     and end cells from the 16-bit lanes (:func:`gpualign_df.kernels.cpu_search.
     search_ends`, a query's kept targets in the lanes of one vector; pairs whose lanes
     saturated, and pairs of sequences too long for 16-bit positions, through the pair
-    engine); with traceback (and no clipping) each pair is then aligned again only in the
-    rectangle that holds its alignment (:func:`_traced_in_rectangles`). Every other search
-    goes through :func:`run_pairs`."""
+    engine). With traceback (and no clipping), where a kept pair is longer than the
+    ``lane_max_length`` setting on a side (the pair engine would trace it back one pair a
+    thread, whole), each pair is then aligned again only in the rectangle that holds its
+    alignment (:func:`_traced_in_rectangles`); shorter pairs are traced back whole in the
+    pair engine's lanes, faster than the end-cell pass and the rectangles together. Every
+    other search goes through :func:`run_pairs`."""
     scoring = job.scoring
     longest = max(int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
+    lane_most = config.settings().lane_max_length
     if (job.engine != "cpu" or job.mode.code != MODE_LOCAL or not _lanes_fit(scoring)
-            or (job.traceback and job.clip is not None)
+            or (job.traceback and (job.clip is not None or not bool(
+                (queries.lengths[pair_query] > lane_most).any()
+                or (targets.lengths[pair_target] > lane_most).any())))
             or len(pair_query) == 0
             or longest >= cpu_search.CEILING - cpu_search.COLUMNS_A_PASS):
         return run_pairs(queries, targets, pair_query, pair_target, job)

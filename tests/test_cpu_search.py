@@ -108,12 +108,13 @@ def test_saturated_lanes_are_scored_again_in_32_bits(monkeypatch):
     (dict(mode="sg"), False),
     (dict(mode="sw", matrix=None, match=5000, mismatch=-1), False),  # scores past 12 bits
 ])
-def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, options,
+def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, settings, options,
                                                               takes_lanes, traceback):
     """A local search whose scores fit takes the lane pass and its kept rows' end cells
-    from the lanes too (with traceback each kept pair is then aligned in the rectangle that
-    holds its alignment); other modes and larger scores the pair engine; either way the
-    frame equals the pair engine's."""
+    from the lanes too (with traceback, kept pairs beyond ``lane_max_length``: each is then
+    aligned in the rectangle that holds its alignment); other modes and larger scores the
+    pair engine; either way the frame equals the pair engine's."""
+    settings(lane_max_length=40)
     rng = np.random.default_rng(3)
     alphabet = "ACGT" if "match" in options else PROTEIN
     queries = random_sequences(rng, 4, alphabet, 60, 1)
@@ -151,13 +152,14 @@ def test_search_takes_the_lane_pass_for_local_scores_that_fit(monkeypatch, optio
 
 
 @pytest.mark.parametrize("traceback", [False, True])
-def test_kept_rows_end_cells_break_ties_as_the_pair_engine(monkeypatch, traceback):
+def test_kept_rows_end_cells_break_ties_as_the_pair_engine(monkeypatch, settings, traceback):
     """Repeats give many cells of the best score: the lanes' end cells take the smallest
     end row, then the smallest end column, as the pair engine does; a kept pair whose lane
     saturates, a null target and more kept targets than a vector's lanes (two runs of one
-    query) included. With traceback each kept pair is aligned again in the rectangle its
-    end cell and :func:`cpu_search.hit_start` bound: the same starts and CIGARs as the
-    whole pair's among all those ties."""
+    query) included. With traceback (pairs beyond ``lane_max_length``) each kept pair is
+    aligned again in the rectangle its end cell and :func:`cpu_search.hit_start` bound:
+    the same starts and CIGARs as the whole pair's among all those ties."""
+    settings(lane_max_length=16)
     rng = np.random.default_rng(21)
     unit = "ACGTTG"
     queries = [unit * 6, "GGGG" * 5, "ACGT" * 9, None]
