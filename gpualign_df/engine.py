@@ -228,11 +228,12 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
     scoring = job.scoring
     longest = max(int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
     lane_most = config.settings().lane_max_length
+    traced_whole = job.traceback and (
+        job.clip is not None
+        or not ((queries.lengths[pair_query] > lane_most).any()
+                or (targets.lengths[pair_target] > lane_most).any()))
     if (job.engine != "cpu" or job.mode.code != MODE_LOCAL or not _lanes_fit(scoring)
-            or (job.traceback and (job.clip is not None or not bool(
-                (queries.lengths[pair_query] > lane_most).any()
-                or (targets.lengths[pair_target] > lane_most).any())))
-            or len(pair_query) == 0
+            or traced_whole or len(pair_query) == 0
             or longest >= cpu_search.CEILING - cpu_search.COLUMNS_A_PASS):
         return run_pairs(queries, targets, pair_query, pair_target, job)
     out = _search_ends(queries, targets, pair_query, pair_target, job)
