@@ -177,10 +177,10 @@ def test_top_border_words_on_the_device_equal_the_host_ones(mode, free_ends, gap
     parsed = parse_mode(mode, free_ends)
     job = SimpleNamespace(flags=(parsed.code, *parsed.flags()), gap_open=gap_open,
                           gap_extend=gap_extend)
-    free_row0 = mode_shape(*job.flags)[2]
+    local, _corner, free_row0 = mode_shape(*job.flags)[:3]
     for n in (0, 1, 1000):
         np.testing.assert_array_equal(long.top_words(job, n).get(),
-                                      band.top_row(n, gap_open, gap_extend, free_row0))
+                                      band.top_row(n, gap_open, gap_extend, free_row0, local))
 
 
 @pytest.mark.parametrize("traceback", [True, False])

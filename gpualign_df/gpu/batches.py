@@ -154,7 +154,9 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         alphabet_size=len(scoring.alphabet), gap_open=scoring.gap_open,
         gap_extend=scoring.gap_extend, flags=(mode.code, *mode.flags(), traceback),
         merge_matches=cigar_style == "M", soft_clip=clip == "soft", columns=columns,
-        use_dpx=dpx.available(), byte_scores=band.byte_scores_fit(scoring.matrix),
+        use_dpx=dpx.available(),
+        byte_scores=band.byte_scores_fit(scoring.matrix, scoring.gap_extend,
+                                         mode_shape(mode.code, *mode.flags())[0]),
         tuning=tuning)
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:

@@ -291,12 +291,13 @@ class SplitFill:
 def top_words(job, n: int):
     """Border words of row 0 for problems up to ``n`` columns, on the device (one
     elementwise kernel on a GPU)."""
-    _local, _corner, free_row0, *_ = mode_shape(*job.flags[:5])
+    local, _corner, free_row0, *_ = mode_shape(*job.flags[:5])
     xp = array_module()
     if xp is np:
-        return band.top_row(n, job.gap_open, job.gap_extend, free_row0)
+        return band.top_row(n, job.gap_open, job.gap_extend, free_row0, local)
     words = xp.empty(n + 1, np.int64)
-    _top_row_kernel()(job.gap_open, job.gap_extend, free_row0, words)
+    shift = job.gap_extend if band.shifted_cells(local) else 0
+    _top_row_kernel()(job.gap_open, job.gap_extend, shift, free_row0, words)
     return words
 
 
@@ -307,8 +308,8 @@ def _top_row_kernel():
     import cupy
 
     return cupy.ElementwiseKernel(
-        "int64 go, int64 ge, bool free_row0", "int64 word",
-        "long long h = (i == 0 || free_row0) ? 0 : -(go + (i - 1) * ge);"
+        "int64 go, int64 ge, int64 shift, bool free_row0", "int64 word",
+        "long long h = ((i == 0 || free_row0) ? 0 : -(go + (i - 1) * ge)) + i * shift;"
         "word = ((go - ge + 1) << 32) | (h & 0xFFFFFFFFLL)", "gpualign_top_row")
 
 

@@ -39,7 +39,15 @@ residency. A wait that outlasts ``SPIN_LIMIT`` polls sets the error word and eve
 leaves; a set stop flag (the host's Ctrl-C) makes warps take no further band.
 
 Cells are the contract of :mod:`gpualign_df.kernels.cpu` (the same recurrences, tie-breaks
-and traceback bits as :mod:`gpualign_df.kernels.strip`). Traceback words are those of
+and traceback bits as :mod:`gpualign_df.kernels.strip`). Outside local mode they are held
+with an offset (:func:`shifted_cells`): cell (i, j) keeps H, I and D plus ``(i + j) * ge``
+(i counted from the pair's row 0), so a gap's extension costs nothing and its opening
+``go - ge``, and a diagonal step adds the score plus ``2 * ge`` (in the shared table and
+the byte rows): two instructions fewer a cell, the same comparisons (the values of one
+cell share its offset) and therefore the same traceback bits. Border and checkpoint words
+hold the offset H (row 0's words too); end-cell candidates and the H of column n are read
+back without it. Scores stay within int32: the offset is at most ``(m + n) * ge``, which
+the engines' score bound already counts. Traceback words are those of
 strips of 8 rows: strip ``k``'s word of step ``s`` holds its 8 rows' nibbles (row ``r`` at
 bits ``4 * (7 - r)``) for columns ``s - 8k - r + 1``, stored at ``tb0 + k * stride + s -
 8k`` (``stride``: ``n + 7`` rounded up to 4, :func:`~gpualign_df.kernels.strip.skewed_stride`);
@@ -100,6 +108,8 @@ def step_edges(kind: int) -> tuple[bool, bool]:
     return kind in (STARTING, CHECKED), kind in (ENDING, CHECKED)
 
 
+#: Steps of the unrolled loop body of a batch of plain steps (at most a batch).
+BATCH_GROUP_STEPS = 8
 #: Polls of a border word before a wait counts as a hang (the error word is set).
 SPIN_LIMIT = 1 << 26
 #: Tags are 15 bits and never 0 (a cleared border word is never taken for a band's).
@@ -178,13 +188,22 @@ def spin_check(spins, work):
     return spins
 
 
-def top_row(n: int, gap_open: int, gap_extend: int, free_row0: bool):
-    """Border words of row 0 (H of the mode's top border, no gap state) as int64 (on a
-    GPU, :func:`gpualign_df.gpu.long.top_words` builds the same on the device)."""
+def shifted_cells(local: bool) -> bool:
+    """Whether a band fill's cells hold the offset ``(i + j) * ge``: every mode but local,
+    where the offset would make the zero floor and every end-cell candidate cost an
+    instruction a cell and save nothing."""
+    return not local
+
+
+def top_row(n: int, gap_open: int, gap_extend: int, free_row0: bool, local: bool):
+    """Border words of row 0 (H of the mode's top border, plus the offset ``j * ge`` where
+    cells are shifted; no gap state) as int64 (on a GPU,
+    :func:`gpualign_df.gpu.long.top_words` builds the same on the device)."""
     import numpy as np
 
     j = np.arange(n + 1, dtype=np.int64)
-    h = np.where((j == 0) | free_row0, 0, -(gap_open + (j - 1) * gap_extend))
+    shift = gap_extend if shifted_cells(local) else 0
+    h = np.where((j == 0) | free_row0, 0, -(gap_open + (j - 1) * gap_extend)) + j * shift
     delta = gap_open - gap_extend + 1
     return (delta << 32) | (h & 0xFFFFFFFF)
 
@@ -367,6 +386,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     resume = split == RESUME
     snapshot = split == SNAPSHOT
     track = (local or end_row) and not resume  # a resumed tile's end cell is known
+    shifted = shifted_cells(local)
+    shift = 1 if shifted else 0  # the offset's weight where a formula adds it
     add_max, max3, max3_zero = dpx.functions(use_dpx)
     append = dpx.append_sign() if use_dpx else append_sign
     byte_score = dpx.byte_score(use_dpx)
@@ -406,21 +427,22 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         checked = left and right
 
         @inlined
-        def step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag, best,
-                 best_j):
+        def step(s, lane, n, up_h, up_i, subs, open32, extend32, zero, h_left, i_reg, d_reg, diag,
+                 best, best_j):
             word = uint32(0)
             c = s - lane * rows32 + one
             for r in range(rows):
                 carry_h = h_left[r]
                 carry_i = i_reg[r]
-                ins_ext = int32(up_i - ge32)
-                open_ins = int32(up_h - go32)
-                del_ext = int32(d_reg[r] - ge32)
-                open_del = int32(h_left[r] - go32)
+                d_old = d_reg[r]
+                open_ins = int32(up_h + open32)
+                open_del = int32(h_left[r] + open32)
+                ins_ext = up_i if shifted else int32(up_i + extend32)
+                del_ext = d_old if shifted else int32(d_old + extend32)
                 match = int32(diag[r] + subs[r])
                 if use_dpx:
-                    ins = add_max(up_h, -go32, ins_ext)
-                    dele = add_max(h_left[r], -go32, del_ext)
+                    ins = add_max(up_h, open32, ins_ext)
+                    dele = add_max(h_left[r], open32, del_ext)
                     h = max3_zero(match, ins, dele) if local else max3(match, ins, dele)
                 else:
                     ins = max(open_ins, ins_ext)
@@ -438,16 +460,16 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     if checked:
                         word = word if inside else before << uint32(4)
                 if kind != PLAIN:  # what a row outside keeps: H always, more by kind
-                    if track and inside and h > best[r]:
-                        best[r] = h
+                    if track and inside and int32(h - zero) > best[r]:
+                        best[r] = int32(h - zero)
                         best_j[r] = c
                     diag[r] = up_h if inside or not checked else diag[r]
                     h_left[r] = h if inside else h_left[r]
                     i_reg[r] = ins if inside or not checked else i_reg[r]
                     d_reg[r] = dele if inside or not left else d_reg[r]
                 else:
-                    if track and h > best[r]:
-                        best[r] = h
+                    if track and int32(h - zero) > best[r]:
+                        best[r] = int32(h - zero)
                         best_j[r] = c
                     diag[r] = up_h
                     h_left[r] = h
@@ -468,11 +490,15 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         left, right = step_edges(kind)
 
         @inlined
-        def advance(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
+        def advance(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
                     tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
                     store_checkpoint, my_tag):
             h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high, \
-                row_offset = regs
+                row_offset, zero_base = regs
+            # the offset of the step's cells, (i + j) * ge (the same for every row of a
+            # step), where H = 0 (local) and where an end-cell candidate is read
+            zero = int32(zero_base + s * ge32) if shifted and track else int32(0)
+            extend32 = int32(shift * ge32 - ge32)  # a gap extended (0 with the offset)
             bottom_h, bottom_i, bottom_code, word_in = exchange(
                 h_left[rows - 1], i_reg[rows - 1], t_codes[rows - 1], current,
                 s & batch_mask, lane, scratch)
@@ -491,8 +517,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     subs[r] = byte_score(row_low[r], row_high[r], t_codes[r])
                 else:
                     subs[r] = shared_sub[uint32(row_offset[r] + t_codes[r])]
-            word = step(s, lane, n, up_h, up_i, subs, go32, ge32, h_left, i_reg, d_reg, diag,
-                        best, best_j)
+            word = step(s, lane, n, up_h, up_i, subs, open32, extend32, zero, h_left, i_reg, d_reg,
+                        diag, best, best_j)
             if strip_lanes == 2:
                 word = (word << uint32(16)) | next_word(word, lane, scratch)
             index = s - lane * rows32
@@ -521,13 +547,13 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         """``advance`` on steps s and s + ``offset`` (unrolled: two calls)."""
 
         @inlined
-        def twice(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb, tb_base,
+        def twice(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb, tb_base,
                   writes_tb, border, border0, store_border, checkpoints, checkpoint,
                   store_checkpoint, my_tag):
-            advance(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
+            advance(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
                     tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
                     store_checkpoint, my_tag)
-            advance(s + int32(offset), lane, n, current, regs, shared_sub, go32, ge32, cap,
+            advance(s + int32(offset), lane, n, current, regs, shared_sub, open32, ge32, cap,
                     scratch, tb, tb_base, writes_tb, border, border0, store_border,
                     checkpoints, checkpoint, store_checkpoint, my_tag)
 
@@ -554,19 +580,19 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         keep = make_advance(PLAIN, True)
 
         @inlined
-        def four(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb, tb_base,
+        def four(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb, tb_base,
                  writes_tb, border, border0, store_border, checkpoints, checkpoint,
                  store_checkpoint, my_tag):
-            words = (keep(s, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch, tb,
+            words = (keep(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
                           tb_base, writes_tb, border, border0, store_border, checkpoints,
                           checkpoint, store_checkpoint, my_tag),
-                     keep(s + one, lane, n, current, regs, shared_sub, go32, ge32, cap, scratch,
+                     keep(s + one, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch,
                           tb, tb_base, writes_tb, border, border0, store_border, checkpoints,
                           checkpoint, store_checkpoint, my_tag),
-                     keep(s + int32(2), lane, n, current, regs, shared_sub, go32, ge32, cap,
+                     keep(s + int32(2), lane, n, current, regs, shared_sub, open32, ge32, cap,
                           scratch, tb, tb_base, writes_tb, border, border0, store_border,
                           checkpoints, checkpoint, store_checkpoint, my_tag),
-                     keep(s + int32(3), lane, n, current, regs, shared_sub, go32, ge32, cap,
+                     keep(s + int32(3), lane, n, current, regs, shared_sub, open32, ge32, cap,
                           scratch, tb, tb_base, writes_tb, border, border0, store_border,
                           checkpoints, checkpoint, store_checkpoint, my_tag))
             store_words(tb[0], tb[1], tb_base + uint64(s - lane * rows32), words, writes_tb)
@@ -578,6 +604,16 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         return four
 
     plain_group = word_group() if traceback and group % 4 == 0 else grouped(advance_plain)
+    # a batch whose steps are all plain (most of a long band's) runs as a tight loop of
+    # ``batch_width`` unrolled steps: one 32-bit compare and branch per iteration instead of
+    # the batch and kind checks of every group (which took as long as the steps themselves
+    # where a band has a scheduler to itself)
+    batch_group = plain_group
+    batch_width = group
+    while batch_width < min(BATCH_GROUP_STEPS, lanes):
+        batch_group = doubled(batch_group, batch_width)
+        batch_width *= 2
+    batch_width32 = int32(batch_width)
     checked_group = grouped(advance_checked)
     starting_group = grouped(advance_starting)
     ending_group = grouped(advance_ending)
@@ -596,7 +632,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         cand_j = cuda.shared.array(lanes, int32)
         lane = cuda.threadIdx.x
         for k in range(lane, alphabet_size * alphabet_size, lanes):
-            shared_sub[k] = sub[k]
+            shared_sub[k] = sub[k] + shift * 2 * ge  # a diagonal step adds 2 ge of offset
         cuda.syncthreads()
         row_offset = cuda.local.array(rows, int32)
         row_low = cuda.local.array(rows, int32)
@@ -609,7 +645,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         subs = cuda.local.array(rows, int32)
         best = cuda.local.array(rows, int32)
         best_j = cuda.local.array(rows, int32)
-        go32 = int32(go)
+        open32 = int32(shift * ge - go)  # a gap opened from H
         ge32 = int32(ge)
         cap = int32(go - ge)
         while True:
@@ -649,20 +685,21 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                                            & 0xFF) << uint32(8 * k)
                     row_low[r] = int32(low)
                     row_high[r] = int32(high)
-                h_left[r] = border_score(row0 + i, go, ge, free_col0)
-                diag[r] = border_score(row0 + i - one, go, ge, free_col0)
+                h_left[r] = border_score(row0 + i, go, ge, free_col0) + shift * (row0 + i) * ge
+                diag[r] = (border_score(row0 + i - one, go, ge, free_col0)
+                           + shift * (row0 + i - one) * ge)
                 i_reg[r] = neg
                 d_reg[r] = neg
                 t_codes[r] = 0
                 best[r] = neg
                 best_j[r] = 0
-            steps = n + height32 - one
+            steps = int32(n + height32 - one)
             s = int32(0)
             s_stop = steps
             snap_lanes = int64(SNAPSHOT_FIELDS * rows * lanes)
             if resume:
-                s = tile * int32(tile_steps)
-                s_stop = min(s + int32(tile_steps), steps)
+                s = int32(tile * int32(tile_steps))
+                s_stop = int32(min(s + int32(tile_steps), steps))
                 if tile > 0:  # the registers the first pass had on this step
                     snap = problems[F_SNAP0, p] + int64(band * tiles + tile) * snap_lanes
                     for r in range(rows):
@@ -715,14 +752,15 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             # (a first pass's band below reads the kept row: no border row)
             store_border = lane == lanes32 - one and writes_border and not snapshot
             # steps whose rows all lie inside columns 1..n, in whole groups
-            plain_first = height32 - one
-            plain_last = n - group32
-            last_group = steps - group32  # the last step that starts a whole group
+            plain_first = int32(height32 - one)
+            plain_last = int32(n - group32)
+            last_group = int32(steps - group32)  # the last step that starts a whole group
             border_ref = (border, border_address)
             checkpoint_ref = (checkpoints, checkpoints_address)
             tb_ref = (tb, tb_address)
+            zero_base = int32((row0 + first - lane * rows32 + one) * ge)
             regs = (h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high,
-                    row_offset)
+                    row_offset, zero_base)
             while s < s_stop:  # (a range() here counts in 64 bits)
                 if (s & batch_mask) == 0:
                     if snapshot and s > 0 and s % int32(tile_steps) == 0:
@@ -771,47 +809,57 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     if column <= n:
                         ahead = load(source, address, source0 + column)
                         ahead_code = int32(target[t_start + uint64(column - one)])
+                batch_end = int32(s + lanes32)
+                if ((s & batch_mask) == 0 and s >= plain_first and batch_end <= n
+                        and batch_end <= s_stop):
+                    while s < batch_end:
+                        batch_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
+                                    scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
+                                    store_border, checkpoint_ref, checkpoint, store_checkpoint,
+                                    my_tag)
+                        s = int32(s + batch_width32)
+                    continue
                 plain = s >= plain_first and s <= plain_last
                 if (s & group_mask) == 0 and s <= last_group and (plain or group_checked):
                     if plain:
-                        plain_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                        plain_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
                                     scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                     elif s < plain_first and s + group32 <= n:  # no row right of column n
-                        starting_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                        starting_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
                                        scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                        store_border, checkpoint_ref, checkpoint,
                                        store_checkpoint, my_tag)
                     elif s >= plain_first:  # no row left of column 1
-                        ending_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                        ending_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
                                      scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                      store_border, checkpoint_ref, checkpoint,
                                      store_checkpoint, my_tag)
                     else:
-                        checked_group(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                        checked_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
                                       scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                       store_border, checkpoint_ref, checkpoint,
                                       store_checkpoint, my_tag)
-                    s += group32
+                    s = int32(s + group32)
                 elif not group_checked and s < plain_first and s < n:
-                    advance_starting(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                    advance_starting(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
                                      scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                      store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                      my_tag)
-                    s += one
+                    s = int32(s + one)
                 elif not group_checked and s >= plain_first:
-                    advance_ending(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                    advance_ending(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
                                    scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                    store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                    my_tag)
-                    s += one
+                    s = int32(s + one)
                 else:
-                    advance_checked(s, lane, n, current, regs, shared_sub, go32, ge32, cap,
+                    advance_checked(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
                                     scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
-                    s += one
+                    s = int32(s + one)
             if resume:  # a band's cells count once, with its last tile
                 if lane == 0 and s_stop == steps:
                     done_rows = min(band_height, m - band * band_height)
@@ -824,17 +872,18 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             for r in range(rows):
                 i = first + r
                 if i <= m:
+                    last = int32(h_left[r] - shift * (row0 + i + n) * ge)  # H of (i, n)
                     if local or (end_row and i == m):
                         if best[r] > value:
                             value = best[r]
                             value_i = i
                             value_j = best_j[r]
-                    elif end_column and h_left[r] > value:
-                        value = h_left[r]
+                    elif end_column and last > value:
+                        value = last
                         value_i = i
                         value_j = n
                     if corner and i == m:
-                        value = h_left[r]
+                        value = last
                         value_i = m
                         value_j = n
             cand_score[lane] = value
@@ -862,13 +911,15 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
 BYTE_CODES = 8
 
 
-def byte_scores_fit(table) -> bool:
+def byte_scores_fit(table, gap_extend: int, local: bool) -> bool:
     """Whether the scores among codes below :data:`BYTE_CODES` (``table``: the square
-    substitution table) fit a signed byte: a launch whose residues all have such codes can
-    use ``byte_rows``."""
+    substitution table), plus the diagonal's offset ``2 * gap_extend`` where the cells are
+    shifted (:func:`shifted_cells`), fit a signed byte: a launch whose residues all have
+    such codes can use ``byte_rows``."""
     import numpy as np
 
-    block = np.asarray(table)[:BYTE_CODES, :BYTE_CODES]
+    shift = 2 * gap_extend if shifted_cells(local) else 0
+    block = np.asarray(table, np.int64)[:BYTE_CODES, :BYTE_CODES] + shift
     return bool(block.min() >= -128 and block.max() <= 127)
 
 
