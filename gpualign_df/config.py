@@ -155,6 +155,11 @@ class Settings:
         bands; more rows do more work per instruction once the warps fill the GPU.
         Score-only rows are 2, 4 or 8, traceback rows 4 or 8 (the linear-space path keeps
         8).
+    narrow_bands : float
+        A score-only band fill whose bands that can work at once (at the rows ``band_rows``
+        gives) are fewer than this share of the GPU's warp schedulers takes 2 rows a lane:
+        such a fill is bound by one band's step time, which fewer rows shorten (a pair of
+        very different lengths, 10 kbp x 1 Mbp). 0: never.
     band_warps : float or None
         Persistent warps of a band fill per band that can work at once (a pair of ``n``
         columns has about ``n / (height + 32)`` bands sweeping it together): a warp
@@ -244,6 +249,7 @@ class Settings:
     funnel_append: bool = True
     band_lanes: int = 32
     band_rows: tuple[tuple[int | None, int, int], ...] = ((None, 4, 4),)
+    narrow_bands: float = 0.5
     band_warps: float | None = 1.0
     split_traceback: float = 1.0
     split_tile_steps: int = 1024

@@ -182,6 +182,25 @@ def test_band_fills_count_the_bands_that_work_at_once():
     assert working(np.array([3, 100]), np.array([50_000, 1000]), 320) == 3 + 5
 
 
+def test_score_only_fills_of_few_bands_take_two_rows(settings):
+    """A score-only fill whose bands that can work at once are fewer than the
+    ``narrow_bands`` share of the warp schedulers takes 2 rows a lane (its time is one
+    band's steps); a fill that fills them, or the setting at 0, keeps ``band_rows``'."""
+    from gpualign_df.gpu.long import multiprocessors, score_rows
+    from gpualign_df.gpu.device import current_device
+
+    schedulers = 1 if gpualign_df.gpu.simulator() else 4 * multiprocessors(current_device())
+    m, n = np.array([10_000]), np.array([1_000_000])  # 79 bands at 4 rows, all working
+    wide = (np.full(2 * schedulers, 100_000), np.full(2 * schedulers, 100_000))
+    settings(narrow_bands=80 / schedulers)
+    assert score_rows(config.settings(), m, n) == 2
+    assert score_rows(config.settings(), *wide) == 4
+    settings(narrow_bands=79 / schedulers)
+    assert score_rows(config.settings(), m, n) == 4
+    settings(narrow_bands=0.0, band_rows=((None, 8, 4),))
+    assert score_rows(config.settings(), m, n) == 8
+
+
 @pytest.mark.parametrize("mode,free_ends", [
     ("nw", None), pytest.param("sw", None, marks=pytest.mark.slow),
     pytest.param("sg", ("query_start", "target_end"), marks=pytest.mark.slow)])

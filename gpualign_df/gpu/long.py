@@ -41,6 +41,20 @@ def lane_rows(tuning, traceback: bool, longest_query: int) -> int:
     return TRACEBACK_ROWS
 
 
+def score_rows(tuning, m: np.ndarray, n: np.ndarray) -> int:
+    """Query rows per lane of a score-only band fill of problems of ``m`` x ``n``: the
+    ``band_rows`` setting's, or 2 where the fill's bands that can work at once are fewer
+    than the ``narrow_bands`` share of the warp schedulers."""
+    m, n = np.asarray(m, np.int64), np.asarray(n, np.int64)
+    rows = lane_rows(tuning, False, int(m.max()))
+    if rows <= 2 or tuning.narrow_bands <= 0:
+        return rows
+    bands, _ = _band_counts(tuning, m, n, rows)
+    working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
+    schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
+    return 2 if working < tuning.narrow_bands * schedulers else rows
+
+
 def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
     """uint32 traceback words of an m x n problem in the band layout (a multiple of 4, so
     that every problem's words start 16-byte aligned)."""
@@ -348,7 +362,8 @@ def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill | SplitFi
     """Queue the band fill of a long batch (score and end cell by job row; with the job's
     traceback, the words of each pair at its ``tb_start``), in two passes where the plan
     split it (``batch.split``)."""
-    rows = lane_rows(job.tuning, job.traceback, int(batch.query_lengths.max()))
+    rows = (lane_rows(job.tuning, True, int(batch.query_lengths.max())) if job.traceback
+            else score_rows(job.tuning, batch.query_lengths, batch.target_lengths))
     top = top_words(job, int(batch.target_lengths.max()))
     bytes_ = byte_rows(job, batch, query, target)
     if batch.split:
