@@ -156,10 +156,11 @@ class Settings:
         Score-only rows are 2, 4 or 8, traceback rows 4 or 8 (the linear-space path keeps
         8).
     narrow_bands : float
-        A score-only band fill whose bands that can work at once (at the rows ``band_rows``
-        gives) are fewer than this share of the GPU's warp schedulers takes 2 rows a lane:
-        such a fill is bound by one band's step time, which fewer rows shorten (a pair of
-        very different lengths, 10 kbp x 1 Mbp). 0: never.
+        A score-only band fill whose bands (at the rows ``band_rows`` gives) all work at
+        once and are fewer than this share of the GPU's warp schedulers takes 2 rows a lane:
+        such a fill is bound by one band's step time, which fewer rows shorten (a short
+        query against a long target, 10 kbp x 1 Mbp; not the other way round, whose chain
+        of bands 2 rows would lengthen). 0: never.
     band_warps : float or None
         Persistent warps of a band fill per band that can work at once (a pair of ``n``
         columns has about ``n / (height + 32)`` bands sweeping it together): a warp

@@ -183,9 +183,10 @@ def test_band_fills_count_the_bands_that_work_at_once():
 
 
 def test_score_only_fills_of_few_bands_take_two_rows(settings):
-    """A score-only fill whose bands that can work at once are fewer than the
+    """A score-only fill whose bands all work at once and are fewer than the
     ``narrow_bands`` share of the warp schedulers takes 2 rows a lane (its time is one
-    band's steps); a fill that fills them, or the setting at 0, keeps ``band_rows``'."""
+    band's steps); a fill that fills them, a tall pair (a chain of bands, which 2 rows
+    lengthen), or the setting at 0, keeps ``band_rows``'."""
     from gpualign_df.gpu.long import multiprocessors, score_rows
     from gpualign_df.gpu.device import current_device
 
@@ -195,6 +196,10 @@ def test_score_only_fills_of_few_bands_take_two_rows(settings):
     settings(narrow_bands=80 / schedulers)
     assert score_rows(config.settings(), m, n) == 2
     assert score_rows(config.settings(), *wide) == 4
+    assert score_rows(config.settings(), n, m) == 4  # 1 Mbp x 10 kbp: 7,813 bands, 53 working
+    settings(narrow_bands=1e9)
+    assert score_rows(config.settings(), n, m) == 4
+    settings(narrow_bands=80 / schedulers)
     settings(narrow_bands=79 / schedulers)
     assert score_rows(config.settings(), m, n) == 4
     settings(narrow_bands=0.0, band_rows=((None, 8, 4),))

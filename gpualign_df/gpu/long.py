@@ -43,8 +43,11 @@ def lane_rows(tuning, traceback: bool, longest_query: int) -> int:
 
 def score_rows(tuning, m: np.ndarray, n: np.ndarray) -> int:
     """Query rows per lane of a score-only band fill of problems of ``m`` x ``n``: the
-    ``band_rows`` setting's, or 2 where the fill's bands that can work at once are fewer
-    than the ``narrow_bands`` share of the warp schedulers."""
+    ``band_rows`` setting's, or 2 where every band of the fill can work at once (each
+    problem is wider than its bands times their trail) and they are fewer than the
+    ``narrow_bands`` share of the warp schedulers: the fill then takes one band's steps,
+    which fewer rows shorten, while a taller problem's chain of bands would grow (at 2 rows
+    a band's trail is a larger share of its height)."""
     m, n = np.asarray(m, np.int64), np.asarray(n, np.int64)
     rows = lane_rows(tuning, False, int(m.max()))
     if rows <= 2 or tuning.narrow_bands <= 0:
@@ -52,7 +55,8 @@ def score_rows(tuning, m: np.ndarray, n: np.ndarray) -> int:
     bands, _ = _band_counts(tuning, m, n, rows)
     working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
     schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
-    return 2 if working < tuning.narrow_bands * schedulers else rows
+    narrow = working == int(bands.sum()) and working < tuning.narrow_bands * schedulers
+    return 2 if narrow else rows
 
 
 def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
