@@ -496,7 +496,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high, \
                 row_offset, zero_base = regs
             # the offset of the step's cells, (i + j) * ge (the same for every row of a
-            # step), where H = 0 (local) and where an end-cell candidate is read
+            # step), which an end-cell candidate drops
             zero = int32(zero_base + s * ge32) if shifted and track else int32(0)
             extend32 = int32(shift * ge32 - ge32)  # a gap extended (0 with the offset)
             bottom_h, bottom_i, bottom_code, word_in = exchange(
