@@ -161,6 +161,10 @@ class Settings:
         such a fill is bound by one band's step time, which fewer rows shorten (a short
         query against a long target, 10 kbp x 1 Mbp; not the other way round, whose chain
         of bands 2 rows would lengthen). 0: never.
+    band_halves : bool
+        A global score-only batch of few wide pairs (a narrow fill, ``narrow_bands``) runs
+        each pair as two halves in one fill, the left half forward and the right half
+        reversed, joined at the middle column (exact): twice the bands at work.
     band_warps : float or None
         Persistent warps of a band fill per band that can work at once (a pair of ``n``
         columns has about ``n / (height + 32)`` bands sweeping it together): a warp
@@ -251,6 +255,7 @@ class Settings:
     band_lanes: int = 32
     band_rows: tuple[tuple[int | None, int, int], ...] = ((None, 4, 4),)
     narrow_bands: float = 0.5
+    band_halves: bool = True
     band_warps: float | None = 1.0
     split_traceback: float = 1.0
     split_tile_steps: int = 1024

@@ -206,6 +206,58 @@ def test_score_only_fills_of_few_bands_take_two_rows(settings):
     assert score_rows(config.settings(), m, n) == 8
 
 
+def test_halves_meeting_in_the_middle_equal_cpu(monkeypatch, settings):
+    """A global score-only batch of wide pairs runs as two half fills joined at the middle
+    column (a spy checks it did): scores equal the CPU engine's, with a deletion across the
+    middle (opened on one side, extended on the other), tandem repeats (many equal paths),
+    a one-residue query and a best path along row m across the middle."""
+    settings(inter_max_cells=0, narrow_bands=1e9)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    halves = []
+    fill_halves = gpualign_df.gpu.long.fill_halves
+
+    def spy(*args):
+        halves.append(True)
+        return fill_halves(*args)
+
+    monkeypatch.setattr(gpualign_df.gpu.long, "fill_halves", spy)
+    queries = ["ACGTTGCAGGTC", "ACGTTACG" * 2, "G", "TTTT"]
+    targets = ["ACGTTG" + "A" * 24 + "CAGGTC", "ACGTACG" * 5, "A" * 30, "CCCCCCCCCCCCTTTT"]
+    options = dict(mode="nw", match=2, mismatch=-3, gap_open=5, gap_extend=1, traceback=False)
+    frame = both_engines(pd.Series(queries), pd.Series(targets), **options)
+    assert halves and frame["score"].notna().all()
+
+
+def test_halves_only_where_global_score_only_wide_and_narrow(settings):
+    """Halves take a batch only with the setting on, global mode without free ends, no
+    traceback, every pair at least 1 x 2 and a narrow fill of wide pairs."""
+    from types import SimpleNamespace
+
+    from gpualign_df.gpu.long import meets_in_middle
+    from gpualign_df.scoring import parse_mode
+
+    settings(narrow_bands=1e9, band_lanes=4)
+
+    def takes(m, n, mode="nw", free_ends=None, traceback=False, **changes):
+        settings(**changes)
+        parsed = parse_mode(mode, free_ends)
+        job = SimpleNamespace(flags=(parsed.code, *parsed.flags(), traceback),
+                              traceback=traceback, tuning=config.settings())
+        batch = SimpleNamespace(query_lengths=np.array(m), target_lengths=np.array(n))
+        return meets_in_middle(job, batch)
+
+    assert takes([40, 10], [200, 100])
+    assert not takes([40, 10], [200, 100], band_halves=False)
+    assert not takes([40, 10], [200, 100], band_halves=True, traceback=True)
+    assert not takes([40], [200], "sw") and not takes([40], [200], "sg")
+    assert not takes([40], [200], "sg", ("target_end",))
+    assert not takes([40, 10], [200, 1])       # a pair of one column
+    assert not takes([40, 0], [200, 100])      # an empty query
+    assert not takes([4000], [200])            # tall: its bands cannot all work at once
+    assert not takes([40], [200], narrow_bands=0.0)
+
+
 @pytest.mark.parametrize("mode,free_ends", [
     ("nw", None), pytest.param("sw", None, marks=pytest.mark.slow),
     pytest.param("sg", ("query_start", "target_end"), marks=pytest.mark.slow)])

@@ -48,15 +48,22 @@ def score_rows(tuning, m: np.ndarray, n: np.ndarray) -> int:
     ``narrow_bands`` share of the warp schedulers: the fill then takes one band's steps,
     which fewer rows shorten, while a taller problem's chain of bands would grow (at 2 rows
     a band's trail is a larger share of its height)."""
+    rows = lane_rows(tuning, False, int(np.max(m)))
+    return 2 if rows > 2 and narrow_fill(tuning, m, n, rows) else rows
+
+
+def narrow_fill(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> bool:
+    """Whether every band of a fill of problems of ``m`` x ``n`` at ``rows`` rows a lane
+    can work at once (each problem is wider than its bands times their trail) and they are
+    fewer than the ``narrow_bands`` share of the warp schedulers: the fill's time is one
+    band's steps."""
+    if tuning.narrow_bands <= 0:
+        return False
     m, n = np.asarray(m, np.int64), np.asarray(n, np.int64)
-    rows = lane_rows(tuning, False, int(m.max()))
-    if rows <= 2 or tuning.narrow_bands <= 0:
-        return rows
     bands, _ = _band_counts(tuning, m, n, rows)
     working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
     schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
-    narrow = working == int(bands.sum()) and working < tuning.narrow_bands * schedulers
-    return 2 if narrow else rows
+    return working == int(bands.sum()) and working < tuning.narrow_bands * schedulers
 
 
 def traceback_words(m: int | np.ndarray, n: int | np.ndarray):
@@ -179,10 +186,11 @@ class BandFill:
     counter counts each cell once a pass)."""
 
     def __init__(self, job, problems: np.ndarray, rows: int, traceback: bool,
-                 byte_rows: bool, split: int = band.WHOLE, control: FillControl | None = None
-                 ) -> None:
+                 byte_rows: bool, split: int = band.WHOLE, control: FillControl | None = None,
+                 last_column=None) -> None:
         xp = array_module()
         self.job, self.rows, self.traceback, self.byte_rows = job, rows, traceback, byte_rows
+        self.last_column = last_column  # int32 device array at the problems' F_COLUMN0
         self.split = split
         self.lanes = job.tuning.band_lanes
         self.tile_steps = job.tuning.split_tile_steps if split != band.WHOLE else 0
@@ -224,7 +232,8 @@ class BandFill:
         mode_code, fqs, fqe, fts, fte, _ = job.flags
         kernel = band.band_kernel(mode_code, fqs, fqe, fts, fte, self.traceback, job.use_dpx,
                                   self.rows, self.lanes, self.byte_rows, checkpoint_every > 0,
-                                  self.split)
+                                  self.split, self.last_column is not None)
+        last_column = self.last_column if self.last_column is not None else unused(np.int32)
         if self.split == band.RESUME:  # tiles are independent: one warp a tile
             warps = _warps(self.items, self.rows, self.items, None)
         else:
@@ -237,7 +246,7 @@ class BandFill:
                       _address(self.border), checkpoints, _address(checkpoints),
                       checkpoint_every, tb, _address(tb), snapshots, max(self.tile_steps, 1),
                       self.band_results[0], self.band_results[1], self.band_results[2],
-                      self.control.device, self.work, stream=stream)
+                      self.control.device, self.work, last_column, stream=stream)
         self.control.launched(stream)
         if self.split == band.RESUME:
             return
@@ -362,10 +371,82 @@ def byte_rows(job, batch, query, target) -> bool:
     return largest < band.BYTE_CODES
 
 
+def meets_in_middle(job, batch) -> bool:
+    """Whether a long batch runs as halves meeting in the middle (:func:`fill_halves`): the
+    ``band_halves`` setting, global alignment without free ends, score only, every pair at
+    least one residue by two, and a narrow fill (:func:`narrow_fill` at 4 rows a lane)."""
+    local, corner, free_row0, free_col0, *_ = mode_shape(*job.flags[:5])
+    m = np.asarray(batch.query_lengths, np.int64)
+    n = np.asarray(batch.target_lengths, np.int64)
+    return bool(job.tuning.band_halves and not job.traceback and corner and not local
+                and not (free_row0 or free_col0) and len(m) and m.min() >= 1
+                and n.min() >= 2 and narrow_fill(job.tuning, m, n, 4))
+
+
+def fill_halves(job, batch, query, target, tb, stream) -> BandFill:
+    """Queue a global score-only fill of a batch of wide pairs as two fills in one launch:
+    each pair's left half (columns 1..n/2) forward, and its right half reversed (the
+    reversed query against the reversed right part), so twice the bands sweep half the
+    columns. Both write H and D of their last column; a pair's score is then the best over
+    the rows i of the middle column of ``H_left(i) + H_right(m - i)`` and, for a deletion
+    that crosses the middle, ``D_left(i) + D_right(m - i) + go - ge`` (its opening was
+    charged on both sides): the Myers-Miller join, exact. Row 0 of each half is its top
+    border (a deletion from the corner), which the host writes. Its end cell is (m, n)."""
+    xp = array_module()
+    m = np.asarray(batch.query_lengths, np.int64)
+    n = np.asarray(batch.target_lengths, np.int64)
+    q0 = np.asarray(batch.query_start, np.int64)
+    t0 = np.asarray(batch.target_start, np.int64)
+    rows_of = np.asarray(batch.slot_row, np.int64)
+    pairs = len(m)
+    left = n // 2
+    right = n - left
+    # the reversed residues after the batch's own
+    rq0 = batch.query_size + np.cumsum(m) - m
+    rt0 = batch.target_size + np.cumsum(right) - right
+    query_all = xp.concatenate([query[:batch.query_size]] + [
+        query[q0[k]:q0[k] + m[k]][::-1] for k in range(pairs)])
+    target_all = xp.concatenate([target[:batch.target_size]] + [
+        target[t0[k] + left[k]:t0[k] + n[k]][::-1] for k in range(pairs)])
+    problems = np.zeros((band.FIELDS, 2 * pairs), np.int64)
+    problems[band.F_M] = np.concatenate([m, m])
+    problems[band.F_N] = np.concatenate([left, right])
+    problems[band.F_Q0] = np.concatenate([q0, rq0])
+    problems[band.F_T0] = np.concatenate([t0, rt0])
+    problems[band.F_ROW] = np.concatenate([rows_of, rows_of])
+    words = 2 * (problems[band.F_M] + 1)
+    column0 = np.cumsum(words) - words
+    problems[band.F_COLUMN0] = column0
+    # row 0 of each half's last column: a deletion of its n residues from the corner
+    go, ge = job.gap_open, job.gap_extend
+    initial = np.zeros(int(words.sum()), np.int32)
+    border = -(go + (problems[band.F_N] - 1) * ge)
+    initial[column0], initial[column0 + 1] = border, border
+    last = xp.asarray(initial)
+    rows = score_rows(job.tuning, problems[band.F_M], problems[band.F_N])
+    top = top_words(job, int(left.max()))
+    fill = BandFill(job, problems, rows, False, byte_rows(job, batch, query, target),
+                    last_column=last)
+    fill.launch(query_all, target_all, top, top, 0, tb, job.columns, stream)
+    columns = job.columns
+    for k in range(pairs):
+        size = 2 * (int(m[k]) + 1)
+        forward = last[column0[k]:column0[k] + size].reshape(-1, 2).astype(np.int64)
+        backward = last[column0[pairs + k]:column0[pairs + k] + size].reshape(-1, 2)[::-1]
+        joined = forward + backward
+        row = int(rows_of[k])
+        columns["score"][row] = xp.maximum(joined[:, 0].max(), joined[:, 1].max() + go - ge)
+        columns["query_end"][row] = int(m[k])
+        columns["target_end"][row] = int(n[k])
+    return fill
+
+
 def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill | SplitFill:
     """Queue the band fill of a long batch (score and end cell by job row; with the job's
     traceback, the words of each pair at its ``tb_start``), in two passes where the plan
     split it (``batch.split``)."""
+    if meets_in_middle(job, batch):
+        return fill_halves(job, batch, query, target, tb, stream)
     rows = (lane_rows(job.tuning, True, int(batch.query_lengths.max())) if job.traceback
             else score_rows(job.tuning, batch.query_lengths, batch.target_lengths))
     top = top_words(job, int(batch.target_lengths.max()))

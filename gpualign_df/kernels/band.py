@@ -85,10 +85,11 @@ from .strip import (SHARED_TABLE, STRIP_ROWS, WARP, append_sign, border_score, m
 #: Fields of the ``problems`` table (one column per problem): lengths, residue starts,
 #: the problem's first row in its pair (0, or a checkpoint row), offsets of its top row,
 #: border row, traceback words, first work item and checkpoint rows, its job row, its
-#: bands, its tiles a band and the offset of its snapshots (split fills).
+#: bands, its tiles a band, the offset of its snapshots (split fills) and of its last
+#: column (fills with ``last_column``: H and D of (i, n) at ``2 * i`` and ``2 * i + 1``).
 (F_M, F_N, F_Q0, F_T0, F_ROW0, F_TOP0, F_BORDER0, F_TB0, F_ITEM0, F_CKPT0, F_ROW,
- F_BANDS, F_TILES, F_SNAP0) = range(14)
-FIELDS = 14
+ F_BANDS, F_TILES, F_SNAP0, F_COLUMN0) = range(15)
+FIELDS = 15
 #: How a fill is split (:func:`band_kernel`'s ``split``): not at all; the first pass of a
 #: split traceback fill (no words; every band's bottom row kept and a snapshot of its
 #: lanes' registers every ``tile_steps`` steps); the second pass (a work item is a tile
@@ -366,7 +367,7 @@ def tag_of_device(band):
 @lru_cache(maxsize=None)
 def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
                 use_dpx: bool, rows: int, lanes: int = WARP, byte_rows: bool = False,
-                checkpointed: bool = False, split: int = WHOLE):
+                checkpointed: bool = False, split: int = WHOLE, last_column: bool = False):
     """The band fill for one mode / free-ends / traceback combination, ``rows`` query rows
     a lane (2, 4 or 8; 4 or 8 with traceback). Launch with 32 threads a block and any
     number of blocks (they take bands from ``work[0]``).
@@ -378,7 +379,11 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     ``checkpoint_every`` is positive); other fills compile no checkpoint store.
     ``split``: :data:`WHOLE`, or a pass of a split traceback fill: :data:`SNAPSHOT` (score
     only, checkpointed every band, snapshots every ``tile_steps`` steps) or :data:`RESUME`
-    (traceback; work items are tiles, no border rows, no end-cell candidates)."""
+    (traceback; work items are tiles, no border rows, no end-cell candidates).
+    ``last_column``: each band also writes H and D of its rows' cells in column n (without
+    the offset) to ``columns`` at the problem's ``F_COLUMN0`` (rows right of column n keep
+    their D as well as their H), for fills whose halves meet in the middle."""
+    assert not (last_column and (traceback or split != WHOLE))
     assert rows in (2, 4, 8) and (rows in (4, STRIP_ROWS) or not traceback)
     assert split == WHOLE or (split == SNAPSHOT) == (checkpointed and not traceback)
     local, corner, _free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
@@ -425,6 +430,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         step, the row below a step later) and no walk reads a nibble right of column n."""
         left, right = step_edges(kind)
         checked = left and right
+        keeps_gap = left or (right and last_column)  # rows outside keep their D
 
         @inlined
         def step(s, lane, n, up_h, up_i, subs, open32, extend32, zero, h_left, i_reg, d_reg, diag,
@@ -466,7 +472,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     diag[r] = up_h if inside or not checked else diag[r]
                     h_left[r] = h if inside else h_left[r]
                     i_reg[r] = ins if inside or not checked else i_reg[r]
-                    d_reg[r] = dele if inside or not left else d_reg[r]
+                    d_reg[r] = dele if inside or not keeps_gap else d_reg[r]
                 else:
                     if track and int32(h - zero) > best[r]:
                         best[r] = int32(h - zero)
@@ -624,7 +630,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     def fill(query, target, problems, item_problem, total_items, sub, alphabet_size, go, ge,
              top, top_address, border, border_address, checkpoints, checkpoints_address,
              checkpoint_every, tb, tb_address, snapshots, tile_steps,
-             band_score, band_i, band_j, control, work):
+             band_score, band_i, band_j, control, work, columns):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         scratch = cuda.shared.array((4, lanes), int64)
         cand_score = cuda.shared.array(lanes, int32)
@@ -865,6 +871,14 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                     done_rows = min(band_height, m - band * band_height)
                     cuda.atomic.add(control, 1, int64(done_rows) * int64(n))
                 continue
+            if last_column:
+                column0 = problems[F_COLUMN0, p]
+                for r in range(rows):
+                    i = first + r
+                    if i <= m:
+                        offset = int32(shift * (row0 + i + n) * ge)
+                        columns[column0 + 2 * i] = int32(h_left[r] - offset)
+                        columns[column0 + 2 * i + 1] = int32(d_reg[r] - offset)
             # the band's end-cell candidate: rows ascending, strict > (corner: row m)
             value = initial_best
             value_i = 0
