@@ -227,6 +227,9 @@ def test_halves_meeting_in_the_middle_equal_cpu(monkeypatch, settings):
     options = dict(mode="nw", match=2, mismatch=-3, gap_open=5, gap_extend=1, traceback=False)
     frame = both_engines(pd.Series(queries), pd.Series(targets), **options)
     assert halves and frame["score"].notna().all()
+    halves.clear()  # one pair of an odd length: its right half is a column longer
+    both_engines(pd.Series(queries[1:2]), pd.Series(targets[1:2]), **options)
+    assert halves
 
 
 def test_halves_only_where_global_score_only_wide_and_narrow(settings):

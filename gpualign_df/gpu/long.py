@@ -424,7 +424,7 @@ def fill_halves(job, batch, query, target, tb, stream) -> BandFill:
     initial[column0], initial[column0 + 1] = border, border
     last = xp.asarray(initial)
     rows = score_rows(job.tuning, problems[band.F_M], problems[band.F_N])
-    top = top_words(job, int(left.max()))
+    top = top_words(job, int(right.max()))  # (the right half is the longer one)
     fill = BandFill(job, problems, rows, False, byte_rows(job, batch, query, target),
                     last_column=last)
     fill.launch(query_all, target_all, top, top, 0, tb, job.columns, stream)
