@@ -6,6 +6,10 @@ of long pairs, and the linear-space traceback of a pair whose traceback cannot f
   share it; a second kernel folds each pair's band candidates into its end cell. With
   traceback the bands write the skewed words the walk kernel reads
   (:func:`gpualign_df.kernels.traceback.walk_kernel` with ``skewed``).
+* A global score-only batch of few wide pairs (:func:`meets_in_middle`) runs each pair as
+  two problems of one fill, its left half forward and its right half reversed, joined over
+  the middle column (:func:`fill_halves`): the bands of a short query against a long
+  target are too few to fill the GPU, and twice as many sweep half the columns.
 * Linear space (:func:`align_linear`): the forward fill keeps every ``K``-th row's border
   words (checkpoints); the traceback then recomputes, from the bottom, the block of rows
   between the checkpoint above the walk and the walk's row, over the columns left of the
