@@ -378,13 +378,15 @@ def byte_rows(job, batch, query, target) -> bool:
 def meets_in_middle(job, batch) -> bool:
     """Whether a long batch runs as halves meeting in the middle (:func:`fill_halves`): the
     ``band_halves`` setting, global alignment without free ends, score only, every pair at
-    least one residue by two, and a narrow fill (:func:`narrow_fill` at 4 rows a lane)."""
-    local, corner, free_row0, free_col0, *_ = mode_shape(*job.flags[:5])
+    least one residue by two, and a narrow fill (:func:`narrow_fill` at the ``band_rows``
+    setting's rows) of the whole pairs."""
+    _local, corner, free_row0, free_col0, *_ = mode_shape(*job.flags[:5])
     m = np.asarray(batch.query_lengths, np.int64)
     n = np.asarray(batch.target_lengths, np.int64)
-    return bool(job.tuning.band_halves and not job.traceback and corner and not local
+    return bool(job.tuning.band_halves and not job.traceback and corner
                 and not (free_row0 or free_col0) and len(m) and m.min() >= 1
-                and n.min() >= 2 and narrow_fill(job.tuning, m, n, 4))
+                and n.min() >= 2
+                and narrow_fill(job.tuning, m, n, lane_rows(job.tuning, False, int(m.max()))))
 
 
 def fill_halves(job, batch, query, target, tb, stream) -> BandFill:

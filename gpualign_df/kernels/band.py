@@ -504,7 +504,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             # the offset of the step's cells, (i + j) * ge (the same for every row of a
             # step), which an end-cell candidate drops
             zero = int32(zero_base + s * ge32) if shifted and track else int32(0)
-            extend32 = int32(shift * ge32 - ge32)  # a gap extended (0 with the offset)
+            extend32 = int32(-ge32)  # a gap extended (plain cells only)
             bottom_h, bottom_i, bottom_code, word_in = exchange(
                 h_left[rows - 1], i_reg[rows - 1], t_codes[rows - 1], current,
                 s & batch_mask, lane, scratch)
