@@ -69,6 +69,18 @@ class Settings:
     lane_narrow_score_limit : int
         A lane group whose cell bound is below this runs in int16, else in int32 (0 forces
         int32).
+    cpu_search_group_columns : int
+        The CPU search's lanes hold targets back to back in groups of 64 lanes planned for
+        at least this many columns (:func:`gpualign_df.kernels.cpu_search.lane_layout`).
+    cpu_rescue_share : int
+        In the CPU search's 8-bit pass, a half group whose saturated targets hold at most
+        ``1 / cpu_rescue_share`` of its lane columns rescores them one by one in 16 bits,
+        else reruns its lanes in 16 bits.
+    lane_min_fill : float
+        A lane group costs its lanes times its longest query and target: where the costliest
+        pairs would fill less than this share of their group's cells, the costliest pair
+        goes one pair per thread instead (until the rest fill it), since an almost empty
+        group is slower than its pairs alone.
     encode_bytes_per_thread, encode_max_threads : int
         The encoding of host strings uses one thread per ``encode_bytes_per_thread`` bytes,
         at most ``encode_max_threads``: the lookup is bound by memory, so a few threads reach
@@ -234,6 +246,9 @@ class Settings:
     cpu_batch_pairs: int = 1 << 20
     lane_max_length: int = 2048
     lane_narrow_score_limit: int = 1 << 13
+    lane_min_fill: float = 0.2
+    cpu_search_group_columns: int = 1024
+    cpu_rescue_share: int = 4
     encode_bytes_per_thread: int = 1 << 20
     encode_max_threads: int = 8
     write_chunk_rows: int = 1 << 17

@@ -194,7 +194,8 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     groups = None
     if lanes:
         check_score_range(job.scoring, queries.lengths, targets.lengths)
-        groups = cpu_search.target_groups(targets.lengths, targets.valid)
+        groups = cpu_search.lane_layout(targets.lengths, targets.valid,
+                                        tuning.cpu_search_group_columns)
     kept_query, kept_target = [], []
     for first in range(0, len(queries), block):
         pair_query, pair_target = search_pairs(min(block, len(queries) - first), len(targets))
@@ -309,7 +310,7 @@ def _traced_in_rectangles(queries: EncodedSequences, targets: EncodedSequences,
 
 
 def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, first: int,
-                        count: int, groups: np.ndarray, job: Job,
+                        count: int, groups: cpu_search.LaneLayout, job: Job,
                         tuning: config.Settings) -> np.ndarray:
     """Local scores (int32, ``count`` x targets) of queries ``first`` to ``first + count``
     against every target: the lanes kernel (:mod:`gpualign_df.kernels.cpu_search`; 8-bit
@@ -319,17 +320,25 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
     scores = np.zeros((count, len(targets)), np.int32)
     rows = np.arange(first, first + count, dtype=np.int64)
     threads = numba.get_num_threads()
-    # a few items per thread: group chunks (longest first), and query chunks where the
-    # groups are too few to share out
-    group_chunks = np.array_split(groups, max(1, min(len(groups), 4 * threads)))
-    query_chunks = max(1, min(count, -(-4 * threads // len(group_chunks))))
-    bounds = np.linspace(0, count, query_chunks + 1).astype(np.int64)
-    scheme = (job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend,
-              _lanes_fit(job.scoring, bits=8))
+    # a few items per thread, costliest first: group chunks, and chunks of queries of
+    # about equal residues where the groups are too few to share out
+    group_chunks = [(chunk[0], chunk[-1] + 1) for chunk in np.array_split(
+        np.arange(len(groups)), max(1, min(len(groups), 4 * threads))) if len(chunk)]
+    query_chunks = max(1, min(count, -(-4 * threads // max(1, len(group_chunks)))))
+    residues = np.cumsum(np.where(queries.valid, queries.lengths, 0)[first:first + count])
+    cuts = np.searchsorted(residues, residues[-1] * np.arange(1, query_chunks) / query_chunks)
+    bounds = np.unique(np.concatenate([[0], cuts + 1, [count]])).clip(0, count)
+    items = [(int(residues[b - 1] - (residues[a - 1] if a else 0))
+              * int(groups.group_columns[group_first:group_stop].sum()),
+              group_first, group_stop, a, b)
+             for group_first, group_stop in group_chunks
+             for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    scheme = (*groups.arrays(), job.scoring.matrix, job.scoring.gap_open,
+              job.scoring.gap_extend, _lanes_fit(job.scoring, bits=8), tuning.cpu_rescue_share)
     work = [partial(cpu_search.search_groups, queries.codes, queries.offsets, rows[a:b],
-                    targets.codes, targets.offsets, chunk, *scheme, scores[a:b])
-            for chunk in group_chunks if len(chunk) for a, b in zip(bounds[:-1], bounds[1:])
-            if b > a]
+                    targets.codes, targets.offsets, group_first, group_stop, *scheme,
+                    scores[a:b])
+            for _, group_first, group_stop, a, b in sorted(items, reverse=True)]
     cells = int(queries.lengths[first:first + count].sum()) * int(
         targets.lengths[targets.valid].sum())
     _run_counted(work, threads, cells, job.progress, tuning.progress_interval)
@@ -426,13 +435,14 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     order = np.flatnonzero(valid)
     order = order[np.argsort(-cells[order], kind="stable")]
     ops_sizes = query_lengths + target_lengths
-    in_lanes_all = (cpu_lanes.lane_eligible(
-        scoring.max_abs_score(int(query_lengths.max(initial=0)),
-                              int(target_lengths.max(initial=0))), scoring.gap_open)
+    in_lanes_all = lanes_worth_filling(
+        cpu_lanes.lane_eligible(
+            scoring.max_abs_score(int(query_lengths.max(initial=0)),
+                                  int(target_lengths.max(initial=0))), scoring.gap_open)
         & (query_lengths > 0) & (target_lengths > 0)
         & (query_lengths <= tuning.lane_max_length)
         & (target_lengths <= tuning.lane_max_length)
-        & ~linear)
+        & ~linear & valid, query_lengths, target_lengths, tuning.lane_min_fill)
     threads = cpu_threads(query_lengths, target_lengths, order[~in_lanes_all[order]],
                           traceback, tuning, rows, available)
     op_counts = np.zeros(pairs, dtype=np.int64)
@@ -633,6 +643,39 @@ def cpu_threads(query_lengths: np.ndarray, target_lengths: np.ndarray, one_pair:
             f"memory for its traceback even in linear space, {limit}: align it with "
             f"traceback=False (score and end coordinates), or on a machine with more memory")
     return max(1, min(threads, budget // max(largest, 1)))
+
+
+def lanes_worth_filling(eligible: np.ndarray, query_lengths: np.ndarray,
+                        target_lengths: np.ndarray, min_fill: float) -> np.ndarray:
+    """``eligible`` (pairs the lanes can take) less its costliest pairs while the costliest
+    lane group's worth of pairs would fill under ``min_fill`` of the cells that group costs
+    (lanes x longest query x longest target): a pair far costlier than the rest runs faster
+    alone than with lanes kept waiting for it.
+
+    Examples
+    --------
+    >>> many = np.full(40, 100)
+    >>> lanes_worth_filling(np.ones(41, bool), np.r_[900, many], np.r_[800, many],
+    ...                     0.2).tolist()[:3]
+    [False, True, True]
+    >>> lanes_worth_filling(np.ones(2, bool), np.array([90, 100]), np.array([80, 100]),
+    ...                     0.2).tolist()
+    [False, False]
+    """
+    chosen = np.flatnonzero(eligible)
+    cells = query_lengths.astype(np.int64) * target_lengths
+    chosen = chosen[np.argsort(-cells[chosen], kind="stable")]
+    lanes = cpu_lanes.LANES
+    peeled = 0
+    while peeled < len(chosen):
+        head = chosen[peeled:peeled + lanes]
+        box = int(query_lengths[head].max()) * int(target_lengths[head].max())
+        if cells[head].sum() >= min_fill * lanes * box:
+            break
+        peeled += 1
+    out = eligible.copy()
+    out[chosen[:peeled]] = False
+    return out
 
 
 def lane_groups(pairs: np.ndarray, query_lengths: np.ndarray,

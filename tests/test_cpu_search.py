@@ -28,8 +28,10 @@ def _job(queries, targets, **options):
 def _lane_scores(encoded, first=0, count=None):
     queries, targets = encoded.queries, encoded.targets
     count = len(queries) - first if count is None else count
-    groups = cpu_search.target_groups(targets.lengths, targets.valid)
     from gpualign_df import config
+
+    groups = cpu_search.lane_layout(targets.lengths, targets.valid,
+                                    config.settings().cpu_search_group_columns)
 
     return engine.local_search_scores(queries, targets, first, count, groups, encoded.job,
                                       config.settings())
@@ -178,3 +180,78 @@ def test_kept_rows_end_cells_break_ties_as_the_pair_engine(monkeypatch, settings
     monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
     pd.testing.assert_frame_equal(frame, gpualign_df.align(queries[:1], [unit * 3, unit * 8],
                                                            **big))
+
+
+@pytest.mark.parametrize("scheme", [
+    dict(matrix="BLOSUM62", gap_open=11, gap_extend=1),
+    dict(matrix="BLOSUM62", gap_open=3, gap_extend=3),          # linear gaps
+    dict(match=5, mismatch=-30, gap_open=5, gap_extend=5),    # an insertion beside a deletion
+    dict(match=2, mismatch=-3, gap_open=0, gap_extend=0),     # free gaps: ties everywhere
+])
+def test_striped_end_cells_equal_the_pair_engine(scheme):
+    """:func:`cpu_search.striped_end` (the kept pairs' end cells, one pair at a time down the
+    striped query) against the pair engine: score and end cell on random and repetitive
+    pairs of 0 to 150 residues (queries across several multiples of the 32 lanes, so the
+    lazy-F passes carry gaps over lane boundaries), ties included."""
+    rng = np.random.default_rng(11)
+    alphabet = "ACGT" if "match" in scheme else PROTEIN
+    queries = random_sequences(rng, 40, alphabet, 150, 0)
+    targets = random_sequences(rng, 40, alphabet, 150, 0)
+    for k in range(0, 40, 4):   # tandem repeats: many equal-scoring cells
+        unit = "".join(rng.choice(list(alphabet), int(rng.integers(1, 4))))
+        queries[k] = (unit * 60)[:int(rng.integers(1, 150))]
+        targets[k] = (unit * 60)[:int(rng.integers(1, 150))]
+    options = dict(mode="sw", traceback=False, backend="cpu", progress=False,
+                   matrix=None, match=None, mismatch=None)
+    options.update(scheme)
+    expected = gpualign_df.align(queries, targets, **options)
+    job = api.resolve_job(queries, targets, how="rowwise", free_ends=None, top_k=None,
+                          cigar_style="=", clip=None, **options)
+    encoded = api.encode_job(queries, targets, job)
+    matrix = job.scoring.matrix
+    for k in range(40):
+        query = encoded.queries.codes[encoded.queries.offsets[k]:encoded.queries.offsets[k + 1]]
+        target = encoded.targets.codes[encoded.targets.offsets[k]:
+                                       encoded.targets.offsets[k + 1]]
+        profile, segments = cpu_search.query_profile16(matrix, query)
+        scratch = [np.empty(segments * cpu_search.HALF, np.int16) for _ in range(3)]
+        rows = (np.arange(cpu_search.HALF) * segments).astype(np.int16)
+        got = cpu_search.striped_end(profile, segments, target, job.scoring.gap_open,
+                                     job.scoring.gap_extend, *scratch, rows)
+        row = expected.iloc[k]
+        assert tuple(int(v) for v in got) == (row.score, row.query_end, row.target_end), k
+
+
+@pytest.mark.parametrize("group_columns,rescue_share", [
+    (1024, 4),      # the defaults: one group, saturated targets rescored one by one
+    (16, 1000),     # many small groups, every saturated half rerun in 16-bit lanes
+    (64, 1),        # a target longer than a group's plan sets its group's height
+])
+def test_targets_packed_back_to_back_in_lanes_equal_the_pair_engine(settings, group_columns,
+                                                                    rescue_share):
+    """Targets of 1 to 300 residues packed back to back in the lanes (a lane's next target
+    starts on the row's border; its best is the finished target's), in few or many groups,
+    with both 16-bit rescues of the 8-bit pass (self hits pass 127): every score equals the
+    pair engine's."""
+    settings(cpu_search_group_columns=group_columns, cpu_rescue_share=rescue_share)
+    rng = np.random.default_rng(17)
+    queries = random_sequences(rng, 5, PROTEIN, 300, 100)
+    targets = (random_sequences(rng, 150, PROTEIN, 120, 1) + queries[:3]
+               + [None, ""] + random_sequences(rng, 3, PROTEIN, 300, 280))
+    encoded = _job(queries, targets)
+    lanes = _lane_scores(encoded)
+    assert lanes.max() > 127
+    assert np.array_equal(lanes, _pair_scores(encoded))
+    layout = cpu_search.lane_layout(encoded.targets.lengths, encoded.targets.valid,
+                                    group_columns)
+    assert sorted(layout.entry_target.tolist()) == [
+        k for k, t in enumerate(targets) if t]          # every non-empty target once
+    lengths = encoded.targets.lengths
+    for g in range(len(layout)):      # a lane's targets one after another, inside the group
+        chosen = slice(layout.group_entries[g], layout.group_entries[g + 1])
+        for lane in np.unique(layout.entry_lane[chosen]):
+            mine = layout.entry_lane[chosen] == lane
+            starts = layout.entry_column[chosen][mine]
+            ends = starts + lengths[layout.entry_target[chosen][mine]]
+            assert (starts % cpu_search.COLUMNS_A_PASS == 0).all()
+            assert (starts[1:] >= ends[:-1]).all() and ends[-1] <= layout.group_columns[g]

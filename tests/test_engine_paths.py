@@ -257,12 +257,38 @@ def test_pairs_longer_than_lanes_mixed_with_short_pairs(monkeypatch, spy, mode, 
     related_row = default.loc[long_pairs[0]]
     assert related_row["matches"] > 1800
     # The lane kernel's own limit is 4095 columns: widening lane_max_length to take the
-    # long pairs too (one group padded from ~40 to ~2100 columns) must not change anything.
-    with config.override(lane_max_length=2200):
+    # long pairs too (one group padded from ~40 to ~2100 columns, so kept there only with
+    # lane_min_fill off) must not change anything.
+    with config.override(lane_max_length=2200, lane_min_fill=0):
         spy.lane_pairs.clear()
         widened = gpualign_df.align(queries, targets, backend="cpu", **options)
         assert sorted(spy.lane_pairs) == list(range(len(queries)))
     pd.testing.assert_frame_equal(default, widened)
+
+
+def test_a_pair_far_costlier_than_the_rest_leaves_the_lanes(monkeypatch, spy):
+    """Within the lanes' lengths, a pair whose group would be mostly padding (it alone sets
+    the group's height and width) goes one pair per thread, as a lone pair does; the others
+    keep their lanes, and the frame is the same either way."""
+    rng = np.random.default_rng(30)
+    queries = random_sequences(rng, 40, PROTEIN, 30, 20)
+    targets = random_sequences(rng, 40, PROTEIN, 30, 20)
+    queries[7], targets[7] = random_sequences(rng, 2, PROTEIN, 600, 600)
+    options = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1)
+    default, forced, lane_pairs, one_pair_pairs, _ = run_both_paths(
+        monkeypatch, spy, queries, targets, **options)
+    assert one_pair_pairs == [7]
+    assert lane_pairs == [k for k in range(40) if k != 7]
+    pd.testing.assert_frame_equal(default, forced)
+    lone, _, lane_pairs, one_pair_pairs, _ = run_both_paths(
+        monkeypatch, spy, queries[7:8], targets[7:8], **options)
+    assert (lane_pairs, one_pair_pairs) == ([], [0])
+    with config.override(lane_min_fill=0):
+        spy.lane_pairs.clear()
+        spy.one_pair_pairs.clear()
+        kept = gpualign_df.align(queries, targets, backend="cpu", **options)
+    assert sorted(spy.lane_pairs) == list(range(40)) and spy.one_pair_pairs == []
+    pd.testing.assert_frame_equal(default, kept)
 
 
 @pytest.mark.parametrize("mode,free_ends", [("sw", None), ("nw", None), ("sg", None)])

@@ -1,26 +1,33 @@
 """CPU score-only local alignment of queries against a database, many targets at a time in
-the lanes of one vector (:mod:`gpualign_df.kernels.simd`), for a search's score pass.
+the lanes of one vector (:mod:`gpualign_df.kernels.simd`), for a search's score pass, and
+the end cells of a search's kept pairs one pair at a time down a striped query.
 
-Targets go to groups of :data:`GROUP` (the caller sorts them by length, so a group's
-padding is small). A group's score profile is built once, as ``[column][query code][lane]``
-(the score of every query code against each lane's residue of that column; a column past a
-lane's end scores :data:`PAD`, which never raises a lane's best), and every query then runs
-over the group's columns with the targets in the lanes: a cell's substitution score is one
-vector load, no gather. A first pass keeps 8-bit cells, 64 targets a vector, where the
-scoring allows it; a lane that reaches 127 has saturated, and its query runs again over the
-group's two halves in 16-bit cells, 32 targets a vector; a lane that reaches 32,767 there
-is reported as :data:`CEILING` and the caller scores that pair again exactly. Below its
-ceiling a pass is exact: no cell saturated (in Smith-Waterman H, E and F never fall below
-``-gap_open``).
+Score pass: targets are packed back to back into the lanes of groups of :data:`GROUP`
+lanes (:func:`lane_layout`), so lanes end nearly together whatever the lengths. A group's
+score profile is built once a call, as ``[column][query code][lane]`` (the score of every
+query code against each lane's residue of that column; a column past a lane's last target
+scores :data:`PAD`, which never raises a lane's best), and every query then runs over the
+group's columns with the targets in the lanes: a cell's substitution score is one vector
+load, no gather. A first pass keeps 8-bit cells, 64 lanes a vector, where the scoring
+allows it; a lane that reaches 127 has saturated, and its targets are scored again in
+16-bit cells (one by one, or the lanes of the group's half); a score that reaches 32,767
+there is reported as :data:`CEILING` and the caller scores that pair again exactly. Below
+its ceiling a pass is exact: no cell saturated (in Smith-Waterman H, E and F never fall
+below ``-gap_open``).
+
+Kept pairs (:func:`search_ends`): Farrar's striped layout, the query's 16-bit profile built
+once and every kept target run against it (:func:`striped_end`), the end cell by the
+README's tie rule.
 """
-
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
-from .simd import (adds, blend, equal, greater, int8x64, int16x32, lane, load, lowest,
-                   splat, store, subs, vand, vmax, vor)
+from .simd import (adds, any_set, blend, equal, greater, int8x64, int16x32, lane, largest,
+                   load, lowest, shift_in, smallest, splat, store, subs, vand, vmax, vmin)
 
 #: Targets of a group: the lanes of an 8-bit vector, two 16-bit vectors.
 GROUP = int8x64.lanes
@@ -38,55 +45,27 @@ PAD8 = -(1 << 7)
 
 
 @njit(cache=True, nogil=True)
-def group_columns(offsets, members):
-    """Columns of the profile of the targets ``members`` (indices, -1 for an empty lane):
-    the longest target's, rounded up to a whole pass of :func:`local_best`."""
-    columns = 0
-    for k in range(len(members)):
-        if members[k] >= 0:
-            columns = max(columns, offsets[members[k] + 1] - offsets[members[k]])
-    return (columns + COLUMNS_A_PASS - 1) // COLUMNS_A_PASS * COLUMNS_A_PASS
-
-
-@njit(cache=True, nogil=True)
-def fill_profile(matrix, codes, offsets, members, profile):
-    """The score profile of the targets ``members`` (one lane each) into ``profile``
-    (``[column][code][lane]`` flattened, :func:`group_columns` columns, filled with the
-    padding score beforehand)."""
-    lanes = len(members)
+def lane_profile(matrix, codes, offsets, entry_target, entry_lane, entry_column, columns,
+                 lanes, lane0, pad, like):
+    """The score profile of a group's targets, ``[column][code][lane]`` flattened, of
+    ``like``'s dtype: entry ``e`` (target ``entry_target[e]``) fills lane
+    ``entry_lane[e] - lane0`` from column ``entry_column[e]`` on (entries whose lane
+    lies outside ``lane0 .. lane0 + lanes`` are left out); every other cell scores ``pad``
+    (:data:`PAD` or :data:`PAD8`), which never raises a lane's best."""
     alphabet = matrix.shape[0]
-    for k in range(lanes):
-        target = members[k]
-        if target < 0:
+    profile = np.full(columns * alphabet * lanes, pad, dtype=like.dtype)
+    for e in range(len(entry_target)):
+        k = entry_lane[e] - lane0
+        if k < 0 or k >= lanes:
             continue
+        target = entry_target[e]
         start = offsets[target]
         for j in range(offsets[target + 1] - start):
             code = codes[start + j]
-            base = j * alphabet * lanes + k
+            base = (entry_column[e] + j) * alphabet * lanes + k
             for a in range(alphabet):
                 profile[base + a * lanes] = matrix[a, code]
-
-
-@njit(cache=True, nogil=True)
-def profile_like(matrix, codes, offsets, members, pad, like):
-    """(profile, columns) of the targets ``members``, of ``like``'s dtype, columns past a
-    lane's target scoring ``pad``."""
-    columns = group_columns(offsets, members)
-    profile = np.full(columns * matrix.shape[0] * len(members), pad, dtype=like.dtype)
-    fill_profile(matrix, codes, offsets, members, profile)
-    return profile, columns
-
-
-@njit(cache=True, nogil=True)
-def profile16(matrix, codes, offsets, members):
-    """(16-bit profile, columns) of the targets ``members``."""
-    return profile_like(matrix, codes, offsets, members, PAD, np.empty(0, np.int16))
-
-
-@njit(cache=True, nogil=True)
-def profile8(matrix, codes, offsets, members):
-    """(8-bit profile, columns) of the targets ``members``."""
-    return profile_like(matrix, codes, offsets, members, PAD8, np.empty(0, np.int8))
+    return profile
 
 
 @njit(cache=True, nogil=True)
@@ -103,17 +82,41 @@ def start_rows(h_row, e_row, m, lanes, gap_open, gap_extend):
 
 
 @njit(cache=True, nogil=True)
-def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h_row, e_row):
-    """The best local score of ``query`` (codes) against each lane's target, as a vector of
-    ``profile``'s lane type (saturated lanes hold its ceiling). Four columns a pass down the
-    query: the row's H and E go through memory once per :data:`COLUMNS_A_PASS` columns.
-    ``columns``: a multiple of four. ``h_row``/``e_row``: scratch of the profile's dtype,
-    at least ``(len(query) + 1) * lanes``."""
+def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h_row, e_row,
+               entry_lane, entry_column, best):
+    """The best local score of ``query`` (codes) against each target packed in the lanes
+    of ``profile`` (:func:`lane_profile`: a lane holds targets back to back, each from a
+    column that starts a pass), into ``best[e]`` for entry ``e`` (its lane
+    ``entry_lane[e]``, its first column ``entry_column[e]``; entries in column order;
+    a saturated lane gives its type's ceiling). Four columns a pass down the query: the
+    row's H and E go through memory once per :data:`COLUMNS_A_PASS` columns. Where a
+    lane's next target starts, its lane of the row's H and E is read as 0 (the border
+    column's H; an E below 0 never reaches a local H), its best is the finished
+    target's. ``columns``: a multiple of four. ``h_row``/``e_row``: scratch of the
+    profile's dtype, at least ``(len(query) + 1) * lanes``."""
     m = len(query)
     zero, low, go, ge = start_rows(h_row, e_row, m, lanes, gap_open, gap_extend)
-    best = zero
+    running = zero
     stride = alphabet * lanes
+    keep = np.empty(lanes, dtype=profile.dtype)
+    current = np.full(lanes, -1, dtype=np.int64)
+    keep_lanes = zero
+    entry = 0
+    entries = len(entry_lane)
     for j in range(0, columns, COLUMNS_A_PASS):
+        resets = False
+        if entry < entries and entry_column[entry] == j:
+            keep[:] = -1
+            while entry < entries and entry_column[entry] == j:
+                k = entry_lane[entry]
+                if current[k] >= 0:
+                    best[current[k]] = lane(running, k)
+                current[k] = entry
+                keep[k] = 0
+                entry += 1
+            keep_lanes = load(keep, 0)
+            running = vand(running, keep_lanes)
+            resets = j > 0
         base0 = j * stride
         base1 = base0 + stride
         base2 = base1 + stride
@@ -132,7 +135,11 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
             at = i * lanes
             code = query[i] * lanes
             left = load(h_row, at)
-            e = vmax(subs(load(e_row, at), ge), subs(left, go))
+            e = load(e_row, at)
+            if resets:
+                left = vand(left, keep_lanes)
+                e = vand(e, keep_lanes)
+            e = vmax(subs(e, ge), subs(left, go))
             f0 = vmax(subs(f0, ge), subs(up0, go))
             h0 = vmax(vmax(adds(above, load(profile, base0 + code)), zero), vmax(e, f0))
             e = vmax(subs(e, ge), subs(h0, go))
@@ -144,7 +151,7 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
             e = vmax(subs(e, ge), subs(h2, go))
             f3 = vmax(subs(f3, ge), subs(up3, go))
             h3 = vmax(vmax(adds(up2, load(profile, base3 + code)), zero), vmax(e, f3))
-            best = vmax(best, vmax(vmax(h0, h1), vmax(h2, h3)))
+            running = vmax(running, vmax(vmax(h0, h1), vmax(h2, h3)))
             store(h_row, at, h3)
             store(e_row, at, e)
             above = left
@@ -152,17 +159,25 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
             up1 = h1
             up2 = h2
             up3 = h3
-    return best
+    for k in range(lanes):
+        if current[k] >= 0:
+            best[current[k]] = lane(running, k)
 
 
 @njit(cache=True, nogil=True)
 def search_groups(query_codes, query_offsets, query_rows, target_codes, target_offsets,
-                  groups, matrix, gap_open, gap_extend, eight_bit, scores, control, slot):
+                  group_first, group_stop, group_entries, entry_target, entry_lane,
+                  entry_column, group_columns, matrix, gap_open, gap_extend, eight_bit,
+                  rescue_share, scores, control, slot):
     """Scores of queries ``query_rows`` (into ``scores``' rows, in that order) against the
-    targets of ``groups`` (rows of :data:`GROUP` target indices, -1 for an empty lane)
-    into ``scores[row, target]``: 8-bit lanes first (``eight_bit``), 16-bit lanes for the
-    groups where a lane saturated (or for all); ``CEILING`` where a 16-bit lane saturated.
-    Stops once ``control[0]`` is set; adds the cells done to ``control[1 + slot]``."""
+    targets of groups ``group_first`` to ``group_stop`` of a :func:`lane_layout` into
+    ``scores[row, target]``: 8-bit lanes first (``eight_bit``); then, in each half of a
+    group (its lanes 0-31, 32-63) where a lane saturated, its saturated targets one by one
+    in 16 bits (:func:`striped_end`, which pays more a cell but only for them) where they
+    hold at most ``1 / rescue_share`` of the half's lane columns, else the half's 16-bit
+    lanes (those for all without ``eight_bit``); ``CEILING`` where a 16-bit lane
+    saturated. Stops once ``control[0]`` is set; adds the cells done
+    to ``control[1 + slot]``."""
     alphabet = matrix.shape[0]
     longest = 1
     for r in range(len(query_rows)):
@@ -172,91 +187,179 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
     e8 = np.empty((longest + 1) * GROUP, dtype=np.int8)
     h16 = np.empty((longest + 1) * HALF, dtype=np.int16)
     e16 = np.empty((longest + 1) * HALF, dtype=np.int16)
-    for g in range(groups.shape[0]):
-        members = groups[g]
+    for g in range(group_first, group_stop):
+        first, stop = group_entries[g], group_entries[g + 1]
+        targets = entry_target[first:stop]
+        lanes_of = entry_lane[first:stop]
+        columns_of = entry_column[first:stop]
+        columns = group_columns[g]
         residues = 0
-        for k in range(GROUP):
-            if members[k] >= 0:
-                residues += target_offsets[members[k] + 1] - target_offsets[members[k]]
-        bytes_, columns8 = profile8(matrix, target_codes, target_offsets,
-                                    members[:GROUP if eight_bit else 0])
-        # the halves' 16-bit profiles, built once the group needs them
-        low_half = members[:HALF]
-        high_half = members[HALF:]
-        profile_low = np.empty(0, np.int16)
-        profile_high = profile_low
-        columns_low = columns_high = 0
+        for e in range(stop - first):
+            residues += target_offsets[targets[e] + 1] - target_offsets[targets[e]]
+        bytes_ = np.empty(0, np.int8)
+        if eight_bit:
+            bytes_ = lane_profile(matrix, target_codes, target_offsets, targets, lanes_of,
+                                  columns_of, columns, GROUP, 0, PAD8, bytes_)
+        best = np.zeros(stop - first, dtype=np.int32)
+        # each half's entries and 16-bit profile, built once the group needs them
+        halves = [np.flatnonzero(lanes_of < HALF), np.flatnonzero(lanes_of >= HALF)]
+        profiles = [np.empty(0, np.int16), np.empty(0, np.int16)]
         built = False
         for r in range(len(query_rows)):
             if control[0] != 0:
                 return
             q = query_rows[r]
             query = query_codes[query_offsets[q]:query_offsets[q + 1]]
-            saturated = not eight_bit
+            saturated = np.array([not eight_bit, not eight_bit])
             if eight_bit:
-                best8 = local_best(query, bytes_, columns8, alphabet, GROUP, gap_open,
-                                   gap_extend, h8, e8)
-                for k in range(GROUP):
-                    if members[k] >= 0:
-                        score = lane(best8, k)
-                        scores[r, members[k]] = score
-                        saturated |= score >= CEILING8
-            if saturated:
+                local_best(query, bytes_, columns, alphabet, GROUP, gap_open, gap_extend,
+                           h8, e8, lanes_of, columns_of, best)
+                for e in range(stop - first):
+                    scores[r, targets[e]] = best[e]
+                    if best[e] >= CEILING8:
+                        saturated[0 if lanes_of[e] < HALF else 1] = True
+            striped = False
+            for half in range(2):
+                if not saturated[half] or len(halves[half]) == 0:
+                    continue
+                chosen = halves[half]
+                if eight_bit:
+                    # few saturated residues: those targets alone, striped down the query
+                    residues_over = 0
+                    for e in chosen:
+                        if best[e] >= CEILING8:
+                            target = targets[e]
+                            residues_over += (target_offsets[target + 1]
+                                              - target_offsets[target])
+                    if residues_over * rescue_share <= columns * HALF:
+                        if not striped:
+                            profile, segments = query_profile16(matrix, query)
+                            h_a = np.empty(segments * HALF, np.int16)
+                            h_b = np.empty(segments * HALF, np.int16)
+                            e_row = np.empty(segments * HALF, np.int16)
+                            rows = (np.arange(HALF) * segments).astype(np.int16)
+                            striped = True
+                        for e in chosen:
+                            if best[e] >= CEILING8:
+                                target = targets[e]
+                                scores[r, target] = striped_end(
+                                    profile, segments,
+                                    target_codes[target_offsets[target]:
+                                                 target_offsets[target + 1]],
+                                    gap_open, gap_extend, h_a, h_b, e_row, rows)[0]
+                        continue
                 if not built:
-                    profile_low, columns_low = profile16(matrix, target_codes,
-                                                         target_offsets, low_half)
-                    profile_high, columns_high = profile16(matrix, target_codes,
-                                                           target_offsets, high_half)
+                    for other in range(2):
+                        profiles[other] = lane_profile(
+                            matrix, target_codes, target_offsets, targets, lanes_of,
+                            columns_of, columns, HALF, other * HALF, PAD,
+                            np.empty(0, np.int16))
                     built = True
-                best16 = local_best(query, profile_low, columns_low, alphabet, HALF,
-                                    gap_open, gap_extend, h16, e16)
-                for k in range(HALF):
-                    if low_half[k] >= 0:
-                        scores[r, low_half[k]] = lane(best16, k)
-                best16 = local_best(query, profile_high, columns_high, alphabet, HALF,
-                                    gap_open, gap_extend, h16, e16)
-                for k in range(HALF):
-                    if high_half[k] >= 0:
-                        scores[r, high_half[k]] = lane(best16, k)
+                half_best = np.zeros(len(chosen), dtype=np.int32)
+                local_best(query, profiles[half], columns, alphabet, HALF, gap_open,
+                           gap_extend, h16, e16, lanes_of[chosen] - half * HALF,
+                           columns_of[chosen], half_best)
+                for e in range(len(chosen)):
+                    scores[r, targets[chosen[e]]] = half_best[e]
             control[1 + slot] += len(query) * residues
 
 
 @njit(cache=True, nogil=True)
-def local_ends(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h_row, e_row):
-    """The best local score of ``query`` against each lane's target and its end cell, as
-    three vectors of ``profile``'s (16-bit) lane type: score, end row, end column (1-based;
-    0, 0 for a best of 0). Ties go to the smallest end row, then the smallest end column
-    (the README's rule): the columns run left to right and a cell replaces a lane's end
-    where it scores more, or as much in a row above. Rows and columns must stay below the
-    lanes' ceiling. One column a pass; ``h_row``/``e_row`` as for :func:`local_best`."""
+def query_profile16(matrix, query):
+    """(profile, segments) of ``query`` in Farrar's striped layout for
+    :func:`striped_end`: ``segments = ceil(len(query) / HALF)``, and lane ``k`` of
+    segment ``t`` stands for query row ``k * segments + t``; the profile is
+    ``[target code][segment][lane]`` flattened (rows past the query score :data:`PAD`)."""
     m = len(query)
-    zero, low, go, ge = start_rows(h_row, e_row, m, lanes, gap_open, gap_extend)
-    best = zero
-    best_i = zero
-    best_j = zero
-    stride = alphabet * lanes
-    for j in range(columns):
-        base = j * stride
-        column = splat(j + 1, zero)
-        diagonal = zero
-        up = zero
+    segments = max(1, (m + HALF - 1) // HALF)
+    alphabet = matrix.shape[0]
+    profile = np.empty(alphabet * segments * HALF, np.int16)
+    for code in range(alphabet):
+        for t in range(segments):
+            base = (code * segments + t) * HALF
+            for k in range(HALF):
+                i = k * segments + t
+                profile[base + k] = matrix[query[i], code] if i < m else PAD
+    return profile, segments
+
+
+@njit(cache=True, nogil=True)
+def striped_end(profile, segments, target, gap_open, gap_extend, h_a, h_b, e_row, rows):
+    """Local score and end cell (1-based; 0, 0 for a best of 0) of the query of
+    ``profile`` (:func:`query_profile16`) against ``target`` (codes), in 16-bit lanes down
+    the striped query, one target column after another (Farrar). A column's pass takes
+    the gap along the query (F) only within each lane's rows; the lazy-F passes then carry
+    it from lane to lane until it can change no cell: a carry ``c`` entering a row whose H
+    was ``h`` before the carry reached it goes on only while ``c - extend > h - open`` in
+    some lane (below that, the row's own H already opened a better gap into the next row;
+    a raised H always goes on, since ``c > h`` there). A raised H also raises the E it opens
+    into the next column, so the result equals the full recurrences for every gap cost.
+    Ties go to the smallest end row, then the smallest end column (the README's rule):
+    where a column's largest H reaches the best so far, the smallest of its rows holding
+    that value is compared. ``CEILING`` where a lane saturated (the caller scores that pair
+    again). ``h_a``, ``h_b``, ``e_row``: int16 scratch of ``segments * HALF``; ``rows``:
+    int16, ``rows[k] = k * segments`` (rows must stay below the ceiling)."""
+    zero = subs(load(h_a, 0), load(h_a, 0))
+    low = lowest(zero)
+    go = splat(gap_open, zero)
+    ge = splat(gap_extend, zero)
+    one = splat(1, zero)
+    none = splat(CEILING, zero)
+    for t in range(segments):
+        store(h_a, t * HALF, zero)
+        store(e_row, t * HALF, low)
+    h_load = h_a
+    h_store = h_b
+    last = (segments - 1) * HALF
+    best = 0
+    best_i = 0
+    best_j = 0
+    for j in range(len(target)):
+        base = target[j] * segments * HALF
         f = low
-        for i in range(m):
-            at = i * lanes
-            left = load(h_row, at)
-            e = vmax(subs(load(e_row, at), ge), subs(left, go))
-            f = vmax(subs(f, ge), subs(up, go))
-            h = vmax(vmax(adds(diagonal, load(profile, base + query[i] * lanes)), zero),
-                     vmax(e, f))
-            row = splat(i + 1, zero)
-            take = vor(greater(h, best), vand(equal(h, best), greater(best_i, row)))
-            best = vmax(best, h)
-            best_i = blend(take, row, best_i)
-            best_j = blend(take, column, best_j)
-            diagonal = left
-            store(h_row, at, h)
-            store(e_row, at, e)
-            up = h
+        h = shift_in(load(h_load, last), 0)  # the diagonal of each lane's first row
+        column_best = zero
+        for t in range(segments):
+            at = t * HALF
+            e = load(e_row, at)
+            h = vmax(vmax(adds(h, load(profile, base + at)), e), vmax(f, zero))
+            column_best = vmax(column_best, h)
+            store(h_store, at, h)
+            opened = subs(h, go)
+            store(e_row, at, vmax(subs(e, ge), opened))
+            f = vmax(subs(f, ge), opened)
+            h = load(h_load, at)
+        # lazy F: the gaps along the query that cross from one lane's rows to the next's
+        carry = shift_in(f, -CEILING - 1)
+        t = 0
+        while True:
+            at = t * HALF
+            before = load(h_store, at)
+            raised = vmax(before, carry)
+            store(h_store, at, raised)
+            column_best = vmax(column_best, raised)
+            store(e_row, at, vmax(load(e_row, at), subs(raised, go)))
+            carry = subs(carry, ge)
+            if not any_set(greater(carry, subs(before, go))):
+                break
+            t += 1
+            if t == segments:
+                t = 0
+                carry = shift_in(carry, -CEILING - 1)
+        top = largest(column_best)
+        if top > 0 and top >= best:
+            value = splat(top, zero)
+            row = load(rows, 0)
+            first = none
+            for t in range(segments):
+                first = vmin(first, blend(equal(load(h_store, t * HALF), value), row, none))
+                row = adds(row, one)
+            end_i = smallest(first) + 1
+            if top > best or end_i < best_i:
+                best = top
+                best_i = end_i
+                best_j = j + 1
+        h_load, h_store = h_store, h_load
     return best, best_i, best_j
 
 
@@ -265,32 +368,28 @@ def search_ends(query_codes, query_offsets, target_codes, target_offsets, pair_q
                 pair_target, run_starts, run_stops, matrix, gap_open, gap_extend, score,
                 query_end, target_end, control, slot):
     """Local score and end cell (0-based exclusive ends) of the pairs of each run
-    ``run_starts[k]`` .. ``run_stops[k]`` (pairs of one query, at most :data:`HALF`), in
-    16-bit lanes; ``CEILING`` where a lane saturated. Stops once ``control[0]`` is set;
-    adds the cells done to ``control[1 + slot]``."""
-    alphabet = matrix.shape[0]
+    ``run_starts[k]`` .. ``run_stops[k]`` (pairs of one query), by :func:`striped_end`
+    (the query's profile built once a run); ``CEILING`` where a lane saturated. Stops
+    once ``control[0]`` is set; adds the cells done to ``control[1 + slot]``."""
     for k in range(len(run_starts)):
         if control[0] != 0:
             return
         first, stop = run_starts[k], run_stops[k]
-        members = np.full(HALF, -1, dtype=np.int64)
-        residues = 0
-        for t in range(stop - first):
-            target = pair_target[first + t]
-            members[t] = target
-            residues += target_offsets[target + 1] - target_offsets[target]
-        profile, columns = profile16(matrix, target_codes, target_offsets, members)
         q = pair_query[first]
         query = query_codes[query_offsets[q]:query_offsets[q + 1]]
-        h_row = np.empty((len(query) + 1) * HALF, dtype=np.int16)
-        e_row = np.empty((len(query) + 1) * HALF, dtype=np.int16)
-        best, best_i, best_j = local_ends(query, profile, columns, alphabet, HALF, gap_open,
-                                          gap_extend, h_row, e_row)
-        for t in range(stop - first):
-            score[first + t] = lane(best, t)
-            query_end[first + t] = lane(best_i, t)
-            target_end[first + t] = lane(best_j, t)
-        control[1 + slot] += len(query) * residues
+        profile, segments = query_profile16(matrix, query)
+        h_a = np.empty(segments * HALF, np.int16)
+        h_b = np.empty(segments * HALF, np.int16)
+        e_row = np.empty(segments * HALF, np.int16)
+        rows = (np.arange(HALF) * segments).astype(np.int16)
+        for p in range(first, stop):
+            if control[0] != 0:
+                return
+            target = pair_target[p]
+            codes = target_codes[target_offsets[target]:target_offsets[target + 1]]
+            score[p], query_end[p], target_end[p] = striped_end(
+                profile, segments, codes, gap_open, gap_extend, h_a, h_b, e_row, rows)
+            control[1 + slot] += len(query) * len(codes)
 
 
 #: A dead cell of :func:`hit_start` (below every live value).
@@ -396,15 +495,87 @@ def fits(matrix: np.ndarray, gap_open: int, gap_extend: int, bits: int = 16) -> 
                 and 0 <= gap_extend < limit)
 
 
-def target_groups(lengths: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Groups of :data:`GROUP` valid targets, longest first (-1: an empty lane), as an int64
-    array of shape (groups, GROUP)."""
-    order = np.flatnonzero(valid)
+@njit(cache=True, nogil=True)
+def _pack(order, widths, groups):
+    """Targets ``order`` (longest first) of ``widths`` columns packed back to back into
+    the ``groups * GROUP`` lanes of ``groups`` groups, each into the least loaded lane
+    (longest processing time first: the lanes end within about the shortest targets'
+    width of one another). Returns each entry's group, lane and first column, and each
+    group's columns (its most loaded lane)."""
+    bins = groups * GROUP
+    # a binary min-heap of (load, lane) over all the lanes
+    heap_load = np.zeros(bins, np.int64)
+    heap_bin = np.arange(bins)
+    count = len(order)
+    entry_group = np.empty(count, np.int64)
+    entry_lane = np.empty(count, np.int64)
+    entry_column = np.empty(count, np.int64)
+    for e in range(count):
+        load, lane_bin = heap_load[0], heap_bin[0]
+        entry_group[e] = lane_bin // GROUP
+        entry_lane[e] = lane_bin % GROUP
+        entry_column[e] = load
+        heap_load[0] = load + widths[order[e]]
+        at = 0  # sift the root down
+        while True:
+            child = 2 * at + 1
+            if child >= bins:
+                break
+            if child + 1 < bins and (heap_load[child + 1], heap_bin[child + 1]) < (
+                    heap_load[child], heap_bin[child]):
+                child += 1
+            if (heap_load[at], heap_bin[at]) <= (heap_load[child], heap_bin[child]):
+                break
+            heap_load[at], heap_load[child] = heap_load[child], heap_load[at]
+            heap_bin[at], heap_bin[child] = heap_bin[child], heap_bin[at]
+            at = child
+    group_columns = np.zeros(groups, np.int64)
+    for k in range(bins):
+        group = heap_bin[k] // GROUP
+        group_columns[group] = max(group_columns[group], heap_load[k])
+    return entry_group, entry_lane, entry_column, group_columns
+
+
+@dataclass(frozen=True)
+class LaneLayout:
+    """Targets packed back to back into the lanes of groups of :data:`GROUP` lanes, for
+    :func:`search_groups`: group ``g`` holds entries ``group_entries[g]`` to
+    ``group_entries[g + 1]`` (each target ``entry_target[e]`` in lane ``entry_lane[e]``
+    from column ``entry_column[e]``, a multiple of :data:`COLUMNS_A_PASS`; entries in
+    column order) over ``group_columns[g]`` columns."""
+
+    group_entries: np.ndarray
+    entry_target: np.ndarray
+    entry_lane: np.ndarray
+    entry_column: np.ndarray
+    group_columns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.group_columns)
+
+    def arrays(self) -> tuple:
+        """The arrays in :func:`search_groups`' order."""
+        return (self.group_entries, self.entry_target, self.entry_lane, self.entry_column,
+                self.group_columns)
+
+
+def lane_layout(lengths: np.ndarray, valid: np.ndarray, group_columns: int) -> LaneLayout:
+    """The valid, non-empty targets packed back to back into the lanes of groups
+    (:class:`LaneLayout`): as many groups as fill their lanes to
+    ``max(group_columns, longest target)`` columns, every target (longest first) into
+    the least loaded lane of any group, so lanes end nearly together whatever the lengths.
+    More columns a group: fewer groups, so fewer passes of a query pay their start; fewer:
+    a finer 16-bit rescue (which may rerun the half group of a saturated lane). Empty and
+    null targets are left out (their scores stay 0)."""
+    order = np.flatnonzero(valid & (lengths > 0))
     order = order[np.argsort(-lengths[order], kind="stable")]
-    groups = np.full(((len(order) + GROUP - 1) // GROUP, GROUP), -1, dtype=np.int64)
-    groups.ravel()[:len(order)] = order
-    return groups
-
-
-__all__ = ["CEILING", "GROUP", "HALF", "PAD", "PAD8", "fits", "local_best", "local_ends",
-           "profile8", "profile16", "search_ends", "search_groups", "target_groups"]
+    widths = (lengths + COLUMNS_A_PASS - 1) // COLUMNS_A_PASS * COLUMNS_A_PASS
+    height = max(group_columns, int(widths.max(initial=0)))
+    groups = -(-int(widths[order].sum()) // (height * GROUP)) if len(order) else 0
+    entry_group, entry_lane, entry_column, group_columns = _pack(order, widths, groups)
+    # entries by group, in column order within each (then by lane)
+    sort = np.lexsort((entry_lane, entry_column, entry_group))
+    group_entries = np.zeros(groups + 1, np.int64)
+    np.cumsum(np.bincount(entry_group, minlength=groups), out=group_entries[1:])
+    return LaneLayout(group_entries, order[sort], entry_lane[sort], entry_column[sort],
+                      group_columns)

@@ -150,10 +150,11 @@ def _mask(predicate: str):
     return emit
 
 
-#: Lane-wise saturating a + b, a - b, and max(a, b).
+#: Lane-wise saturating a + b, a - b, max(a, b) and min(a, b).
 adds = _lanewise(_llvm_intrinsic("sadd.sat"))
 subs = _lanewise(_llvm_intrinsic("ssub.sat"))
 vmax = _lanewise(_llvm_intrinsic("smax"))
+vmin = _lanewise(_llvm_intrinsic("smin"))
 #: Lane-wise a > b and a == b, as masks.
 greater = _lanewise(_mask(">"))
 equal = _lanewise(_mask("=="))
@@ -187,3 +188,52 @@ def lane(typingctx, vector, index):
         return builder.sext(element, ir.IntType(32))
 
     return types.int32(vector, index), codegen
+
+
+@intrinsic
+def shift_in(typingctx, vector, fill):
+    """``vector``'s lanes moved up by one (lane k + 1 takes lane k's value; the last lane's
+    value leaves) and lane 0 set to ``fill`` (an integer, truncated to the lanes' width)."""
+    if not isinstance(vector, Vector) or not isinstance(fill, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lane_type = ir.IntType(vector.bits)
+        scalar = builder.trunc(args[1], lane_type) if signature.args[1].bitwidth > vector.bits \
+            else builder.sext(args[1], lane_type) if signature.args[1].bitwidth < vector.bits \
+            else args[1]
+        filled = builder.insert_element(ir.Constant(vector.llvm, ir.Undefined), scalar,
+                                        ir.IntType(32)(0))
+        order = ir.Constant(ir.VectorType(ir.IntType(32), vector.lanes),
+                            [vector.lanes] + list(range(vector.lanes - 1)))
+        return builder.shuffle_vector(args[0], filled, order)
+
+    return vector(vector, fill), codegen
+
+
+def _reduction(name: str, result):
+    """An intrinsic folding a vector's lanes with ``llvm.vector.reduce.<name>``; ``result``
+    makes the numba value of the folded lane (builder, lane) and gives its type."""
+    @intrinsic
+    def fold(typingctx, vector):
+        if not isinstance(vector, Vector):
+            return None
+
+        def codegen(context, builder, signature, args):
+            function = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(vector.bits), [vector.llvm]),
+                f"llvm.vector.reduce.{name}.v{vector.lanes}i{vector.bits}")
+            return result[0](builder, builder.call(function, [args[0]]))
+
+        return result[1](vector), codegen
+
+    return fold
+
+
+#: The largest and the smallest lane (as an int32); whether any lane of a mask is set.
+largest = _reduction("smax", (lambda builder, value: builder.sext(value, ir.IntType(32)),
+                              types.int32))
+smallest = _reduction("smin", (lambda builder, value: builder.sext(value, ir.IntType(32)),
+                               types.int32))
+any_set = _reduction("or", (lambda builder, value: builder.icmp_signed(
+    "!=", value, ir.Constant(value.type, 0)), types.boolean))
