@@ -25,7 +25,7 @@ from .arrays import AlignmentArrays
 from .encode import EncodedSequences
 from .job import (Job, full_traceback_bytes, needs_linear_space,  # noqa: F401 (public)
                   traceback_budget)
-from .pairs import best_first, search_pairs
+from .pairs import best_of_rows, search_pairs
 from .kernels import cpu, cpu_lanes, cpu_linear, cpu_search
 from .scoring import MODE_LOCAL, SCORE_LIMIT, Mode, Scoring
 
@@ -196,21 +196,21 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
         check_score_range(job.scoring, queries.lengths, targets.lengths)
         groups = cpu_search.lane_layout(targets.lengths, targets.valid,
                                         tuning.cpu_search_group_columns)
-    kept_query, kept_target = [], []
+    kept = []
     for first in range(0, len(queries), block):
-        pair_query, pair_target = search_pairs(min(block, len(queries) - first), len(targets))
-        pair_query += first
+        count = min(block, len(queries) - first)
         if lanes:
-            score = local_search_scores(queries, targets, first, len(pair_query) // len(targets),
-                                        groups, job, tuning).ravel()
-            valid = queries.valid[pair_query] & targets.valid[pair_target]
+            score = local_search_scores(queries, targets, first, count, groups, job, tuning)
+            valid = queries.valid[first:first + count, None] & targets.valid[None, :]
         else:
-            arrays = run_pairs(queries, targets, pair_query, pair_target, job, traceback=False)
-            score, valid = arrays.score, arrays.valid
-        keep = best_first(pair_query, pair_target, score, valid, job.top_k)
-        kept_query.append(pair_query[keep])
-        kept_target.append(pair_target[keep])
-    return np.concatenate(kept_query), np.concatenate(kept_target)
+            pair_query, pair_target = search_pairs(count, len(targets))
+            arrays = run_pairs(queries, targets, pair_query + first, pair_target, job,
+                               traceback=False)
+            score, valid = (values.reshape(count, len(targets))
+                            for values in (arrays.score, arrays.valid))
+        kept.append(best_of_rows(score, valid, job.top_k) + first * len(targets))
+    kept = np.concatenate(kept)
+    return kept // max(1, len(targets)), kept % max(1, len(targets))
 
 
 def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,

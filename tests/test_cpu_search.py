@@ -255,3 +255,21 @@ def test_targets_packed_back_to_back_in_lanes_equal_the_pair_engine(settings, gr
             ends = starts + lengths[layout.entry_target[chosen][mine]]
             assert (starts % cpu_search.COLUMNS_A_PASS == 0).all()
             assert (starts[1:] >= ends[:-1]).all() and ends[-1] <= layout.group_columns[g]
+
+
+def test_best_of_rows_keeps_best_firsts_pairs_in_its_order():
+    """The CPU search keeps each query's best ``top_k`` by a partition per row of its score
+    matrix: the same positions, in the same order, as sorting every pair (ties by target,
+    nulls last), on small matrices full of ties and nulls, ``top_k`` below, at and above
+    the targets."""
+    from gpualign_df.pairs import best_first, best_of_rows, search_pairs
+
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        rows, columns = (int(v) for v in rng.integers(0, 7, 2) * [1, 5])
+        top_k = int(rng.integers(1, 40))
+        score = rng.integers(-3, 4, (rows, columns))
+        valid = rng.random((rows, columns)) > 0.2
+        pair_query, pair_target = search_pairs(rows, columns)
+        expected = best_first(pair_query, pair_target, score.ravel(), valid.ravel(), top_k)
+        assert best_of_rows(score, valid, top_k).tolist() == expected.tolist()

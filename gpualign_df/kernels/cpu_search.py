@@ -121,12 +121,17 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
         base1 = base0 + stride
         base2 = base1 + stride
         base3 = base2 + stride
-        # H of the row above in columns j - 1 .. j + 3 (diagonals and ups), F per column
+        # H of the row above in columns j - 1 .. j + 3 (diagonals), and H - open of its
+        # cells in columns j .. j + 3 (each cell's opening serves its right neighbour's E
+        # and the next row's F: computed once), F per column
         above = zero
         up0 = zero
         up1 = zero
         up2 = zero
-        up3 = zero
+        opened0 = subs(zero, go)
+        opened1 = opened0
+        opened2 = opened0
+        opened3 = opened0
         f0 = low
         f1 = low
         f2 = low
@@ -140,17 +145,21 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
                 left = vand(left, keep_lanes)
                 e = vand(e, keep_lanes)
             e = vmax(subs(e, ge), subs(left, go))
-            f0 = vmax(subs(f0, ge), subs(up0, go))
+            f0 = vmax(subs(f0, ge), opened0)
             h0 = vmax(vmax(adds(above, load(profile, base0 + code)), zero), vmax(e, f0))
-            e = vmax(subs(e, ge), subs(h0, go))
-            f1 = vmax(subs(f1, ge), subs(up1, go))
+            opened0 = subs(h0, go)
+            e = vmax(subs(e, ge), opened0)
+            f1 = vmax(subs(f1, ge), opened1)
             h1 = vmax(vmax(adds(up0, load(profile, base1 + code)), zero), vmax(e, f1))
-            e = vmax(subs(e, ge), subs(h1, go))
-            f2 = vmax(subs(f2, ge), subs(up2, go))
+            opened1 = subs(h1, go)
+            e = vmax(subs(e, ge), opened1)
+            f2 = vmax(subs(f2, ge), opened2)
             h2 = vmax(vmax(adds(up1, load(profile, base2 + code)), zero), vmax(e, f2))
-            e = vmax(subs(e, ge), subs(h2, go))
-            f3 = vmax(subs(f3, ge), subs(up3, go))
+            opened2 = subs(h2, go)
+            e = vmax(subs(e, ge), opened2)
+            f3 = vmax(subs(f3, ge), opened3)
             h3 = vmax(vmax(adds(up2, load(profile, base3 + code)), zero), vmax(e, f3))
+            opened3 = subs(h3, go)
             running = vmax(running, vmax(vmax(h0, h1), vmax(h2, h3)))
             store(h_row, at, h3)
             store(e_row, at, e)
@@ -158,7 +167,6 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
             up0 = h0
             up1 = h1
             up2 = h2
-            up3 = h3
     for k in range(lanes):
         if current[k] >= 0:
             best[current[k]] = lane(running, k)
