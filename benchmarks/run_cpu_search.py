@@ -4,7 +4,11 @@ Jobs (local, BLOSUM62, gap_open 11, gap_extend 1, the best 10 targets per query)
 
 * ``adept-100x2000``: ADEPT proteins 0-99 against proteins 100-2,099;
 * ``classic-20``: the 20 classic queries (144-5,478 aa) against 1,539 Swiss-Prot proteins;
-* ``adept-1000x30000``: ADEPT proteins 0-999 against all 30,000 (long: not run by default).
+* ``adept-1000x30000``: ADEPT proteins 0-999 against all 30,000 (long: not run by default);
+* ``adept-allpairs-1000``: every pair i < j of ADEPT proteins 0-999 (499,500 pairs), with
+  CIGARs and score-only (``how="pairwise"``); peer: parasail ``sw_trace_striped_16`` on
+  each pair with its CIGAR (``get_cigar``), 32-bit again where it saturates; every score
+  must equal parasail's.
 
 Ours: ``gpualign_df.align(queries, targets, how="search", top_k=10, backend="cpu")`` on
 pandas Series, end to end, with CIGARs for the kept pairs and score-only
@@ -41,7 +45,9 @@ ROWS = {
     "adept-100x2000": (PROTEIN_FILE, (0, 100), PROTEIN_FILE, (100, 2100)),
     "classic-20": (CLASSIC_QUERIES, (0, None), SWISSPROT, (0, None)),
     "adept-1000x30000": (PROTEIN_FILE, (0, 1000), PROTEIN_FILE, (0, None)),
+    "adept-allpairs-1000": (PROTEIN_FILE, (0, 1000), PROTEIN_FILE, (0, 1000)),
 }
+ALL_PAIRS = {"adept-allpairs-1000"}
 DEFAULT_ROWS = ["adept-100x2000", "classic-20"]
 
 # ---------------------------------------------------------------------------------------
@@ -76,6 +82,38 @@ def _parasail_query(job: tuple[str, str]) -> tuple[list[int], int]:
             saturated += 1
         scores.append(score)
     return scores, saturated
+
+
+def _parasail_pairs(rows: tuple[int, int]) -> list[int]:
+    """Scores of the pairs (i, j > i) of rows ``rows[0]`` to ``rows[1]`` of the pool's
+    sequences with ``sw_trace_striped_16`` and each pair's CIGAR (32-bit again where the
+    16-bit result saturated)."""
+    import parasail
+
+    matrix = parasail.blosum62
+    scores = []
+    for i in range(*rows):
+        for j in range(i + 1, len(_TARGETS)):
+            result = parasail.sw_trace_striped_16(_TARGETS[i], _TARGETS[j], GAP_OPEN,
+                                                  GAP_EXTEND, matrix)
+            if result.saturated:
+                result = parasail.sw_trace_striped_32(_TARGETS[i], _TARGETS[j], GAP_OPEN,
+                                                      GAP_EXTEND, matrix)
+            result.get_cigar().decode
+            scores.append(result.score)
+    return scores
+
+
+def parasail_all_pairs(pool, count: int) -> list[int]:
+    """Scores of every pair i < j of the pool's ``count`` sequences, in pairwise order."""
+    bounds = [0]
+    pairs_left = count * (count - 1) // 2
+    for i in range(count):   # chunks of about equal pairs, a few a process
+        if sum(count - 1 - k for k in range(bounds[-1], i + 1)) >= pairs_left / 64:
+            bounds.append(i + 1)
+    bounds.append(count)
+    chunks = sorted({(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a})
+    return [score for part in pool.map(_parasail_pairs, chunks, chunksize=1) for score in part]
 
 
 def parasail_scores(pool, queries: list[str], name: str) -> tuple[list[list[int]], int]:
@@ -129,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     numba.set_num_threads(args.threads)
     for name in args.rows:
+        if name in ALL_PAIRS:
+            failed |= all_pairs_row(args, name)
+            continue
         queries, targets = load(args.data_dir, name)
         cells = sum(map(len, queries)) * sum(map(len, targets))
         print(f"\n== {name}: {len(queries)} x {len(targets)} proteins, {cells / 1e9:.2f} "
@@ -177,6 +218,58 @@ def main(argv: list[str] | None = None) -> int:
                   f"{wrong}")
             failed |= wrong > 0
     return 1 if failed else 0
+
+
+def all_pairs_row(args, name: str) -> bool:
+    """The all-pairs row: ours with CIGARs and score-only, parasail with CIGARs; whether
+    any score differs."""
+    import numpy as np
+    import pandas as pd
+
+    import gpualign_df
+
+    sequences, _ = load(args.data_dir, name)
+    lengths = np.array([len(x) for x in sequences], np.int64)
+    cells = int((lengths.sum() ** 2 - (lengths ** 2).sum()) // 2)
+    print(f"\n== {name}: {len(sequences) * (len(sequences) - 1) // 2:,} pairs of "
+          f"{len(sequences)} proteins, {cells / 1e9:.2f} Gcells")
+    series = pd.Series(sequences)
+    options = dict(how="pairwise", matrix="BLOSUM62", gap_open=GAP_OPEN, gap_extend=GAP_EXTEND,
+                   backend="cpu", progress=False)
+    started = time.perf_counter()
+    gpualign_df.align(series, **options)
+    print(f"  ours, first call (compile or cache load included): "
+          f"{time.perf_counter() - started:.3f} s")
+    ours = {}
+    for label, extra in (("with CIGARs", {}), ("score-only", dict(traceback=False))):
+        seconds = []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            frame = gpualign_df.align(series, **options, **extra)
+            seconds.append(time.perf_counter() - started)
+        ours[label] = (seconds, frame)
+        print(f"  ours, {label}: {best(seconds)}, {cells / min(seconds) / 1e9:.1f} GCUPS")
+    pool = mp.get_context("spawn").Pool(args.threads, _worker_init, (sequences,))
+    try:
+        pool.map(_parasail_query, [("ACDEFGHIK", "sw_striped_profile_16")] * args.threads)
+        seconds = []
+        for _ in range(max(1, args.repeat // 3)):
+            started = time.perf_counter()
+            scores = parasail_all_pairs(pool, len(sequences))
+            seconds.append(time.perf_counter() - started)
+    finally:
+        pool.close()
+        pool.join()
+    print(f"  parasail sw_trace_striped_16 with CIGARs: {best(seconds)}, "
+          f"{cells / min(seconds) / 1e9:.1f} GCUPS")
+    wrong = False
+    for label, (mine, frame) in ours.items():
+        print(f"  ratio {label} against parasail sw_trace_striped_16 with CIGARs: "
+              f"{min(seconds) / min(mine):.2f}x")
+        differ = int((frame["score"].to_numpy(np.int64) != np.array(scores)).sum())
+        print(f"  pairs whose score differs from parasail's ({label}): {differ}")
+        wrong |= differ > 0
+    return wrong
 
 
 if __name__ == "__main__":

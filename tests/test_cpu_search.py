@@ -10,7 +10,7 @@ import pytest
 import gpualign_df
 from gpualign_df import api, engine
 from gpualign_df.kernels import cpu_search
-from helpers import parasail_scores, random_sequences, read_fasta, shared_file
+from helpers import mutate, parasail_scores, random_sequences, read_fasta, shared_file
 
 PROTEIN = "ARNDCQEGHILKMFPSTWYV"
 
@@ -273,3 +273,23 @@ def test_best_of_rows_keeps_best_firsts_pairs_in_its_order():
         pair_query, pair_target = search_pairs(rows, columns)
         expected = best_first(pair_query, pair_target, score.ravel(), valid.ravel(), top_k)
         assert best_of_rows(score, valid, top_k).tolist() == expected.tolist()
+
+
+def test_search_of_every_length_class_equals_the_pair_engine(monkeypatch):
+    """Queries of 10, 2,000 and 10,000 residues (one holding a mutated copy of a target,
+    so its kept scores pass both 127 and the lanes' rescue) against targets of 10 to 1,200:
+    the lanes' search (packed score pass, striped end cells, hits traced back in their
+    rectangles) gives the pair engine's frame, CIGARs included."""
+    rng = np.random.default_rng(23)
+    targets = random_sequences(rng, 24, PROTEIN, 1200, 10)
+    related = mutate(rng, targets[3], PROTEIN, 0.05)
+    queries = [random_sequences(rng, 1, PROTEIN, 10, 10)[0],
+               random_sequences(rng, 1, PROTEIN, 2000, 2000)[0],
+               random_sequences(rng, 1, PROTEIN, 4000, 4000)[0] + related
+               + random_sequences(rng, 1, PROTEIN, 6000 - len(related), 6000 - len(related))[0]]
+    options = dict(how="search", top_k=3, matrix="BLOSUM62", gap_open=11, gap_extend=1,
+                   backend="cpu", progress=False)
+    frame = gpualign_df.align(queries, targets, **options)
+    assert frame["score"].max() > 1000
+    monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
+    pd.testing.assert_frame_equal(frame, gpualign_df.align(queries, targets, **options))
