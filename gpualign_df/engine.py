@@ -8,7 +8,6 @@ The engine sees encoded sequences and integer pair lists only; frames are built 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -147,6 +146,8 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     check_score_range(job.scoring, queries.lengths, targets.lengths)
     pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
+    if job.engine == "cpu" and not traceback and striped_scores(job, queries.lengths):
+        return _striped_ends(queries, targets, pair_query, pair_target, job)
     if job.engine == "cpu":
         return _run_pairs_cpu(queries, targets, pair_query, pair_target, job.scoring, job.mode,
                               traceback, job.cigar_style, job.clip, job.progress,
@@ -217,17 +218,16 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
                 pair_target: np.ndarray, job: Job) -> AlignmentArrays:
     """The rows of a search's kept pairs (``pair_query`` sorted, as
     :func:`search_survivors` returns them). A local search on the CPU takes their scores
-    and end cells from the 16-bit lanes (:func:`gpualign_df.kernels.cpu_search.
-    search_ends`, a query's kept targets in the lanes of one vector; pairs whose lanes
-    saturated, and pairs of sequences too long for 16-bit positions, through the pair
-    engine). With traceback (and no clipping), where a kept pair is longer than the
+    and end cells from :func:`_striped_ends` (one pair at a time down the query's striped
+    16-bit profile; pairs that saturate it, and queries too long for 16-bit positions,
+    through the pair engine). With traceback (and no clipping), where a kept pair is longer than the
     ``lane_max_length`` setting on a side (the pair engine would trace it back one pair a
     thread, whole), each pair is then aligned again only in the rectangle that holds its
     alignment (:func:`_traced_in_rectangles`); shorter pairs are traced back whole in the
     pair engine's lanes, faster than the end-cell pass and the rectangles together. Every
     other search goes through :func:`run_pairs`."""
     scoring = job.scoring
-    longest = max(int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
+    longest = int(queries.lengths.max(initial=0))
     lane_most = config.settings().lane_max_length
     traced_whole = job.traceback and (
         job.clip is not None
@@ -237,16 +237,31 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
             or traced_whole or len(pair_query) == 0
             or longest >= cpu_search.CEILING - cpu_search.COLUMNS_A_PASS):
         return run_pairs(queries, targets, pair_query, pair_target, job)
-    out = _search_ends(queries, targets, pair_query, pair_target, job)
+    out = _striped_ends(queries, targets, pair_query, pair_target, job)
     if not job.traceback:
         return out
     return _traced_in_rectangles(queries, targets, pair_query, pair_target, out, job)
 
 
-def _search_ends(queries: EncodedSequences, targets: EncodedSequences,
-                 pair_query: np.ndarray, pair_target: np.ndarray, job: Job) -> AlignmentArrays:
-    """Score and end cell of a local search's kept pairs, from the 16-bit lanes (see
-    :func:`search_rows`)."""
+def striped_scores(job: Job, query_lengths: np.ndarray) -> bool:
+    """Whether the CPU engine scores a local job's pairs without traceback one pair at a
+    time down the query's striped 16-bit profile (:func:`_striped_ends`) rather than in
+    its lanes of pairs: for matrices the lanes gather a score of every lane from
+    (BLOSUM, EDNAFULL; a match/mismatch scheme's lanes score by one compare and stay
+    faster), where the costs fit 16-bit lanes and every query's rows fit 16-bit
+    positions."""
+    return (job.mode.code == MODE_LOCAL and not cpu_lanes.two_valued(job.scoring.matrix)
+            and _lanes_fit(job.scoring)
+            and int(query_lengths.max(initial=0)) < cpu_search.CEILING - cpu_search.COLUMNS_A_PASS)
+
+
+def _striped_ends(queries: EncodedSequences, targets: EncodedSequences,
+                  pair_query: np.ndarray, pair_target: np.ndarray, job: Job) -> AlignmentArrays:
+    """Local score and end cell of each pair (:func:`gpualign_df.kernels.cpu_search.
+    search_ends`: a run of pairs of one query shares its profile, so ``pair_query`` sorted
+    by query builds each profile once); pairs whose 16-bit lanes saturate are scored again
+    by the pair engine's 32-bit path."""
+    started = time.perf_counter()
     scoring = job.scoring
     pairs = len(pair_query)
     valid = queries.valid[pair_query] & targets.valid[pair_target]
@@ -270,10 +285,12 @@ def _search_ends(queries: EncodedSequences, targets: EncodedSequences,
     _run_counted(work, threads, out.cells, job.progress, config.settings().progress_interval)
     saturated = np.flatnonzero(out.score >= cpu_search.CEILING)
     if len(saturated):
-        again = run_pairs(queries, targets, pair_query[saturated], pair_target[saturated],
-                          dataclasses.replace(job, traceback=False))
+        again = _run_pairs_cpu(queries, targets, pair_query[saturated], pair_target[saturated],
+                               job.scoring, job.mode, False, job.cigar_style, job.clip,
+                               job.progress, job.traceback_memory)
         for name in ("score", "query_end", "target_end"):
             getattr(out, name)[saturated] = getattr(again, name)
+    out.seconds = time.perf_counter() - started
     return out
 
 

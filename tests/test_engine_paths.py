@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import gpualign_df
-from gpualign_df import config
-from gpualign_df.kernels import cpu, cpu_lanes
+from gpualign_df import config, engine
+from gpualign_df.kernels import cpu, cpu_lanes, cpu_search
 from gpualign_df.scoring import make_scoring
 from helpers import mutate, random_sequences, rescore
 
@@ -171,13 +171,19 @@ def test_lane_path_equals_one_pair_path(monkeypatch, spy, mode, free_ends, scori
 @pytest.mark.parametrize("mode,free_ends", MODES[:4])
 @pytest.mark.parametrize("scoring", ["dna-2-3-gap10+1", "blosum62-linear4"])
 def test_score_only_paths_agree(monkeypatch, spy, mode, free_ends, scoring):
+    """Score-only frames of the lanes, the one-pair path and (local, gathered matrices)
+    the striped path are equal, and equal the traceback frame's columns."""
     options = SCORINGS[scoring]
     queries, targets = PAIRS["protein" if options.get("matrix") == "BLOSUM62" else "dna"]
+    striped = gpualign_df.align(queries, targets, mode=mode, free_ends=free_ends,
+                                traceback=False, backend="cpu", **options)
+    monkeypatch.setattr(engine, "striped_scores", lambda *args: False)
     default, forced, lane_pairs, _, _ = run_both_paths(
         monkeypatch, spy, queries, targets, mode=mode, free_ends=free_ends, traceback=False,
         **options)
     assert len(lane_pairs) == len(queries)
     pd.testing.assert_frame_equal(default, forced)
+    pd.testing.assert_frame_equal(default, striped)
     with_traceback = gpualign_df.align(queries, targets, mode=mode, free_ends=free_ends,
                                        backend="cpu", **options)
     pd.testing.assert_frame_equal(default, with_traceback[list(default.columns)])
@@ -264,6 +270,46 @@ def test_pairs_longer_than_lanes_mixed_with_short_pairs(monkeypatch, spy, mode, 
         widened = gpualign_df.align(queries, targets, backend="cpu", **options)
         assert sorted(spy.lane_pairs) == list(range(len(queries)))
     pd.testing.assert_frame_equal(default, widened)
+
+
+@pytest.mark.parametrize("options,striped", [
+    (dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1), True),
+    (dict(mode="sw", matrix="EDNAFULL", gap_open=10, gap_extend=1), True),
+    (dict(mode="sw", match=2, mismatch=-3, gap_open=5, gap_extend=2), False),  # compare lanes
+    (dict(mode="nw", matrix="BLOSUM62", gap_open=11, gap_extend=1), False),
+    (dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1, traceback=True), False),
+])
+def test_score_only_local_pairs_of_gathered_matrices_run_striped(monkeypatch, options,
+                                                                 striped):
+    """The CPU engine scores local pairs without traceback one at a time down the query's
+    striped profile where its lanes would gather every lane's score (BLOSUM, EDNAFULL),
+    and keeps its lanes for match/mismatch schemes, other modes and traceback; pairwise
+    jobs share each query's profile. Frames equal the pair engine's either way, a
+    saturated pair (scores past 16 bits) included."""
+    rng = np.random.default_rng(31)
+    alphabet = "ACGT" if "match" in options or options["matrix"] == "EDNAFULL" else PROTEIN
+    sequences = random_sequences(rng, 30, alphabet, 90, 0) + [None]
+    options = dict(dict(traceback=False, backend="cpu"), **options)
+    runs = []
+    search_ends = cpu_search.search_ends
+    monkeypatch.setattr(cpu_search, "search_ends",
+                        lambda *args: runs.append(len(args[6])) or search_ends(*args))
+    for how in ("rowwise", "pairwise"):
+        runs.clear()
+        frame = gpualign_df.align(sequences, sequences[::-1] if how == "rowwise" else None,
+                                  how=how, **options)
+        assert bool(runs) == striped
+        with monkeypatch.context() as patch:
+            patch.setattr(engine, "striped_scores", lambda *args: False)
+            pd.testing.assert_frame_equal(frame, gpualign_df.align(
+                sequences, sequences[::-1] if how == "rowwise" else None, how=how, **options))
+    if striped:   # a gathered matrix whose scores pass 16 bits: the 32-bit path's
+        table = np.full((4, 4), -100) - np.arange(4)
+        np.fill_diagonal(table, 4000)
+        big = dict(options, matrix=("ACGT", table), gap_open=1000, gap_extend=10)
+        runs.clear()
+        frame = gpualign_df.align(["ACGTTGCA" * 2, "ACG"], ["ACGTTGCA" * 2, "ACG"], **big)
+        assert runs and frame["score"].tolist() == [4000 * 16, 4000 * 3]
 
 
 def test_a_pair_far_costlier_than_the_rest_leaves_the_lanes(monkeypatch, spy):

@@ -273,6 +273,13 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
     return best, best_i, best_j, np.empty((0, LANES), dtype=np.uint8)
 
 
+def two_valued(sub: np.ndarray) -> bool:
+    """Whether the lanes score ``sub`` by one compare a cell (a match/mismatch matrix, see
+    :func:`_two_valued`) rather than a gather of every lane's score."""
+    _, match, mismatch = _two_valued(sub)
+    return bool(match != mismatch)
+
+
 @njit(cache=True)
 def _two_valued(sub):
     """(match_code, match_score, mismatch_score) of :func:`fill_lanes`.
