@@ -293,3 +293,25 @@ def test_search_of_every_length_class_equals_the_pair_engine(monkeypatch):
     assert frame["score"].max() > 1000
     monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
     pd.testing.assert_frame_equal(frame, gpualign_df.align(queries, targets, **options))
+
+
+def test_a_titin_length_target_stays_in_the_lanes(monkeypatch):
+    """A 31,000-residue target (titin's length; 16-bit lane positions are not enough for
+    its columns) is scored by the lanes and its end cell by the striped kernel, giving the
+    pair engine's frame."""
+    rng = np.random.default_rng(29)
+    query = random_sequences(rng, 1, PROTEIN, 300, 300)[0]
+    long_target = (random_sequences(rng, 1, PROTEIN, 20_000, 20_000)[0]
+                   + mutate(rng, query, PROTEIN, 0.05)
+                   + random_sequences(rng, 1, PROTEIN, 10_700, 10_700)[0])
+    targets = random_sequences(rng, 6, PROTEIN, 200, 50) + [long_target]
+    options = dict(how="search", top_k=2, matrix="BLOSUM62", gap_open=11, gap_extend=1,
+                   backend="cpu", traceback=False)
+    ends = []
+    search_ends = cpu_search.search_ends
+    monkeypatch.setattr(cpu_search, "search_ends",
+                        lambda *args: ends.append(1) or search_ends(*args))
+    frame = gpualign_df.align([query], targets, **options)
+    assert ends and frame["target"][0] == 6 and frame["target_end"][0] > 20_000
+    monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
+    pd.testing.assert_frame_equal(frame, gpualign_df.align([query], targets, **options))
