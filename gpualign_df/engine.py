@@ -146,7 +146,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     check_score_range(job.scoring, queries.lengths, targets.lengths)
     pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
-    if job.engine == "cpu" and not traceback and striped_scores(job, queries.lengths):
+    if job.engine == "cpu" and not traceback and striped_scores(job):
         return _striped_ends(queries, targets, pair_query, pair_target, job)
     if job.engine == "cpu":
         return _run_pairs_cpu(queries, targets, pair_query, pair_target, job.scoring, job.mode,
@@ -219,23 +219,20 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
     """The rows of a search's kept pairs (``pair_query`` sorted, as
     :func:`search_survivors` returns them). A local search on the CPU takes their scores
     and end cells from :func:`_striped_ends` (one pair at a time down the query's striped
-    16-bit profile; pairs that saturate it, and queries too long for 16-bit positions,
-    through the pair engine). With traceback (and no clipping), where a kept pair is longer than the
+    16-bit profile; pairs that saturate it through the pair engine). With traceback (and no clipping), where a kept pair is longer than the
     ``lane_max_length`` setting on a side (the pair engine would trace it back one pair a
     thread, whole), each pair is then aligned again only in the rectangle that holds its
     alignment (:func:`_traced_in_rectangles`); shorter pairs are traced back whole in the
     pair engine's lanes, faster than the end-cell pass and the rectangles together. Every
     other search goes through :func:`run_pairs`."""
     scoring = job.scoring
-    longest = int(queries.lengths.max(initial=0))
     lane_most = config.settings().lane_max_length
     traced_whole = job.traceback and (
         job.clip is not None
         or not ((queries.lengths[pair_query] > lane_most).any()
                 or (targets.lengths[pair_target] > lane_most).any()))
     if (job.engine != "cpu" or job.mode.code != MODE_LOCAL or not _lanes_fit(scoring)
-            or traced_whole or len(pair_query) == 0
-            or longest >= cpu_search.CEILING - cpu_search.COLUMNS_A_PASS):
+            or traced_whole or len(pair_query) == 0):
         return run_pairs(queries, targets, pair_query, pair_target, job)
     out = _striped_ends(queries, targets, pair_query, pair_target, job)
     if not job.traceback:
@@ -243,16 +240,14 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
     return _traced_in_rectangles(queries, targets, pair_query, pair_target, out, job)
 
 
-def striped_scores(job: Job, query_lengths: np.ndarray) -> bool:
+def striped_scores(job: Job) -> bool:
     """Whether the CPU engine scores a local job's pairs without traceback one pair at a
     time down the query's striped 16-bit profile (:func:`_striped_ends`) rather than in
     its lanes of pairs: for matrices the lanes gather a score of every lane from
     (BLOSUM, EDNAFULL; a match/mismatch scheme's lanes score by one compare and stay
-    faster), where the costs fit 16-bit lanes and every query's rows fit 16-bit
-    positions."""
+    faster), where the costs fit 16-bit lanes."""
     return (job.mode.code == MODE_LOCAL and not cpu_lanes.two_valued(job.scoring.matrix)
-            and _lanes_fit(job.scoring)
-            and int(query_lengths.max(initial=0)) < cpu_search.CEILING - cpu_search.COLUMNS_A_PASS)
+            and _lanes_fit(job.scoring))
 
 
 def _striped_ends(queries: EncodedSequences, targets: EncodedSequences,

@@ -215,9 +215,9 @@ def test_striped_end_cells_equal_the_pair_engine(scheme):
                                        encoded.targets.offsets[k + 1]]
         profile, segments = cpu_search.query_profile16(matrix, query)
         scratch = [np.empty(segments * cpu_search.HALF, np.int16) for _ in range(3)]
-        rows = (np.arange(cpu_search.HALF) * segments).astype(np.int16)
+        lanes = np.arange(cpu_search.HALF).astype(np.int16)
         got = cpu_search.striped_end(profile, segments, target, job.scoring.gap_open,
-                                     job.scoring.gap_extend, *scratch, rows)
+                                     job.scoring.gap_extend, *scratch, lanes)
         row = expected.iloc[k]
         assert tuple(int(v) for v in got) == (row.score, row.query_end, row.target_end), k
 
@@ -315,3 +315,27 @@ def test_a_titin_length_target_stays_in_the_lanes(monkeypatch):
     assert ends and frame["target"][0] == 6 and frame["target_end"][0] > 20_000
     monkeypatch.setattr(cpu_search, "fits", lambda *args, **options: False)
     pd.testing.assert_frame_equal(frame, gpualign_df.align([query], targets, **options))
+
+
+def test_end_rows_past_16_bits_in_the_striped_kernel(monkeypatch):
+    """A 34,000-residue query (titin's order) whose best hit ends past row 32,767: the
+    striped kernel counts end rows in full integers, and the frame equals the pair
+    engine's, score-only and through the search."""
+    rng = np.random.default_rng(37)
+    target = random_sequences(rng, 1, PROTEIN, 120, 120)[0]
+    query = (random_sequences(rng, 1, PROTEIN, 33_000, 33_000)[0]
+             + mutate(rng, target, PROTEIN, 0.03)
+             + random_sequences(rng, 1, PROTEIN, 800, 800)[0])
+    targets = [target] + random_sequences(rng, 3, PROTEIN, 60, 20)
+    options = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1, backend="cpu",
+                   traceback=False)
+    for how, extra in (("rowwise", {}), ("search", dict(top_k=2))):
+        frame = gpualign_df.align([query] * (4 if how == "rowwise" else 1), targets,
+                                  how=how, **options, **extra)
+        assert frame["query_end"].max() > 33_000
+        with monkeypatch.context() as patch:
+            patch.setattr(engine, "striped_scores", lambda *args: False)
+            patch.setattr(cpu_search, "fits", lambda *args, **options: False)
+            pd.testing.assert_frame_equal(frame, gpualign_df.align(
+                [query] * (4 if how == "rowwise" else 1), targets, how=how, **options,
+                **extra))

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .simd import (adds, any_set, blend, equal, greater, int8x64, int16x32, lane, largest,
-                   load, lowest, shift_in, smallest, splat, store, subs, vand, vmax, vmin)
+                   load, lowest, shift_in, smallest, splat, store, subs, vand, vmax)
 
 #: Targets of a group: the lanes of an 8-bit vector, two 16-bit vectors.
 GROUP = int8x64.lanes
@@ -245,7 +245,7 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
                             h_a = np.empty(segments * HALF, np.int16)
                             h_b = np.empty(segments * HALF, np.int16)
                             e_row = np.empty(segments * HALF, np.int16)
-                            rows = (np.arange(HALF) * segments).astype(np.int16)
+                            lanes = np.arange(HALF).astype(np.int16)
                             striped = True
                         for e in chosen:
                             if best[e] >= CEILING8:
@@ -254,7 +254,7 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
                                     profile, segments,
                                     target_codes[target_offsets[target]:
                                                  target_offsets[target + 1]],
-                                    gap_open, gap_extend, h_a, h_b, e_row, rows)[0]
+                                    gap_open, gap_extend, h_a, h_b, e_row, lanes)[0]
                         continue
                 if not built:
                     for other in range(2):
@@ -292,7 +292,7 @@ def query_profile16(matrix, query):
 
 
 @njit(cache=True, nogil=True)
-def striped_end(profile, segments, target, gap_open, gap_extend, h_a, h_b, e_row, rows):
+def striped_end(profile, segments, target, gap_open, gap_extend, h_a, h_b, e_row, lanes):
     """Local score and end cell (1-based; 0, 0 for a best of 0) of the query of
     ``profile`` (:func:`query_profile16`) against ``target`` (codes), in 16-bit lanes down
     the striped query, one target column after another (Farrar). A column's pass takes
@@ -305,13 +305,12 @@ def striped_end(profile, segments, target, gap_open, gap_extend, h_a, h_b, e_row
     Ties go to the smallest end row, then the smallest end column (the README's rule):
     where a column's largest H reaches the best so far, the smallest of its rows holding
     that value is compared. ``CEILING`` where a lane saturated (the caller scores that pair
-    again). ``h_a``, ``h_b``, ``e_row``: int16 scratch of ``segments * HALF``; ``rows``:
-    int16, ``rows[k] = k * segments`` (rows must stay below the ceiling)."""
+    again). ``h_a``, ``h_b``, ``e_row``: int16 scratch of ``segments * HALF``; ``lanes``:
+    int16, ``lanes[k] = k`` (end rows are counted in Python integers: any query length)."""
     zero = subs(load(h_a, 0), load(h_a, 0))
     low = lowest(zero)
     go = splat(gap_open, zero)
     ge = splat(gap_extend, zero)
-    one = splat(1, zero)
     none = splat(CEILING, zero)
     for t in range(segments):
         store(h_a, t * HALF, zero)
@@ -357,12 +356,13 @@ def striped_end(profile, segments, target, gap_open, gap_extend, h_a, h_b, e_row
         top = largest(column_best)
         if top > 0 and top >= best:
             value = splat(top, zero)
-            row = load(rows, 0)
-            first = none
+            lane_numbers = load(lanes, 0)
+            end_i = 1 << 62
             for t in range(segments):
-                first = vmin(first, blend(equal(load(h_store, t * HALF), value), row, none))
-                row = adds(row, one)
-            end_i = smallest(first) + 1
+                hit = equal(load(h_store, t * HALF), value)
+                if any_set(hit):
+                    end_i = min(end_i, smallest(blend(hit, lane_numbers, none)) * segments
+                                + t + 1)
             if top > best or end_i < best_i:
                 best = top
                 best_i = end_i
@@ -389,14 +389,14 @@ def search_ends(query_codes, query_offsets, target_codes, target_offsets, pair_q
         h_a = np.empty(segments * HALF, np.int16)
         h_b = np.empty(segments * HALF, np.int16)
         e_row = np.empty(segments * HALF, np.int16)
-        rows = (np.arange(HALF) * segments).astype(np.int16)
+        lanes = np.arange(HALF).astype(np.int16)
         for p in range(first, stop):
             if control[0] != 0:
                 return
             target = pair_target[p]
             codes = target_codes[target_offsets[target]:target_offsets[target + 1]]
             score[p], query_end[p], target_end[p] = striped_end(
-                profile, segments, codes, gap_open, gap_extend, h_a, h_b, e_row, rows)
+                profile, segments, codes, gap_open, gap_extend, h_a, h_b, e_row, lanes)
             control[1 + slot] += len(query) * len(codes)
 
 

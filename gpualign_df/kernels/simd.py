@@ -150,11 +150,10 @@ def _mask(predicate: str):
     return emit
 
 
-#: Lane-wise saturating a + b, a - b, max(a, b) and min(a, b).
+#: Lane-wise saturating a + b, a - b, and max(a, b).
 adds = _lanewise(_llvm_intrinsic("sadd.sat"))
 subs = _lanewise(_llvm_intrinsic("ssub.sat"))
 vmax = _lanewise(_llvm_intrinsic("smax"))
-vmin = _lanewise(_llvm_intrinsic("smin"))
 #: Lane-wise a > b and a == b, as masks.
 greater = _lanewise(_mask(">"))
 equal = _lanewise(_mask("=="))
