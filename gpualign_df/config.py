@@ -72,6 +72,10 @@ class Settings:
     cpu_search_group_columns : int
         The CPU search's lanes hold targets back to back in groups of 64 lanes planned for
         at least this many columns (:func:`gpualign_df.kernels.cpu_search.lane_layout`).
+    cpu_profile_bytes : int
+        A CPU search builds its groups' 8-bit profiles once for all its queries where they
+        take at most this many bytes (24 bytes a residue with a protein matrix), else each
+        work item builds its own groups' profiles.
     cpu_rescue_share : int
         In the CPU search's 8-bit pass, a half group whose saturated targets hold at most
         ``1 / cpu_rescue_share`` of its lane columns rescores them one by one in 16 bits,
@@ -249,6 +253,7 @@ class Settings:
     lane_min_fill: float = 0.2
     cpu_search_group_columns: int = 1024
     cpu_rescue_share: int = 4
+    cpu_profile_bytes: int = 1 << 28
     encode_bytes_per_thread: int = 1 << 20
     encode_max_threads: int = 8
     write_chunk_rows: int = 1 << 17

@@ -192,16 +192,18 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     tuning = config.settings()
     block = max(1, tuning.search_block_pairs // len(targets))
     lanes = job.mode.code == MODE_LOCAL and _lanes_fit(job.scoring)
-    groups = None
+    groups = profiles = None
     if lanes:
         check_score_range(job.scoring, queries.lengths, targets.lengths)
         groups = cpu_search.lane_layout(targets.lengths, targets.valid,
                                         tuning.cpu_search_group_columns)
+        profiles = _group_profiles(targets, groups, job, tuning)
     kept = []
     for first in range(0, len(queries), block):
         count = min(block, len(queries) - first)
         if lanes:
-            score = local_search_scores(queries, targets, first, count, groups, job, tuning)
+            score = local_search_scores(queries, targets, first, count, groups, job, tuning,
+                                        profiles)
             valid = queries.valid[first:first + count, None] & targets.valid[None, :]
         else:
             pair_query, pair_target = search_pairs(count, len(targets))
@@ -321,14 +323,44 @@ def _traced_in_rectangles(queries: EncodedSequences, targets: EncodedSequences,
     return out
 
 
+def _group_profiles(targets: EncodedSequences, groups: cpu_search.LaneLayout, job: Job,
+                    tuning: config.Settings) -> tuple[np.ndarray, np.ndarray] | None:
+    """The 8-bit profiles of every group of ``groups``, built once for a whole search (on
+    numba's threads, a chunk of groups each), or None where the scoring takes no 8-bit
+    pass or they would take more than the ``cpu_profile_bytes`` setting (each work item
+    then builds its groups' own)."""
+    sizes = groups.group_columns * len(job.scoring.alphabet) * cpu_search.GROUP
+    if not _lanes_fit(job.scoring, bits=8) or int(sizes.sum()) > tuning.cpu_profile_bytes:
+        return None
+    offsets = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    profiles = np.empty(int(offsets[-1]), np.int8)
+    threads = numba.get_num_threads()
+    work = [partial(_profiles_item, job.scoring.matrix, targets.codes, targets.offsets,
+                    chunk[0], chunk[-1] + 1, *groups.arrays(), profiles, offsets)
+            for chunk in np.array_split(np.arange(len(sizes)), max(1, min(len(sizes),
+                                                                          threads)))
+            if len(chunk)]
+    run_interruptible(work, threads, lambda done: None, tuning.progress_interval)
+    return profiles, offsets
+
+
+def _profiles_item(*args) -> None:
+    """:func:`run_interruptible`'s work item of :func:`_group_profiles` (its control block
+    unused: a profile is built in a moment)."""
+    cpu_search.fill_group_profiles(*args[:-2])
+
+
 def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, first: int,
                         count: int, groups: cpu_search.LaneLayout, job: Job,
-                        tuning: config.Settings) -> np.ndarray:
+                        tuning: config.Settings,
+                        profiles: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Local scores (int32, ``count`` x targets) of queries ``first`` to ``first + count``
     against every target: the lanes kernel (:mod:`gpualign_df.kernels.cpu_search`; 8-bit
     lanes first where the scoring allows, then 16-bit) over the target ``groups``, on
     numba's threads, then the pairs whose 16-bit lanes saturated scored again by the pair
-    engine (32-bit). Rows or columns of null sequences hold 0."""
+    engine (32-bit). ``profiles``: the groups' 8-bit profiles (:func:`_group_profiles`),
+    or None (each work item builds its own). Rows or columns of null sequences hold 0."""
     scores = np.zeros((count, len(targets)), np.int32)
     rows = np.arange(first, first + count, dtype=np.int64)
     threads = numba.get_num_threads()
@@ -345,8 +377,10 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
               group_first, group_stop, a, b)
              for group_first, group_stop in group_chunks
              for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    shared = profiles or (np.zeros(0, np.int8), np.zeros(0, np.int64))
     scheme = (*groups.arrays(), job.scoring.matrix, job.scoring.gap_open,
-              job.scoring.gap_extend, _lanes_fit(job.scoring, bits=8), tuning.cpu_rescue_share)
+              job.scoring.gap_extend, _lanes_fit(job.scoring, bits=8), tuning.cpu_rescue_share,
+              *shared)
     work = [partial(cpu_search.search_groups, queries.codes, queries.offsets, rows[a:b],
                     targets.codes, targets.offsets, group_first, group_stop, *scheme,
                     scores[a:b])
@@ -355,9 +389,10 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
         targets.lengths[targets.valid].sum())
     _run_counted(work, threads, cells, job.progress, tuning.progress_interval)
     saturated = np.argwhere(scores >= cpu_search.CEILING)
-    if len(saturated):
-        again = run_pairs(queries, targets, saturated[:, 0] + first, saturated[:, 1], job,
-                          traceback=False)
+    if len(saturated):   # the pair engine's 32-bit path (not the striped 16-bit one)
+        again = _run_pairs_cpu(queries, targets, saturated[:, 0] + first, saturated[:, 1],
+                               job.scoring, job.mode, False, job.cigar_style, job.clip,
+                               job.progress, job.traceback_memory)
         scores[saturated[:, 0], saturated[:, 1]] = again.score
     return scores
 

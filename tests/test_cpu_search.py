@@ -81,7 +81,7 @@ def test_real_proteins_equal_the_pair_engine():
 
 def test_saturated_lanes_are_scored_again_in_32_bits(monkeypatch):
     """Scores past 32,767 saturate the 16-bit lanes; those pairs, and only those, are
-    scored again by the pair engine, and every score is exact."""
+    scored again by the pair engine's 32-bit path, and every score is exact."""
     rng = np.random.default_rng(8)
     base = random_sequences(rng, 1, "ACGT", 80, 80)[0]
     queries = [base, base[:20]]
@@ -89,15 +89,15 @@ def test_saturated_lanes_are_scored_again_in_32_bits(monkeypatch):
     encoded = _job(queries, targets, matrix=None, match=1000, mismatch=-1000, gap_open=1500,
                    gap_extend=10)
     rescued = []
-    run_pairs = engine.run_pairs
+    run_pairs = engine._run_pairs_cpu
 
-    def counting(queries, targets, pair_query, pair_target, job, traceback=None):
+    def counting(queries, targets, pair_query, pair_target, *rest):
         rescued.append(list(zip(pair_query.tolist(), pair_target.tolist())))
-        return run_pairs(queries, targets, pair_query, pair_target, job, traceback)
+        return run_pairs(queries, targets, pair_query, pair_target, *rest)
 
-    monkeypatch.setattr(engine, "run_pairs", counting)
+    monkeypatch.setattr(engine, "_run_pairs_cpu", counting)
     lanes = _lane_scores(encoded)
-    monkeypatch.setattr(engine, "run_pairs", run_pairs)
+    monkeypatch.setattr(engine, "_run_pairs_cpu", run_pairs)
     assert lanes[0, 0] == 80_000 and lanes[0, 1] == 60_000
     assert rescued == [[(0, 0), (0, 1)]]
     assert np.array_equal(lanes, _pair_scores(encoded))
@@ -339,3 +339,23 @@ def test_end_rows_past_16_bits_in_the_striped_kernel(monkeypatch):
             pd.testing.assert_frame_equal(frame, gpualign_df.align(
                 [query] * (4 if how == "rowwise" else 1), targets, how=how, **options,
                 **extra))
+
+
+def test_profiles_built_once_or_per_item_give_one_frame(settings, monkeypatch):
+    """A search builds its groups' 8-bit profiles once for all its queries where they fit
+    ``cpu_profile_bytes``, else each work item builds its own: the same frame."""
+    rng = np.random.default_rng(41)
+    queries = random_sequences(rng, 9, PROTEIN, 200, 20)
+    targets = random_sequences(rng, 120, PROTEIN, 150, 1) + queries[:2]
+    options = dict(how="search", top_k=4, matrix="BLOSUM62", gap_open=11, gap_extend=1,
+                   backend="cpu")
+    built = []
+    fill = cpu_search.fill_group_profiles
+    monkeypatch.setattr(cpu_search, "fill_group_profiles",
+                        lambda *args: built.append(1) or fill(*args))
+    shared = gpualign_df.align(queries, targets, **options)
+    assert built
+    built.clear()
+    settings(cpu_profile_bytes=0, cpu_search_group_columns=64)
+    pd.testing.assert_frame_equal(shared, gpualign_df.align(queries, targets, **options))
+    assert not built

@@ -48,12 +48,23 @@ PAD8 = -(1 << 7)
 def lane_profile(matrix, codes, offsets, entry_target, entry_lane, entry_column, columns,
                  lanes, lane0, pad, like):
     """The score profile of a group's targets, ``[column][code][lane]`` flattened, of
-    ``like``'s dtype: entry ``e`` (target ``entry_target[e]``) fills lane
-    ``entry_lane[e] - lane0`` from column ``entry_column[e]`` on (entries whose lane
-    lies outside ``lane0 .. lane0 + lanes`` are left out); every other cell scores ``pad``
-    (:data:`PAD` or :data:`PAD8`), which never raises a lane's best."""
+    ``like``'s dtype (:func:`fill_lane_profile`)."""
+    profile = np.empty(columns * matrix.shape[0] * lanes, dtype=like.dtype)
+    fill_lane_profile(matrix, codes, offsets, entry_target, entry_lane, entry_column, lanes,
+                      lane0, pad, profile)
+    return profile
+
+
+@njit(cache=True, nogil=True)
+def fill_lane_profile(matrix, codes, offsets, entry_target, entry_lane, entry_column, lanes,
+                      lane0, pad, profile):
+    """Fill ``profile`` with the score profile of a group's targets, ``[column][code][lane]``
+    flattened: entry ``e`` (target ``entry_target[e]``) fills lane ``entry_lane[e] - lane0``
+    from column ``entry_column[e]`` on (entries whose lane lies outside ``lane0 .. lane0 +
+    lanes`` are left out); every other cell scores ``pad`` (:data:`PAD` or :data:`PAD8`),
+    which never raises a lane's best."""
     alphabet = matrix.shape[0]
-    profile = np.full(columns * alphabet * lanes, pad, dtype=like.dtype)
+    profile[:] = pad
     for e in range(len(entry_target)):
         k = entry_lane[e] - lane0
         if k < 0 or k >= lanes:
@@ -65,7 +76,20 @@ def lane_profile(matrix, codes, offsets, entry_target, entry_lane, entry_column,
             base = (entry_column[e] + j) * alphabet * lanes + k
             for a in range(alphabet):
                 profile[base + a * lanes] = matrix[a, code]
-    return profile
+
+
+@njit(cache=True, nogil=True)
+def fill_group_profiles(matrix, codes, offsets, group_first, group_stop, group_entries,
+                        entry_target, entry_lane, entry_column, group_columns, profiles,
+                        profile_offsets):
+    """The 8-bit profiles of groups ``group_first`` to ``group_stop`` of a
+    :func:`lane_layout`, group ``g``'s into ``profiles[profile_offsets[g]:
+    profile_offsets[g + 1]]``, for :func:`search_groups` to share."""
+    for g in range(group_first, group_stop):
+        first, stop = group_entries[g], group_entries[g + 1]
+        fill_lane_profile(matrix, codes, offsets, entry_target[first:stop],
+                          entry_lane[first:stop], entry_column[first:stop], GROUP, 0, PAD8,
+                          profiles[profile_offsets[g]:profile_offsets[g + 1]])
 
 
 @njit(cache=True, nogil=True)
@@ -176,7 +200,7 @@ def local_best(query, profile, columns, alphabet, lanes, gap_open, gap_extend, h
 def search_groups(query_codes, query_offsets, query_rows, target_codes, target_offsets,
                   group_first, group_stop, group_entries, entry_target, entry_lane,
                   entry_column, group_columns, matrix, gap_open, gap_extend, eight_bit,
-                  rescue_share, scores, control, slot):
+                  rescue_share, shared8, shared8_offsets, scores, control, slot):
     """Scores of queries ``query_rows`` (into ``scores``' rows, in that order) against the
     targets of groups ``group_first`` to ``group_stop`` of a :func:`lane_layout` into
     ``scores[row, target]``: 8-bit lanes first (``eight_bit``); then, in each half of a
@@ -184,8 +208,9 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
     in 16 bits (:func:`striped_end`, which pays more a cell but only for them) where they
     hold at most ``1 / rescue_share`` of the half's lane columns, else the half's 16-bit
     lanes (those for all without ``eight_bit``); ``CEILING`` where a 16-bit lane
-    saturated. Stops once ``control[0]`` is set; adds the cells done
-    to ``control[1 + slot]``."""
+    saturated. ``shared8``/``shared8_offsets``: the groups' 8-bit profiles built once
+    (:func:`fill_group_profiles`), or empty (each group's built here). Stops once
+    ``control[0]`` is set; adds the cells done to ``control[1 + slot]``."""
     alphabet = matrix.shape[0]
     longest = 1
     for r in range(len(query_rows)):
@@ -205,7 +230,9 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
         for e in range(stop - first):
             residues += target_offsets[targets[e] + 1] - target_offsets[targets[e]]
         bytes_ = np.empty(0, np.int8)
-        if eight_bit:
+        if eight_bit and len(shared8_offsets):
+            bytes_ = shared8[shared8_offsets[g]:shared8_offsets[g + 1]]
+        elif eight_bit:
             bytes_ = lane_profile(matrix, target_codes, target_offsets, targets, lanes_of,
                                   columns_of, columns, GROUP, 0, PAD8, bytes_)
         best = np.zeros(stop - first, dtype=np.int32)
@@ -587,3 +614,8 @@ def lane_layout(lengths: np.ndarray, valid: np.ndarray, group_columns: int) -> L
     np.cumsum(np.bincount(entry_group, minlength=groups), out=group_entries[1:])
     return LaneLayout(group_entries, order[sort], entry_lane[sort], entry_column[sort],
                       group_columns)
+
+
+__all__ = ["CEILING", "GROUP", "HALF", "LaneLayout", "PAD", "PAD8", "fill_group_profiles",
+           "fits", "hit_starts", "lane_layout", "local_best", "query_profile16",
+           "search_ends", "search_groups", "striped_end"]
