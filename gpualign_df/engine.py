@@ -221,12 +221,13 @@ def search_rows(queries: EncodedSequences, targets: EncodedSequences, pair_query
     """The rows of a search's kept pairs (``pair_query`` sorted, as
     :func:`search_survivors` returns them). A local search on the CPU takes their scores
     and end cells from :func:`_striped_ends` (one pair at a time down the query's striped
-    16-bit profile; pairs that saturate it through the pair engine). With traceback (and no clipping), where a kept pair is longer than the
-    ``lane_max_length`` setting on a side (the pair engine would trace it back one pair a
-    thread, whole), each pair is then aligned again only in the rectangle that holds its
-    alignment (:func:`_traced_in_rectangles`); shorter pairs are traced back whole in the
-    pair engine's lanes, faster than the end-cell pass and the rectangles together. Every
-    other search goes through :func:`run_pairs`."""
+    16-bit profile; pairs that saturate it through the pair engine). With traceback (and
+    no clipping), where a kept pair is longer than the ``lane_max_length`` setting on a
+    side (the pair engine would trace it back one pair a thread, whole), each pair is then
+    aligned again only in the rectangle that holds its alignment
+    (:func:`_traced_in_rectangles`); shorter pairs are traced back whole in the pair
+    engine's lanes, faster than the end-cell pass and the rectangles together. Every other
+    search goes through :func:`run_pairs`."""
     scoring = job.scoring
     lane_most = config.settings().lane_max_length
     traced_whole = job.traceback and (

@@ -13,14 +13,20 @@ from ..scoring import INVALID_CODE
 @njit(cache=True, nogil=True)
 def map_codes_range(data, lut, codes, start, stop):
     """codes[k] = lut[data[k]] for k in [start, stop); returns the first such position whose
-    byte is not in the alphabet, or -1. Releases the GIL: chunks run on Python threads."""
-    first_bad = -1
+    byte is not in the alphabet, or -1. Releases the GIL: chunks run on Python threads.
+    The mapping loop keeps no branch (the invalid code is the largest byte, so a running
+    maximum tells whether one occurred); only then is the range searched."""
+    largest = np.uint8(0)
     for k in range(start, stop):
         code = lut[data[k]]
         codes[k] = code
-        if code == INVALID_CODE and first_bad < 0:
-            first_bad = k
-    return first_bad
+        largest = max(largest, code)
+    if largest != INVALID_CODE:
+        return -1
+    for k in range(start, stop):
+        if codes[k] == INVALID_CODE:
+            return k
+    return -1
 
 
 @njit(cache=True, nogil=True)

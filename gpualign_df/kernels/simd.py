@@ -82,6 +82,17 @@ def store(typingctx, array, index, value):
     return types.none(array, types.intp, value), codegen
 
 
+def _lane_value(builder, value, value_type, vector: Vector):
+    """An integer ``value`` (of numba type ``value_type``) as one lane of ``vector``'s type:
+    truncated or sign-extended to the lanes' width."""
+    lane_type = ir.IntType(vector.bits)
+    if value_type.bitwidth > vector.bits:
+        return builder.trunc(value, lane_type)
+    if value_type.bitwidth < vector.bits:
+        return builder.sext(value, lane_type)
+    return value
+
+
 @intrinsic
 def splat(typingctx, value, like):
     """Every lane ``value`` (an integer, truncated to the lanes' width), in a vector of
@@ -90,10 +101,7 @@ def splat(typingctx, value, like):
         return None
 
     def codegen(context, builder, signature, args):
-        lane_type = ir.IntType(like.bits)
-        scalar = builder.trunc(args[0], lane_type) if signature.args[0].bitwidth > like.bits \
-            else builder.sext(args[0], lane_type) if signature.args[0].bitwidth < like.bits \
-            else args[0]
+        scalar = _lane_value(builder, args[0], signature.args[0], like)
         vector = ir.Constant(like.llvm, ir.Undefined)
         for lane in range(like.lanes):
             vector = builder.insert_element(vector, scalar, ir.IntType(32)(lane))
@@ -197,10 +205,7 @@ def shift_in(typingctx, vector, fill):
         return None
 
     def codegen(context, builder, signature, args):
-        lane_type = ir.IntType(vector.bits)
-        scalar = builder.trunc(args[1], lane_type) if signature.args[1].bitwidth > vector.bits \
-            else builder.sext(args[1], lane_type) if signature.args[1].bitwidth < vector.bits \
-            else args[1]
+        scalar = _lane_value(builder, args[1], signature.args[1], vector)
         filled = builder.insert_element(ir.Constant(vector.llvm, ir.Undefined), scalar,
                                         ir.IntType(32)(0))
         order = ir.Constant(ir.VectorType(ir.IntType(32), vector.lanes),
