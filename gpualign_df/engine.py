@@ -16,6 +16,7 @@ from typing import Callable
 
 import numba
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 import psutil
 from tqdm.auto import tqdm
 
@@ -711,16 +712,24 @@ def lanes_worth_filling(eligible: np.ndarray, query_lengths: np.ndarray,
     [False, False]
     """
     chosen = np.flatnonzero(eligible)
+    if len(chosen) == 0:
+        return eligible.copy()
     cells = query_lengths.astype(np.int64) * target_lengths
-    chosen = chosen[np.argsort(-cells[chosen], kind="stable")]
     lanes = cpu_lanes.LANES
-    peeled = 0
-    while peeled < len(chosen):
-        head = chosen[peeled:peeled + lanes]
+    if len(chosen) >= lanes:   # the usual case: the costliest pairs fill their group
+        head = chosen[np.argpartition(-cells[chosen], lanes - 1)[:lanes]]
         box = int(query_lengths[head].max()) * int(target_lengths[head].max())
         if cells[head].sum() >= min_fill * lanes * box:
-            break
-        peeled += 1
+            return eligible.copy()
+    chosen = chosen[np.argsort(-cells[chosen], kind="stable")]
+    # the group of the lanes' worth of costliest pairs left after peeling k, for every k
+    # at once (the list padded with empty pairs so every window is whole)
+    padded = [np.concatenate([values[chosen].astype(np.int64), np.zeros(lanes - 1, np.int64)])
+              for values in (query_lengths, target_lengths, cells)]
+    windows = [sliding_window_view(values, lanes) for values in padded]
+    box = windows[0].max(axis=1) * windows[1].max(axis=1)
+    filled = windows[2].sum(axis=1) >= min_fill * lanes * box
+    peeled = int(np.argmax(filled)) if filled.any() else len(chosen)
     out = eligible.copy()
     out[chosen[:peeled]] = False
     return out
