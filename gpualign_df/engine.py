@@ -284,9 +284,8 @@ def _striped_ends(queries: EncodedSequences, targets: EncodedSequences,
     _run_counted(work, threads, out.cells, job.progress, config.settings().progress_interval)
     saturated = np.flatnonzero(out.score >= cpu_search.CEILING)
     if len(saturated):
-        again = _run_pairs_cpu(queries, targets, pair_query[saturated], pair_target[saturated],
-                               job.scoring, job.mode, False, job.cigar_style, job.clip,
-                               job.progress, job.traceback_memory)
+        again = _scores_32bit(queries, targets, pair_query[saturated], pair_target[saturated],
+                              job)
         for name in ("score", "query_end", "target_end"):
             getattr(out, name)[saturated] = getattr(again, name)
     out.seconds = time.perf_counter() - started
@@ -323,6 +322,15 @@ def _traced_in_rectangles(queries: EncodedSequences, targets: EncodedSequences,
                         ("target_start", first_column), ("target_end", first_column)):
         setattr(out, name, (getattr(out, name) + shift).astype(np.int32))
     return out
+
+
+def _scores_32bit(queries: EncodedSequences, targets: EncodedSequences,
+                  pair_query: np.ndarray, pair_target: np.ndarray, job: Job) -> AlignmentArrays:
+    """Score-only rows of pairs that saturated 16-bit lanes, by the pair engine's 32-bit
+    path (not :func:`run_pairs`, which would send them to the striped 16-bit one again)."""
+    return _run_pairs_cpu(queries, targets, pair_query, pair_target, job.scoring, job.mode,
+                          False, job.cigar_style, job.clip, job.progress,
+                          job.traceback_memory)
 
 
 def _group_profiles(targets: EncodedSequences, groups: cpu_search.LaneLayout, job: Job,
@@ -391,10 +399,8 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
         targets.lengths[targets.valid].sum())
     _run_counted(work, threads, cells, job.progress, tuning.progress_interval)
     saturated = np.argwhere(scores >= cpu_search.CEILING)
-    if len(saturated):   # the pair engine's 32-bit path (not the striped 16-bit one)
-        again = _run_pairs_cpu(queries, targets, saturated[:, 0] + first, saturated[:, 1],
-                               job.scoring, job.mode, False, job.cigar_style, job.clip,
-                               job.progress, job.traceback_memory)
+    if len(saturated):
+        again = _scores_32bit(queries, targets, saturated[:, 0] + first, saturated[:, 1], job)
         scores[saturated[:, 0], saturated[:, 1]] = again.score
     return scores
 

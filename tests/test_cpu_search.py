@@ -213,11 +213,8 @@ def test_striped_end_cells_equal_the_pair_engine(scheme):
         query = encoded.queries.codes[encoded.queries.offsets[k]:encoded.queries.offsets[k + 1]]
         target = encoded.targets.codes[encoded.targets.offsets[k]:
                                        encoded.targets.offsets[k + 1]]
-        profile, segments = cpu_search.query_profile16(matrix, query)
-        scratch = [np.empty(segments * cpu_search.HALF, np.int16) for _ in range(3)]
-        lanes = np.arange(cpu_search.HALF).astype(np.int16)
-        got = cpu_search.striped_end(profile, segments, target, job.scoring.gap_open,
-                                     job.scoring.gap_extend, *scratch, lanes)
+        got = cpu_search.striped_end(cpu_search.striped_query(matrix, query), target,
+                                     job.scoring.gap_open, job.scoring.gap_extend)
         row = expected.iloc[k]
         assert tuple(int(v) for v in got) == (row.score, row.query_end, row.target_end), k
 

@@ -19,6 +19,7 @@ Kept pairs (:func:`search_ends`): Farrar's striped layout, the query's 16-bit pr
 once and every kept target run against it (:func:`striped_end`), the end cell by the
 README's tie rule.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -253,7 +254,6 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
                     scores[r, targets[e]] = best[e]
                     if best[e] >= CEILING8:
                         saturated[0 if lanes_of[e] < HALF else 1] = True
-            striped = False
             for half in range(2):
                 if not saturated[half] or len(halves[half]) == 0:
                     continue
@@ -267,21 +267,14 @@ def search_groups(query_codes, query_offsets, query_rows, target_codes, target_o
                             residues_over += (target_offsets[target + 1]
                                               - target_offsets[target])
                     if residues_over * rescue_share <= columns * HALF:
-                        if not striped:
-                            profile, segments = query_profile16(matrix, query)
-                            h_a = np.empty(segments * HALF, np.int16)
-                            h_b = np.empty(segments * HALF, np.int16)
-                            e_row = np.empty(segments * HALF, np.int16)
-                            lanes = np.arange(HALF).astype(np.int16)
-                            striped = True
+                        striped = striped_query(matrix, query)
                         for e in chosen:
                             if best[e] >= CEILING8:
                                 target = targets[e]
                                 scores[r, target] = striped_end(
-                                    profile, segments,
-                                    target_codes[target_offsets[target]:
-                                                 target_offsets[target + 1]],
-                                    gap_open, gap_extend, h_a, h_b, e_row, lanes)[0]
+                                    striped, target_codes[target_offsets[target]:
+                                                          target_offsets[target + 1]],
+                                    gap_open, gap_extend)[0]
                         continue
                 if not built:
                     for other in range(2):
@@ -319,9 +312,20 @@ def query_profile16(matrix, query):
 
 
 @njit(cache=True, nogil=True)
-def striped_end(profile, segments, target, gap_open, gap_extend, h_a, h_b, e_row, lanes):
+def striped_query(matrix, query):
+    """What :func:`striped_end` runs ``query`` with against any number of targets: its
+    striped profile (:func:`query_profile16`), its segments, and the kernel's scratch (H
+    of two columns and E, int16 of ``segments * HALF`` each; the lane numbers)."""
+    profile, segments = query_profile16(matrix, query)
+    return (profile, segments, np.empty(segments * HALF, np.int16),
+            np.empty(segments * HALF, np.int16), np.empty(segments * HALF, np.int16),
+            np.arange(HALF).astype(np.int16))
+
+
+@njit(cache=True, nogil=True)
+def striped_end(striped, target, gap_open, gap_extend):
     """Local score and end cell (1-based; 0, 0 for a best of 0) of the query of
-    ``profile`` (:func:`query_profile16`) against ``target`` (codes), in 16-bit lanes down
+    ``striped`` (:func:`striped_query`) against ``target`` (codes), in 16-bit lanes down
     the striped query, one target column after another (Farrar). A column's pass takes
     the gap along the query (F) only within each lane's rows; the lazy-F passes then carry
     it from lane to lane until it can change no cell: a carry ``c`` entering a row whose H
@@ -332,8 +336,8 @@ def striped_end(profile, segments, target, gap_open, gap_extend, h_a, h_b, e_row
     Ties go to the smallest end row, then the smallest end column (the README's rule):
     where a column's largest H reaches the best so far, the smallest of its rows holding
     that value is compared. ``CEILING`` where a lane saturated (the caller scores that pair
-    again). ``h_a``, ``h_b``, ``e_row``: int16 scratch of ``segments * HALF``; ``lanes``:
-    int16, ``lanes[k] = k`` (end rows are counted in Python integers: any query length)."""
+    again). End rows are counted in Python integers: any query length."""
+    profile, segments, h_a, h_b, e_row, lanes = striped
     zero = subs(load(h_a, 0), load(h_a, 0))
     low = lowest(zero)
     go = splat(gap_open, zero)
@@ -412,18 +416,14 @@ def search_ends(query_codes, query_offsets, target_codes, target_offsets, pair_q
         first, stop = run_starts[k], run_stops[k]
         q = pair_query[first]
         query = query_codes[query_offsets[q]:query_offsets[q + 1]]
-        profile, segments = query_profile16(matrix, query)
-        h_a = np.empty(segments * HALF, np.int16)
-        h_b = np.empty(segments * HALF, np.int16)
-        e_row = np.empty(segments * HALF, np.int16)
-        lanes = np.arange(HALF).astype(np.int16)
+        striped = striped_query(matrix, query)
         for p in range(first, stop):
             if control[0] != 0:
                 return
             target = pair_target[p]
             codes = target_codes[target_offsets[target]:target_offsets[target + 1]]
-            score[p], query_end[p], target_end[p] = striped_end(
-                profile, segments, codes, gap_open, gap_extend, h_a, h_b, e_row, lanes)
+            score[p], query_end[p], target_end[p] = striped_end(striped, codes, gap_open,
+                                                                gap_extend)
             control[1 + slot] += len(query) * len(codes)
 
 
@@ -607,15 +607,15 @@ def lane_layout(lengths: np.ndarray, valid: np.ndarray, group_columns: int) -> L
     widths = (lengths + COLUMNS_A_PASS - 1) // COLUMNS_A_PASS * COLUMNS_A_PASS
     height = max(group_columns, int(widths.max(initial=0)))
     groups = -(-int(widths[order].sum()) // (height * GROUP)) if len(order) else 0
-    entry_group, entry_lane, entry_column, group_columns = _pack(order, widths, groups)
+    entry_group, entry_lane, entry_column, columns = _pack(order, widths, groups)
     # entries by group, in column order within each (then by lane)
     sort = np.lexsort((entry_lane, entry_column, entry_group))
     group_entries = np.zeros(groups + 1, np.int64)
     np.cumsum(np.bincount(entry_group, minlength=groups), out=group_entries[1:])
     return LaneLayout(group_entries, order[sort], entry_lane[sort], entry_column[sort],
-                      group_columns)
+                      columns)
 
 
 __all__ = ["CEILING", "GROUP", "HALF", "LaneLayout", "PAD", "PAD8", "fill_group_profiles",
            "fits", "hit_starts", "lane_layout", "local_best", "query_profile16",
-           "search_ends", "search_groups", "striped_end"]
+           "search_ends", "search_groups", "striped_end", "striped_query"]
