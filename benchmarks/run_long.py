@@ -5,6 +5,10 @@ how="rowwise")`` on one backend. The rows:
 
 * ``100k-cigar`` / ``100k-score``: the first 100,000 bp of the edlib 1 Mbp original against
   the first 100,000 bp of its 99 % copy, global, with CIGAR / score only;
+* ``10k-1m-score``: the first 10,000 bp of the original against the whole 99 % copy,
+  global score-only; ``1m-10k-score``, the same pair the other way round;
+  ``10k-1m-local`` / ``1m-10k-local``, both local; ``10k-1m-glocal``, semi-global with the
+  target's ends free (a read against a reference);
 * ``hg38-51k``: the parasail hg38 vs CHM13 pair (51 kbp), global with CIGAR;
 * ``hhv6b-ebv``: HHV-6B against EBV (162 kbp x 172 kbp), local with CIGAR;
 * ``1m-score`` / ``1m-cigar-99``: the whole edlib original against its 99 % copy, global,
@@ -85,6 +89,8 @@ class Row:
     query_prefix: int | None = None  # keep the first ``query_prefix`` bp of each query
     memory_limit: int | None = None  # peak GPU bytes the target allows
     long: bool = False  # a 1 Mbp row: ``--repeat-1m`` warm calls
+    free_ends: tuple[str, ...] | None = None  # semi-global rows: the free ends
+    swapped: bool = False  # queries and targets change places after the cut
     same_score_as: str | None = None  # a row whose scores must equal this row's
 
 
@@ -98,6 +104,18 @@ ROWS: list[Row] = [
         "copy), global score-only", ORIGINAL, COPY_99, "nw", False, 0.025,
         "<= 0.025 s (400 GCUPS; issue #18: pairs of very different lengths fill the GPU too)",
         query_prefix=10_000),
+    Row("1m-10k-score", "1 Mbp x 10 kbp (the 10k-1m-score pair the other way round), global "
+        "score-only", ORIGINAL, COPY_99, "nw", False, 0.025, "<= 0.025 s (400 GCUPS)",
+        query_prefix=10_000, swapped=True, same_score_as="10k-1m-score"),
+    Row("10k-1m-local", "10 kbp x 1 Mbp (as 10k-1m-score), local score-only", ORIGINAL,
+        COPY_99, "sw", False, 0.025, "<= 0.025 s (400 GCUPS)", query_prefix=10_000),
+    Row("1m-10k-local", "1 Mbp x 10 kbp (as 1m-10k-score), local score-only", ORIGINAL,
+        COPY_99, "sw", False, 0.025, "<= 0.025 s (400 GCUPS)", query_prefix=10_000,
+        swapped=True),
+    Row("10k-1m-glocal", "10 kbp x 1 Mbp (as 10k-1m-score), semi-global with the target's "
+        "ends free (read to reference), score-only", ORIGINAL, COPY_99, "sg", False, 0.025,
+        "<= 0.025 s (400 GCUPS)", query_prefix=10_000,
+        free_ends=("target_start", "target_end")),
     Row("hg38-51k", "hg38 vs CHM13, 51 kbp (parasail pair), global + CIGAR",
         "hg38_chm13_51kbp_pair.fasta.gz", "hg38_chm13_51kbp_pair.fasta.gz", "nw", True, 0.02,
         "<= 0.02 s"),
@@ -159,7 +177,8 @@ def load_pairs(row: Row, data_dir: Path, scale: float,
                read: Callable[[Path], list[str]]) -> tuple[list[str], list[str]]:
     """The row's queries and targets: the first record of a one-file row against its
     second, else record k against record k; cut to ``row.prefix`` (queries to
-    ``row.query_prefix``), then to the first ``scale`` fraction of each."""
+    ``row.query_prefix``), then to the first ``scale`` fraction of each; swapped where the
+    row says so."""
     if row.query_file == row.target_file:
         records = read(data_dir / row.query_file)
         queries, targets = records[:1], records[1:2]
@@ -173,7 +192,9 @@ def load_pairs(row: Row, data_dir: Path, scale: float,
             sequence = sequence[:prefix]
         return sequence if scale >= 1.0 else sequence[:max(1, int(len(sequence) * scale))]
     query_prefix = row.prefix if row.query_prefix is None else row.query_prefix
-    return [cut(q, query_prefix) for q in queries], [cut(t, row.prefix) for t in targets]
+    queries = [cut(q, query_prefix) for q in queries]
+    targets = [cut(t, row.prefix) for t in targets]
+    return (targets, queries) if row.swapped else (queries, targets)
 
 
 def read_records(path: Path) -> list[str]:
@@ -410,8 +431,8 @@ def run_row(row: Row, args: argparse.Namespace, read: Callable[[Path], list[str]
 
         def run(backend: str = args.backend) -> Any:
             return gpualign_df.align(query_series, target_series, how="rowwise", mode=row.mode,
-                                     traceback=row.traceback, backend=backend, progress=False,
-                                     **OPTIONS)
+                                     free_ends=row.free_ends, traceback=row.traceback,
+                                     backend=backend, progress=False, **OPTIONS)
         repeat = args.repeat_1m if row.long else args.repeat
         if cuda:  # the baseline: nothing of an earlier row or call left on the device
             release_device_memory()

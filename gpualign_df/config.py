@@ -180,7 +180,16 @@ class Settings:
     band_halves : bool
         A global score-only batch of few wide pairs (a narrow fill, ``narrow_bands``) runs
         each pair as two halves in one fill, the left half forward and the right half
-        reversed, joined at the middle column (exact): twice the bands at work.
+        reversed, joined at the middle column (exact): twice the bands at work. A pair
+        whose query is the longer side runs transposed (score only: the same score where
+        the substitution matrix is symmetric), so that its long side is swept.
+    band_windows : float
+        A score-only batch of few pairs whose long side the mode frees at both ends (local;
+        semi-global with both target ends free and neither query end, or the other way
+        round) runs each pair as overlapping windows of its long side, as many as bring the
+        bands at work to this many per warp scheduler. Windows overlap by the most residues
+        of the long side that an alignment can span and still beat the trivial one, so the
+        best window's end cell is the pair's (exact). 0: never.
     band_warps : float or None
         Persistent warps of a band fill per band that can work at once (a pair of ``n``
         columns has about ``n / (height + 32)`` bands sweeping it together): a warp
@@ -276,6 +285,7 @@ class Settings:
     band_rows: tuple[tuple[int | None, int, int], ...] = ((None, 4, 4),)
     narrow_bands: float = 0.5
     band_halves: bool = True
+    band_windows: float = 1.0
     band_warps: float | None = 1.0
     split_traceback: float = 1.0
     split_tile_steps: int = 1024

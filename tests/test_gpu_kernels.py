@@ -234,7 +234,8 @@ def test_halves_meeting_in_the_middle_equal_cpu(monkeypatch, settings):
 
 def test_halves_only_where_global_score_only_wide_and_narrow(settings):
     """Halves take a batch only with the setting on, global mode without free ends, no
-    traceback, every pair at least 1 x 2 and a narrow fill of wide pairs."""
+    traceback, every pair at least 1 x 2 and a narrow fill of wide pairs (a tall pair
+    transposed where the matrix is symmetric)."""
     from types import SimpleNamespace
 
     from gpualign_df.gpu.long import meets_in_middle
@@ -242,11 +243,11 @@ def test_halves_only_where_global_score_only_wide_and_narrow(settings):
 
     settings(narrow_bands=1e9, band_lanes=4)
 
-    def takes(m, n, mode="nw", free_ends=None, traceback=False, **changes):
+    def takes(m, n, mode="nw", free_ends=None, traceback=False, symmetric=True, **changes):
         settings(**changes)
         parsed = parse_mode(mode, free_ends)
         job = SimpleNamespace(flags=(parsed.code, *parsed.flags(), traceback),
-                              traceback=traceback, tuning=config.settings())
+                              traceback=traceback, tuning=config.settings(), symmetric=symmetric)
         batch = SimpleNamespace(query_lengths=np.array(m), target_lengths=np.array(n))
         return meets_in_middle(job, batch)
 
@@ -255,10 +256,122 @@ def test_halves_only_where_global_score_only_wide_and_narrow(settings):
     assert not takes([40, 10], [200, 100], band_halves=True, traceback=True)
     assert not takes([40], [200], "sw") and not takes([40], [200], "sg")
     assert not takes([40], [200], "sg", ("target_end",))
-    assert not takes([40, 10], [200, 1])       # a pair of one column
+    assert not takes([40, 1], [200, 1])        # a pair of one column either way round
+    assert takes([40, 10], [200, 1])           # (10 x 1 runs as 1 x 10)
     assert not takes([40, 0], [200, 100])      # an empty query
-    assert not takes([4000], [200])            # tall: its bands cannot all work at once
+    assert takes([4000], [200])                # tall, transposed: 200 x 4000
+    assert not takes([4000], [200], symmetric=False)  # its bands cannot all work at once
     assert not takes([40], [200], narrow_bands=0.0)
+
+
+def spy_on(monkeypatch, name: str) -> list:
+    """The arguments of every call of ``gpualign_df.gpu.long.<name>`` from here on."""
+    calls = []
+    original = getattr(gpualign_df.gpu.long, name)
+
+    def spy(*args):
+        calls.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(gpualign_df.gpu.long, name, spy)
+    return calls
+
+
+def test_tall_pairs_run_transposed_in_halves(monkeypatch, settings):
+    """A global score-only pair whose query is the longer runs transposed in halves (a
+    spy checks it did) under a symmetric matrix, with the CPU engine's scores and end
+    cells; under an asymmetric custom matrix it runs as given, with the CPU's frame too."""
+    settings(inter_max_cells=0, narrow_bands=1e9)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    halves = spy_on(monkeypatch, "fill_halves")
+    targets = ["ACGTTGCAGGTC", "ACGTTACG", "G", "TTTT"]
+    queries = ["ACGTTG" + "A" * 24 + "CAGGTC", "ACGTACG" * 5, "A" * 30, "CCCCCCCCCCCCTTTT"]
+    options = dict(mode="nw", gap_open=5, gap_extend=1, traceback=False)
+    both_engines(pd.Series(queries), pd.Series(targets), match=2, mismatch=-3, **options)
+    assert halves
+    halves.clear()
+    table = np.array([[2, -1, -2, -3], [-4, 3, -1, -2], [0, -5, 2, -1], [-1, -2, -6, 1]])
+    assert not (table == table.T).all()
+    both_engines(pd.Series(queries), pd.Series(targets), matrix=("ACGT", table), **options)
+    assert not halves
+
+
+def planted(rng, short: str, length: int, alphabet: str = "ACGT") -> str:
+    """A random sequence of about ``length`` holding ``short`` twice exactly (equal best
+    alignments far apart), a mutated copy, a homopolymer and a tandem repeat of it."""
+    background = random_sequences(rng, 1, alphabet, length, length)[0]
+    pieces = [background[:length // 8], short, background[length // 8:length // 4],
+              mutate(rng, short, alphabet, 0.15), alphabet[0] * 12,
+              background[length // 4:length // 2], short[:4] * 5, short,
+              background[length // 2:]]
+    return "".join(pieces)
+
+
+@pytest.mark.parametrize("mode,free_ends,matrix", [
+    ("sw", None, None), ("sg", ("target_start", "target_end"), None),
+    ("sg", ("query_start", "query_end"), None),
+    pytest.param("sw", None, "BLOSUM62", marks=pytest.mark.slow)])
+def test_windows_equal_cpu(monkeypatch, settings, mode, free_ends, matrix):
+    """Score-only pairs cut into overlapping windows of their long side (a spy checks that
+    some pair took several) give the CPU engine's scores and end cells: equal best
+    alignments in different windows (the first wins), the best across a window's edge,
+    a local pair scoring 0, pairs either way round (a side the mode cannot cut runs
+    whole)."""
+    settings(inter_max_cells=0, band_windows=1e9)
+    if gpualign_df.gpu.simulator():
+        settings(band_lanes=4)
+    windows = spy_on(monkeypatch, "fill_windows")
+    rng = np.random.default_rng(11)
+    alphabet = "ARNDCQEGHILKMFPSTWYV" if matrix else "ACGT"
+    short = random_sequences(rng, 2, alphabet, 8, 8)
+    long_ = [planted(rng, short[0], 150, alphabet), planted(rng, short[1], 170, alphabet)]
+    queries = [short[0], long_[1], alphabet[1] * 5, mutate(rng, short[1], alphabet, 0.2)]
+    targets = [long_[0], short[1], alphabet[2] * 120, long_[1]]
+    scoring = dict(matrix=matrix) if matrix else dict(match=2, mismatch=-3)
+    frame = both_engines(pd.Series(queries), pd.Series(targets), mode=mode, free_ends=free_ends,
+                         gap_open=5, gap_extend=1, traceback=False, **scoring)
+    assert frame["score"].notna().all()
+    assert windows and max(int(call[4].max()) for call in windows) >= 2
+
+
+def test_window_counts_follow_the_mode_the_span_and_the_setting(settings):
+    """Windows cut the long side where the mode frees both its ends and no end of the other
+    side, as many as the setting's share of the schedulers allows and at most a window per
+    span of an alignment (match 2 / mismatch -3 / extension 1: local, 3m - 1 residues;
+    semi-global, 6m); never with traceback, global mode or the setting at 0."""
+    from types import SimpleNamespace
+
+    from gpualign_df.gpu.long import window_counts
+    from gpualign_df.scoring import parse_mode
+
+    def counts(m, n, mode="sw", free_ends=None, traceback=False, **changes):
+        settings(band_lanes=4, **changes)
+        parsed = parse_mode(mode, free_ends)
+        job = SimpleNamespace(flags=(parsed.code, *parsed.flags(), traceback),
+                              traceback=traceback, tuning=config.settings(), gap_extend=1,
+                              sub_range=(-3, 2))
+        batch = SimpleNamespace(query_lengths=np.array(m), target_lengths=np.array(n))
+        found = window_counts(job, batch)
+        return None if found is None else found.tolist()
+
+    assert counts([10], [1000], band_windows=1e9) == [1000 // 29]
+    assert counts([1000], [10], band_windows=1e9) == [1000 // 29]
+    assert counts([10, 10], [1000, 50], band_windows=1e9) == [1000 // 29, 1]
+    glocal = ("target_start", "target_end")
+    assert counts([10], [1000], "sg", glocal, band_windows=1e9) == [1000 // 60]
+    assert counts([1000], [10], "sg", glocal, band_windows=1e9) is None   # query not free
+    assert counts([10], [1000], "sg", ("query_start", "query_end"), band_windows=1e9) is None
+    assert counts([10], [1000], "sg", None, band_windows=1e9) is None     # every end free
+    assert counts([10], [1000], "nw", band_windows=1e9) is None
+    assert counts([10], [1000], traceback=True, band_windows=1e9) is None
+    assert counts([10], [1000], band_windows=0.0) is None
+    assert counts([10], [50], band_windows=1e9) is None                   # under two spans
+    assert counts([0], [1000], band_windows=1e9) is None
+    for length in range(58, 400):  # every window starts inside the pair
+        for fold in (counts([10], [length], band_windows=1e9) or [1]):
+            assert (fold - 1) * -(-length // fold) < length
+    assert counts([10], [208], band_windows=1e9) == [7]  # 208 // 29 = 7 windows of 30
 
 
 @pytest.mark.parametrize("mode,free_ends", [
@@ -794,3 +907,15 @@ def test_plan_sums_kernel_equals_numpy(warps):
     plan.launch_sums(quantities, columns, *written)
     for got, want in zip(written, expected):
         np.testing.assert_array_equal(got, want)
+
+
+def test_item_order_takes_bands_across_problems_in_order():
+    """Warps take the first band of every problem, then every second band, ...; each
+    problem's bands stay in order (no deadlock); tiles of a resumed pass as numbered."""
+    from gpualign_df.gpu.long import item_order
+
+    item_problem = np.repeat(np.arange(3), [3, 1, 2])
+    first = np.array([0, 3, 4])
+    order = item_order(item_problem, first, False)
+    assert order.tolist() == [0, 3, 4, 1, 5, 2]
+    assert item_order(item_problem, first, True).tolist() == list(range(6))

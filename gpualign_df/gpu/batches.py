@@ -88,6 +88,8 @@ class DeviceJob:
     columns: dict               # name -> int32 device column, job row order
     use_dpx: bool
     byte_scores: bool           # scores among codes 0-7 fit a byte (band kernels' byte rows)
+    sub_range: tuple            # (lowest, highest) substitution score
+    symmetric: bool             # s(a, b) == s(b, a) for every pair of codes
     tuning: config.Settings
 
     @property
@@ -157,7 +159,8 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         use_dpx=dpx.available(),
         byte_scores=band.byte_scores_fit(scoring.matrix, scoring.gap_extend,
                                          mode_shape(mode.code, *mode.flags())[0]),
-        tuning=tuning)
+        sub_range=(int(scoring.matrix.min()), int(scoring.matrix.max())),
+        symmetric=bool(np.array_equal(scoring.matrix, scoring.matrix.T)), tuning=tuning)
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return fill_fits_16bit(scoring, longest_query, longest_target)

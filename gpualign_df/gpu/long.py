@@ -9,7 +9,12 @@ of long pairs, and the linear-space traceback of a pair whose traceback cannot f
 * A global score-only batch of few wide pairs (:func:`meets_in_middle`) runs each pair as
   two problems of one fill, its left half forward and its right half reversed, joined over
   the middle column (:func:`fill_halves`): the bands of a short query against a long
-  target are too few to fill the GPU, and twice as many sweep half the columns.
+  target are too few to fill the GPU, and twice as many sweep half the columns. A pair
+  whose query is the longer runs transposed (:func:`oriented`).
+* A score-only batch of few wide pairs in a mode that frees both ends of their long side
+  (local, read-to-reference semi-global) runs each pair as overlapping windows of that side
+  (:func:`fill_windows`), each a problem of the same fill, so that as many bands work as
+  the GPU has schedulers; a fold of the windows' end cells gives each pair's.
 * Linear space (:func:`align_linear`): the forward fill keeps every ``K``-th row's border
   words (checkpoints); the traceback then recomputes, from the bottom, the block of rows
   between the checkpoint above the walk and the walk's row, over the columns left of the
@@ -215,11 +220,13 @@ class BandFill:
         self.items = int(items.sum())
         self.cells = int((m * n).sum())
         self.working = working_bands(bands, n, band.band_trail(rows, self.lanes))
-        # one upload: the table, then each work item's problem
-        uploaded = xp.asarray(np.concatenate([problems.ravel(),
-                                              np.repeat(np.arange(problems.shape[1]), items)]))
+        # one upload: the table, the order items are taken in, each item's problem
+        item_problem = np.repeat(np.arange(problems.shape[1]), items)
+        order = item_order(item_problem, problems[band.F_ITEM0], split == band.RESUME)
+        uploaded = xp.asarray(np.concatenate([problems.ravel(), order, item_problem]))
         self.problems = uploaded[:problems.size].reshape(problems.shape)
-        self.item_problem = uploaded[problems.size:]
+        self.item_order = uploaded[problems.size:problems.size + len(order)]
+        self.item_problem = uploaded[problems.size + len(order):]
         # one cleared allocation: the border rows, the work counter and error word, the
         # control's stop flag and cell counter
         border = int((n + 1).sum()) if split != band.RESUME else 1
@@ -245,7 +252,7 @@ class BandFill:
         if snapshots is None:
             snapshots = unused(np.int32)
         launch_kernel("fill", kernel, warps, self.lanes, query, target, self.problems,
-                      self.item_problem, self.items, job.sub, job.alphabet_size,
+                      self.item_order, self.item_problem, self.items, job.sub, job.alphabet_size,
                       job.gap_open, job.gap_extend, top, _address(top), self.border,
                       _address(self.border), checkpoints, _address(checkpoints),
                       checkpoint_every, tb, _address(tb), snapshots, max(self.tile_steps, 1),
@@ -280,6 +287,20 @@ class BandFill:
                                "usable")
 
 
+def item_order(item_problem: np.ndarray, first_item: np.ndarray,
+               independent: bool) -> np.ndarray:
+    """The order a fill's warps take its work items in (items are numbered problem by
+    problem, ``first_item`` per problem): band by band across the problems (every
+    problem's first band, then every second band, ...), so that the chains of bands of
+    several tall problems advance together instead of one after the other while the
+    warps that took the later ones wait; each problem's bands stay in order, as the
+    kernel's freedom from deadlock needs. ``independent`` items (tiles): as numbered."""
+    if independent:
+        return np.arange(len(item_problem))
+    within = np.arange(len(item_problem)) - first_item[item_problem]
+    return np.lexsort((item_problem, within))
+
+
 class SplitFill:
     """A traceback fill in two passes (the ``split_traceback`` setting): a score-only pass
     (end cells, every band's bottom row but the last's, a snapshot of each band's
@@ -307,16 +328,23 @@ class SplitFill:
     def wait(self, on_cells, interval: float) -> None:
         """Wait for both passes (each counts every cell: the progress shown is half the
         count), then check them as :meth:`BandFill.wait` does."""
-        shown = [0, 0]  # cells counted, cells shown
-
-        def halved(cells: int) -> None:
-            shown[0] += cells
-            if shown[0] // 2 > shown[1]:
-                on_cells(shown[0] // 2 - shown[1])
-                shown[1] = shown[0] // 2
-
-        self.first.control.wait(halved, interval)
+        self.first.control.wait(scaled(on_cells, 1, 2), interval)
         self.first.check(2, self.first.work, self.second.work)
+
+
+def scaled(on_cells, shown: int, counted: int):
+    """A progress callback that passes on ``shown / counted`` of the cells it is given
+    (a fill that counts some cells more than once: two passes, overlapping windows)."""
+    totals = [0, 0]  # cells counted, cells shown
+
+    def report(cells: int) -> None:
+        totals[0] += cells
+        due = totals[0] * shown // counted
+        if due > totals[1]:
+            on_cells(due - totals[1])
+            totals[1] = due
+
+    return report
 
 
 def top_words(job, n: int):
@@ -375,50 +403,64 @@ def byte_rows(job, batch, query, target) -> bool:
     return largest < band.BYTE_CODES
 
 
+def oriented(job, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, columns, transposed) of each pair of a global score-only batch as halves fill
+    it: a pair whose query is longer runs transposed where the job's matrix is symmetric
+    (the same alignments with I and D swapped, so the same score), so that its long side
+    is the one the bands sweep."""
+    m = np.asarray(batch.query_lengths, np.int64)
+    n = np.asarray(batch.target_lengths, np.int64)
+    transposed = (m > n) & job.symmetric
+    return np.where(transposed, n, m), np.where(transposed, m, n), transposed
+
+
 def meets_in_middle(job, batch) -> bool:
     """Whether a long batch runs as halves meeting in the middle (:func:`fill_halves`): the
     ``band_halves`` setting, global alignment without free ends, score only, every pair at
     least one residue by two, and a narrow fill (:func:`narrow_fill` at the ``band_rows``
-    setting's rows) of the whole pairs."""
+    setting's rows) of the pairs as :func:`oriented` turns them."""
     _local, corner, free_row0, free_col0, *_ = mode_shape(*job.flags[:5])
-    m = np.asarray(batch.query_lengths, np.int64)
-    n = np.asarray(batch.target_lengths, np.int64)
-    return bool(job.tuning.band_halves and not job.traceback and corner
-                and not (free_row0 or free_col0) and len(m) and m.min() >= 1
-                and n.min() >= 2
+    if not (job.tuning.band_halves and not job.traceback and corner
+            and not (free_row0 or free_col0) and len(batch.query_lengths)):
+        return False
+    m, n, _ = oriented(job, batch)
+    return bool(m.min() >= 1 and n.min() >= 2
                 and narrow_fill(job.tuning, m, n, lane_rows(job.tuning, False, int(m.max()))))
 
 
 def fill_halves(job, batch, query, target, tb, stream) -> BandFill:
-    """Queue a global score-only fill of a batch of wide pairs as two fills in one launch:
-    each pair's left half (columns 1..n/2) forward, and its right half reversed (the
-    reversed query against the reversed right part), so twice the bands sweep half the
-    columns. Both write H and D of their last column; a pair's score is then the best over
-    the rows i of the middle column of ``H_left(i) + H_right(m - i)`` and, for a deletion
-    that crosses the middle, ``D_left(i) + D_right(m - i) + go - ge`` (its opening was
-    charged on both sides): the Myers-Miller join, exact. Row 0 of each half is its top
-    border (a deletion from the corner), which the host writes. Its end cell is (m, n)."""
+    """Queue a global score-only fill of a batch of wide pairs (:func:`oriented`: a pair
+    with the longer query transposed) as two fills in one launch: each pair's left half
+    (columns 1..n/2) forward, and its right half reversed (the reversed query against the
+    reversed right part), so twice the bands sweep half the columns. Both write H and D of
+    their last column; a pair's score is then the best over the rows i of the middle
+    column of ``H_left(i) + H_right(m - i)`` and, for a deletion that crosses the middle,
+    ``D_left(i) + D_right(m - i) + go - ge`` (its opening was charged on both sides): the
+    Myers-Miller join, exact. Row 0 of each half is its top border (a deletion from the
+    corner), which the host writes. Its end cell is (m, n) of the pair as given."""
     xp = array_module()
-    m = np.asarray(batch.query_lengths, np.int64)
-    n = np.asarray(batch.target_lengths, np.int64)
+    m, n, transposed = oriented(job, batch)
     q0 = np.asarray(batch.query_start, np.int64)
     t0 = np.asarray(batch.target_start, np.int64)
     rows_of = np.asarray(batch.slot_row, np.int64)
     pairs = len(m)
     left = n // 2
     right = n - left
-    # the reversed residues after the batch's own
-    rq0 = batch.query_size + np.cumsum(m) - m
-    rt0 = batch.target_size + np.cumsum(right) - right
-    query_all = xp.concatenate([query[:batch.query_size]] + [
-        query[q0[k]:q0[k] + m[k]][::-1] for k in range(pairs)])
-    target_all = xp.concatenate([target[:batch.target_size]] + [
-        target[t0[k] + left[k]:t0[k] + n[k]][::-1] for k in range(pairs)])
+    # each pair's rows and columns (its query and target, or the other way round), then
+    # the reversed rows and the reversed right parts
+    sides = [(target[t0[k]:t0[k] + m[k]], query[q0[k]:q0[k] + n[k]]) if transposed[k] else
+             (query[q0[k]:q0[k] + m[k]], target[t0[k]:t0[k] + n[k]]) for k in range(pairs)]
+    query_all = xp.concatenate([rows for rows, _ in sides] + [rows[::-1] for rows, _ in sides])
+    target_all = xp.concatenate([columns[:left[k]] for k, (_, columns) in enumerate(sides)]
+                                + [columns[left[k]:][::-1]
+                                   for k, (_, columns) in enumerate(sides)])
+    row0 = np.cumsum(m) - m
     problems = np.zeros((band.FIELDS, 2 * pairs), np.int64)
     problems[band.F_M] = np.concatenate([m, m])
     problems[band.F_N] = np.concatenate([left, right])
-    problems[band.F_Q0] = np.concatenate([q0, rq0])
-    problems[band.F_T0] = np.concatenate([t0, rt0])
+    problems[band.F_Q0] = np.concatenate([row0, row0 + int(m.sum())])
+    problems[band.F_T0] = np.concatenate([np.cumsum(left) - left,
+                                          int(left.sum()) + np.cumsum(right) - right])
     problems[band.F_ROW] = np.concatenate([rows_of, rows_of])
     words = 2 * (problems[band.F_M] + 1)
     column0 = np.cumsum(words) - words
@@ -435,6 +477,8 @@ def fill_halves(job, batch, query, target, tb, stream) -> BandFill:
                     last_column=last)
     fill.launch(query_all, target_all, top, top, 0, tb, job.columns, stream)
     columns = job.columns
+    given_m, given_n = (np.asarray(lengths, np.int64) for lengths in
+                        (batch.query_lengths, batch.target_lengths))
     for k in range(pairs):
         size = 2 * (int(m[k]) + 1)
         forward = last[column0[k]:column0[k] + size].reshape(-1, 2).astype(np.int64)
@@ -442,17 +486,138 @@ def fill_halves(job, batch, query, target, tb, stream) -> BandFill:
         joined = forward + backward
         row = int(rows_of[k])
         columns["score"][row] = xp.maximum(joined[:, 0].max(), joined[:, 1].max() + go - ge)
-        columns["query_end"][row] = int(m[k])
-        columns["target_end"][row] = int(n[k])
+        columns["query_end"][row] = int(given_m[k])
+        columns["target_end"][row] = int(given_n[k])
     return fill
 
 
-def fill_long_batch(job, batch, query, target, tb, stream) -> BandFill | SplitFill:
+def window_sides(job) -> tuple[bool, bool]:
+    """Whether a pair's target (columns) / query (rows) may be cut into windows: the mode
+    frees both ends of that side and neither end of the other (local frees every end).
+    Then a window's borders hold only scores of real alignments (a start on its row 0 or
+    column 0 is one the mode allows), so no window's cell exceeds the pair's."""
+    local, _corner, free_row0, free_col0, end_row, end_column = mode_shape(*job.flags[:5])
+    if local:
+        return True, True
+    return (free_row0 and end_row and not (free_col0 or end_column),
+            free_col0 and end_column and not (free_row0 or end_row))
+
+
+def window_span(job, across: np.ndarray) -> np.ndarray:
+    """Residues of a pair's long side that the alignment ending at its end cell can span,
+    ``across`` residues on the short side (int64 array). It holds ``x <= across`` aligned
+    pairs and ``g`` gap residues of the long side, each costing at least ``gap_extend``,
+    so its score is at most ``across * highest - g * gap_extend``; that score is at least
+    1 in local mode (a best of 0 is the empty alignment) and at least ``across *
+    lowest`` in the semi-global ones (the short side placed ungapped anywhere along the
+    long one scores that much). So ``g <= (across * highest - floor) / gap_extend``."""
+    lowest, highest = job.sub_range
+    local = mode_shape(*job.flags[:5])[0]
+    floor = np.ones_like(across) if local else across * lowest
+    return across + np.maximum(across * highest - floor, 0) // job.gap_extend
+
+
+def window_counts(job, batch) -> np.ndarray | None:
+    """Windows of each pair of a score-only long batch (:func:`fill_windows`), or None
+    where the batch runs whole: the ``band_windows`` setting divided among the batch's
+    bands that can work at once, for pairs whose long side the mode lets be cut
+    (:func:`window_sides`) and is at least twice the span of an alignment on it
+    (:func:`window_span`); each window then advances at least a span."""
+    tuning = job.tuning
+    m = np.asarray(batch.query_lengths, np.int64)
+    n = np.asarray(batch.target_lengths, np.int64)
+    if (tuning.band_windows <= 0 or job.traceback or job.gap_extend <= 0 or not len(m)
+            or m.min() < 1 or n.min() < 1):
+        return None
+    columns, rows = window_sides(job)
+    rows_a_lane = lane_rows(tuning, False, int(m.max()))
+    bands, _ = _band_counts(tuning, m, n, rows_a_lane)
+    working = working_bands(bands, n, band.band_trail(rows_a_lane, tuning.band_lanes))
+    schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
+    fold = int(tuning.band_windows * schedulers // max(working, 1))
+    wide = n >= m
+    long_side, short_side = np.where(wide, n, m), np.where(wide, m, n)
+    cut = np.where(wide, columns, rows)
+    counts = np.where(cut, np.minimum(fold, long_side // window_span(job, short_side)), 1)
+    stride = -(-long_side // np.maximum(counts, 1))
+    counts = -(-long_side // stride)  # no window starts past the end
+    return counts if counts.max() >= 2 else None
+
+
+class WindowFill:
+    """A band fill of overlapping windows (:func:`fill_windows`): its progress counts each
+    cell of the pairs once."""
+
+    def __init__(self, fill: BandFill, cells: int) -> None:
+        self.fill, self.cells = fill, cells
+
+    def wait(self, on_cells, interval: float) -> None:
+        self.fill.control.wait(scaled(on_cells, self.cells, self.fill.cells), interval)
+        self.fill.check(1, self.fill.work)
+
+
+def fill_windows(job, batch, query, target, counts: np.ndarray, stream) -> WindowFill:
+    """Queue a score-only fill of each pair of a long batch as ``counts`` windows of its
+    long side (the target where it is the longer, else the query), all of one launch.
+
+    Window ``k`` of a pair whose long side has ``L`` residues starts at ``s_k = k * S``
+    (``S = ceil(L / counts)``) and runs ``S`` residues plus the span ``W`` of an
+    alignment on it (:func:`window_span`; the last to ``L``). A window is a problem of its
+    own whose borders are the mode's (real alignments: :func:`window_sides`), so each of
+    its cells holds at most the pair's value, and exactly the pair's at a position ``p``
+    with ``p - W >= s_k`` (the best alignment ending there lies inside): every position is
+    such in some window. So a window's end cell scoring the pair's best is one of the
+    pair's best cells, and the window holding the pair's end cell exactly finds it first
+    in the README's order: the fold of the windows' end cells by that order
+    (:func:`band.window_fold_kernel`) is the pair's end cell."""
+    xp = array_module()
+    m = np.asarray(batch.query_lengths, np.int64)
+    n = np.asarray(batch.target_lengths, np.int64)
+    pairs = len(m)
+    wide = n >= m
+    long_side = np.where(wide, n, m)
+    span = window_span(job, np.where(wide, m, n))
+    stride = -(-long_side // counts)
+    windows = int(counts.sum())
+    pair_of = np.repeat(np.arange(pairs), counts)
+    first = np.cumsum(counts) - counts
+    k = np.arange(windows) - first[pair_of]
+    start = k * stride[pair_of]
+    end = np.where(k == counts[pair_of] - 1, long_side[pair_of],
+                   np.minimum(long_side[pair_of], start + stride[pair_of] + span[pair_of]))
+    across = wide[pair_of]
+    row_offset, column_offset = np.where(across, 0, start), np.where(across, start, 0)
+    problems = np.zeros((band.FIELDS, windows), np.int64)
+    problems[band.F_M] = np.where(across, m[pair_of], end - start)
+    problems[band.F_N] = np.where(across, end - start, n[pair_of])
+    problems[band.F_Q0] = np.asarray(batch.query_start, np.int64)[pair_of] + row_offset
+    problems[band.F_T0] = np.asarray(batch.target_start, np.int64)[pair_of] + column_offset
+    problems[band.F_ROW] = np.arange(windows)
+    rows = score_rows(job.tuning, problems[band.F_M], problems[band.F_N])
+    fill = BandFill(job, problems, rows, False, byte_rows(job, batch, query, target))
+    ends = xp.empty((3, windows), np.int32)
+    top = top_words(job, int(problems[band.F_N].max()))
+    fill.launch(query, target, top, top, 0, unused(np.uint32),
+                dict(score=ends[0], query_end=ends[1], target_end=ends[2]), stream)
+    table = xp.asarray(np.concatenate([first, counts, np.asarray(batch.slot_row, np.int64),
+                                       row_offset, column_offset]))
+    columns = job.columns
+    local = mode_shape(*job.flags[:5])[0]
+    launch_kernel("fill", band.window_fold_kernel(local), blocks(pairs), THREADS_PER_BLOCK,
+                  table, pairs, windows, ends[0], ends[1], ends[2], columns["score"],
+                  columns["query_end"], columns["target_end"], stream=stream)
+    return WindowFill(fill, int((m * n).sum()))
+
+
+def fill_long_batch(job, batch, query, target, tb,
+                    stream) -> BandFill | SplitFill | WindowFill:
     """Queue the band fill of a long batch (score and end cell by job row; with the job's
     traceback, the words of each pair at its ``tb_start``), in two passes where the plan
     split it (``batch.split``)."""
     if meets_in_middle(job, batch):
         return fill_halves(job, batch, query, target, tb, stream)
+    if not job.traceback and (counts := window_counts(job, batch)) is not None:
+        return fill_windows(job, batch, query, target, counts, stream)
     rows = (lane_rows(job.tuning, True, int(batch.query_lengths.max())) if job.traceback
             else score_rows(job.tuning, batch.query_lengths, batch.target_lengths))
     top = top_words(job, int(batch.target_lengths.max()))

@@ -33,9 +33,12 @@ outside on both sides (a target shorter than a band) keeps the whole state of th
 outside (checked steps). The last lane's stores are predicated, not branches around one
 lane's code.
 
-Warps are persistent one-warp blocks that take bands in order from an atomic counter, so
-the band a warp waits for was taken earlier by a running warp: no deadlock whatever the
-residency. A wait that outlasts ``SPIN_LIMIT`` polls sets the error word and every warp
+Warps are persistent one-warp blocks that take work items (bands) from an atomic counter
+in the order of ``item_order``, which takes each problem's bands top down, so the band a
+warp waits for was taken earlier by a running warp: no deadlock whatever the residency.
+Items are numbered problem by problem (a band's candidates go to its item's slot), and
+taken band by band across the problems (:func:`gpualign_df.gpu.long.item_order`), so that
+the problems' chains of bands advance together. A wait that outlasts ``SPIN_LIMIT`` polls sets the error word and every warp
 leaves; a set stop flag (the host's Ctrl-C) makes warps take no further band.
 
 Cells are the contract of :mod:`gpualign_df.kernels.cpu` (the same recurrences, tie-breaks
@@ -627,7 +630,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     group32 = int32(group)
 
     @cuda.jit
-    def fill(query, target, problems, item_problem, total_items, sub, alphabet_size, go, ge,
+    def fill(query, target, problems, item_order, item_problem, total_items, sub,
+             alphabet_size, go, ge,
              top, top_address, border, border_address, checkpoints, checkpoints_address,
              checkpoint_every, tb, tb_address, snapshots, tile_steps,
              band_score, band_i, band_j, control, work, columns):
@@ -657,9 +661,10 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         while True:
             item = int64(0)
             if lane == 0:
-                item = cuda.atomic.add(work, 0, 1)
+                taken = cuda.atomic.add(work, 0, 1)
                 if cuda.atomic.add(control, 0, 0) != 0 or cuda.atomic.add(work, 1, 0) != 0:
-                    item = total_items  # stopped (Ctrl-C) or a hang elsewhere: leave
+                    taken = total_items  # stopped (Ctrl-C) or a hang elsewhere: leave
+                item = item_order[taken] if taken < total_items else total_items
             item = broadcast(item, lane, scratch)
             if item >= total_items:
                 break
@@ -979,3 +984,41 @@ def reduce_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool):
         end_j[row] = total_j
 
     return reduce
+
+
+@lru_cache(maxsize=None)
+def window_fold_kernel(local: bool):
+    """One thread per pair cut into windows (:func:`gpualign_df.gpu.long.fill_windows`):
+    its windows' end cells, moved by each window's offsets, folded into the pair's by the
+    README's order (highest score, then smallest query end, then smallest target end).
+    A local window of score 0 (the empty alignment at (0, 0)) gives way to any other.
+    ``table``: per pair its first window, its windows and its job row, then per window
+    its row and column offsets."""
+    initial_best = 0 if local else NEG_INF
+
+    @cuda.jit
+    def fold(table, pairs, windows, window_score, window_i, window_j, score, end_i, end_j):
+        p = cuda.grid(1)
+        if p >= pairs:
+            return
+        first = table[p]
+        total = initial_best
+        total_i = 0
+        total_j = 0
+        for w in range(first, first + table[pairs + p]):
+            value = window_score[w]
+            if local and value <= 0:
+                continue
+            i = window_i[w] + table[3 * pairs + w]
+            j = window_j[w] + table[3 * pairs + windows + w]
+            if w == first and not local or value > total or (
+                    value == total and (i < total_i or (i == total_i and j < total_j))):
+                total = value
+                total_i = i
+                total_j = j
+        row = table[2 * pairs + p]
+        score[row] = total
+        end_i[row] = total_i
+        end_j[row] = total_j
+
+    return fold
