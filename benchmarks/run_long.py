@@ -23,7 +23,10 @@ GPU memory of one more warm call (``cudaMemGetInfo`` sampled by a background thr
 :class:`MemorySampler`), the score, the CIGAR's size, an independent re-scoring of every
 CIGAR against the sequences (:func:`rescore`), the issue's target and whether the row meets
 it. A row that raises is reported in its row and the script goes on. ``--check-cpu`` also
-runs the CPU engine on the rows below ``--check-cpu-cells`` cells and compares the frames.
+runs the CPU engine on the rows below ``--check-cpu-cells`` cells and compares the frames;
+``--check-whole`` runs every score-only row once more as one fill (settings
+``band_windows=0``, ``band_halves=False``: no windows, no halves, no transposition) and
+compares the frames, with that run's time.
 Prints a markdown table for BENCHMARKS.md, a table of the checks and an extrapolation to
 human chr21 x chimpanzee chr22; ``--json`` writes every figure. Exit status 1 when a CIGAR
 does not re-score to its score or a CPU frame differs.
@@ -35,7 +38,8 @@ Usage::
 
     python -m benchmarks.run_long [--repeat 3] [--repeat-1m 1] [--rows NAME ...]
                                   [--backend cuda|cpu] [--data-dir DIR] [--json OUT]
-                                  [--check-cpu] [--scale F] [--no-first-call]
+                                  [--check-cpu] [--check-whole] [--scale F]
+                                  [--no-first-call]
 """
 
 from __future__ import annotations
@@ -162,6 +166,9 @@ class Result:
     cpu_equal: bool | None = None
     cpu_problem: str | None = None
     cpu_s: float | None = None
+    whole_equal: bool | None = None  # ``--check-whole``: the frame of one whole fill
+    whole_problem: str | None = None
+    whole_s: float | None = None
     target_s: float | None = None
     target_text: str = ""
     meets_target: bool | None = None  # None: not judged (scaled, or an error)
@@ -419,6 +426,7 @@ def run_row(row: Row, args: argparse.Namespace, read: Callable[[Path], list[str]
     import pandas as pd
 
     import gpualign_df
+    from gpualign_df import config
 
     result = Result(row.name, row.workload, row.mode, row.traceback, target_s=row.target_s,
                     target_text=row.target_text)
@@ -458,6 +466,13 @@ def run_row(row: Row, args: argparse.Namespace, read: Callable[[Path], list[str]
             result.cpu_s = time.perf_counter() - started
             result.cpu_problem = compare_frames(frame, cpu_frame)
             result.cpu_equal = result.cpu_problem is None
+        if args.check_whole and cuda and not row.traceback:
+            with config.override(band_windows=0.0, band_halves=False):
+                run()  # its own kernels' first call
+                whole, whole_frame = timed_runs(run, 1, synchronize=True)
+            result.whole_s = whole[0]
+            result.whole_problem = compare_frames(frame, whole_frame)
+            result.whole_equal = result.whole_problem is None
         if args.scale >= 1.0:
             result.meets_target = result.warm_median_s <= row.target_s and (
                 row.memory_limit is None or result.gpu_peak_bytes is None
@@ -491,10 +506,16 @@ def cells_text(cells: float) -> str:
     return f"{cells:.2e}".replace("e+0", "e").replace("e+", "e")
 
 
+def checks_pass(result: Result) -> bool:
+    """No check of the row failed (a check not run passes)."""
+    return False not in (result.rescore_ok, result.cpu_equal, result.same_score_ok,
+                         result.whole_equal)
+
+
 def verdict(result: Result) -> str:
     if result.error is not None:
         return "error"
-    if result.rescore_ok is False or result.cpu_equal is False or result.same_score_ok is False:
+    if not checks_pass(result):
         return "no (check failed)"
     if result.meets_target is None:
         return "—"
@@ -524,7 +545,7 @@ def table(results: list[Result], no_first_call: bool) -> list[str]:
 
 def checks_table(results: list[Result]) -> list[str]:
     lines = [("| row | pairs | score | CIGAR ops / chars | CIGAR re-scores to the score | "
-              "CPU frame |"), "|---|---:|---:|---:|---|---|"]
+              "CPU frame; one whole fill |"), "|---|---:|---:|---:|---|---|"]
     for r in results:
         if r.error is not None:
             lines.append(f"| `{r.name}` | {r.pairs} | — | — | — | — |")
@@ -540,6 +561,10 @@ def checks_table(results: list[Result]) -> list[str]:
             rescored = same if rescored == "—" else f"{rescored}; {same}"
         cpu = "—" if r.cpu_equal is None else (
             f"equal ({r.cpu_s:.1f} s on the CPU)" if r.cpu_equal else f"DIFFERS: {r.cpu_problem}")
+        if r.whole_equal is not None:
+            whole = (f"one whole fill equal ({r.whole_s * 1e3:.1f} ms)" if r.whole_equal
+                     else f"one whole fill DIFFERS: {r.whole_problem}")
+            cpu = whole if cpu == "—" else f"{cpu}; {whole}"
         score = f"{r.score:,}" + (" (sum)" if r.pairs > 1 else "")
         lines.append(f"| `{r.name}` | {r.pairs} | {score} | {cigar} | {rescored} | {cpu} |")
     return lines
@@ -611,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="on CUDA, also run the CPU engine once on the rows below "
                              "--check-cpu-cells and compare the frames")
     parser.add_argument("--check-cpu-cells", type=float, default=3e9)
+    parser.add_argument("--check-whole", action="store_true",
+                        help="on CUDA, also run each score-only row as one whole fill (no "
+                             "windows or halves) and compare the frames")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="keep the first F fraction of every sequence (targets not judged "
                              "below 1)")
@@ -684,8 +712,7 @@ def main(argv: list[str] | None = None) -> int:
                    "memory_method": MEMORY_METHOD if args.backend == "cuda" else None,
                    "rows": [asdict(r) for r in results], "extrapolation": figures}
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
-    failed = any(r.rescore_ok is False or r.cpu_equal is False or r.same_score_ok is False
-                 for r in results)
+    failed = not all(checks_pass(r) for r in results)
     return 1 if failed else 0
 
 

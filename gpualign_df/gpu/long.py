@@ -237,8 +237,8 @@ class BandFill:
 
     def launch(self, query, target, top, checkpoints, checkpoint_every: int, tb, columns,
                stream=None, snapshots=None) -> None:
-        """Queue the fill (and, but for a split fill's second pass, the fold into
-        ``columns``' score and end cell, by job row)."""
+        """Queue the fill (and, but for a split fill's second pass or ``columns`` None,
+        the fold into ``columns``' score and end cell, by job row)."""
         job = self.job
         mode_code, fqs, fqe, fts, fte, _ = job.flags
         kernel = band.band_kernel(mode_code, fqs, fqe, fts, fte, self.traceback, job.use_dpx,
@@ -259,7 +259,7 @@ class BandFill:
                       self.band_results[0], self.band_results[1], self.band_results[2],
                       self.control.device, self.work, last_column, stream=stream)
         self.control.launched(stream)
-        if self.split == band.RESUME:
+        if self.split == band.RESUME or columns is None:  # no end cells wanted
             return
         launch_kernel("fill", band.reduce_kernel(mode_code, fqs, fqe, fts, fte),
                       blocks(self.problems.shape[1]), THREADS_PER_BLOCK, self.problems,
@@ -475,7 +475,7 @@ def fill_halves(job, batch, query, target, tb, stream) -> BandFill:
     top = top_words(job, int(right.max()))  # (the right half is the longer one)
     fill = BandFill(job, problems, rows, False, byte_rows(job, batch, query, target),
                     last_column=last)
-    fill.launch(query_all, target_all, top, top, 0, tb, job.columns, stream)
+    fill.launch(query_all, target_all, top, top, 0, tb, None, stream)  # joined below
     columns = job.columns
     given_m, given_n = (np.asarray(lengths, np.int64) for lengths in
                         (batch.query_lengths, batch.target_lengths))
