@@ -87,8 +87,9 @@ class Settings:
         group is slower than its pairs alone.
     encode_bytes_per_thread, encode_max_threads : int
         The encoding of host strings uses one thread per ``encode_bytes_per_thread`` bytes,
-        at most ``encode_max_threads``: the lookup is bound by memory, so a few threads reach
-        its speed and more only take cores from the node's other processes.
+        at most ``encode_max_threads`` (threads kept for the process): a table lookup per
+        byte, which a few threads share well for sequences of hundreds of kilobases, while
+        more only take cores from the node's other processes.
     write_chunk_rows : int
         The text writers (:mod:`gpualign_df.io`) assemble and write the lines of a result
         frame in blocks of at most this many rows (at least 1), so that the strings of one
@@ -263,7 +264,7 @@ class Settings:
     cpu_search_group_columns: int = 1024
     cpu_rescue_share: int = 4
     cpu_profile_bytes: int = 1 << 28
-    encode_bytes_per_thread: int = 1 << 20
+    encode_bytes_per_thread: int = 1 << 18
     encode_max_threads: int = 8
     write_chunk_rows: int = 1 << 17
     gpu_memory_share: float = 0.6

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numba
@@ -55,8 +56,15 @@ def _in_pieces(size: int, work) -> list:
     if threads == 1:
         return [work(0, size)]
     bounds = np.linspace(0, size, threads * 4 + 1).astype(np.int64)
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(lambda k: work(bounds[k], bounds[k + 1]), range(len(bounds) - 1)))
+    return list(_pool(threads).map(lambda k: work(bounds[k], bounds[k + 1]),
+                                   range(len(bounds) - 1)))
+
+
+@lru_cache(maxsize=None)
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """``threads`` encoding threads kept for the process: starting them for every encoding
+    would cost as much as encoding a megabase on them. Concurrent encodings share them."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="gpualign-encode")
 
 
 @dataclass(frozen=True)
