@@ -19,7 +19,7 @@ from .libraries import is_cudf
 from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
                     rowwise_pairs, search_pairs)
 from .results import build_frame, empty_frame
-from .scoring import make_scoring, parse_mode
+from .scoring import make_scoring, parse_mode, preset_scores
 
 
 def _labels(values: Any) -> pd.Index:
@@ -65,8 +65,9 @@ def align(
     matrix: str | pd.DataFrame | tuple | None = None,
     match: int | None = None,
     mismatch: int | None = None,
-    gap_open: int = 10,
-    gap_extend: int = 1,
+    gap_open: int | None = None,
+    gap_extend: int | None = None,
+    preset: str | None = None,
     free_ends: Iterable[str] | str | None = None,
     top_k: int | None = None,
     traceback: bool = True,
@@ -96,8 +97,16 @@ def align(
         Substitution matrix; default EDNAFULL unless ``match``/``mismatch`` are given.
     match, mismatch : int, optional
         DNA scoring (ACGT, U read as T, IUPAC codes score ``mismatch`` always).
-    gap_open, gap_extend : int
-        Positive costs; a gap of length k costs ``gap_open + (k - 1) * gap_extend``.
+    gap_open, gap_extend : int, optional
+        Positive costs; a gap of length k costs ``gap_open + (k - 1) * gap_extend``
+        (default 10 and 1).
+    preset : str, optional
+        Named scores and gap costs (:data:`gpualign_df.scoring.PRESETS`), instead of
+        ``matrix``, ``match``, ``mismatch``, ``gap_open`` and ``gap_extend``: GATK
+        HaplotypeCaller's ``"gatk-haplotype-to-reference"`` (200, -150, 260, 11),
+        ``"gatk-read-to-haplotype"`` (10, -15, 30, 5), ``"gatk-standard-ngs"`` (25, -50,
+        110, 6) and ``"gatk-original"`` (3, -1, 4, 3), as (match, mismatch, gap_open,
+        gap_extend).
     free_ends : iterable of str or "all", optional
         Semi-global only: which of ``query_start``, ``query_end``, ``target_start``,
         ``target_end`` are free (default all four).
@@ -139,7 +148,7 @@ def align(
     """
     job = resolve_job(queries, targets, how=how, mode=mode, matrix=matrix, match=match,
                       mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
-                      free_ends=free_ends, top_k=top_k, traceback=traceback,
+                      preset=preset, free_ends=free_ends, top_k=top_k, traceback=traceback,
                       cigar_style=cigar_style, clip=clip, backend=backend, progress=progress,
                       traceback_memory=traceback_memory)
     if job.library == "cudf":
@@ -165,10 +174,11 @@ def as_pandas(values: Any) -> Any:
 
 
 def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
-                match: int | None, mismatch: int | None, gap_open: int, gap_extend: int,
-                free_ends: Any, top_k: int | None, traceback: bool, cigar_style: str,
+                match: int | None, mismatch: int | None, gap_open: int | None,
+                gap_extend: int | None, free_ends: Any, top_k: int | None, traceback: bool,
+                cigar_style: str,
                 clip: str | None, backend: str, progress: bool | None,
-                traceback_memory: int | None = None) -> Job:
+                traceback_memory: int | None = None, preset: str | None = None) -> Job:
     """Validate every option of :func:`align` and make every choice once (output library,
     engine), before any work; the :class:`~gpualign_df.job.Job` is passed down.
 
@@ -183,6 +193,8 @@ def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
     """
     validate_job(how, queries, targets, top_k)
     check_options(backend, cigar_style, clip, traceback, progress, traceback_memory)
+    match, mismatch, gap_open, gap_extend = preset_scores(preset, matrix, match, mismatch,
+                                                          gap_open, gap_extend)
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
     parsed_mode = parse_mode(mode, free_ends)
@@ -311,8 +323,9 @@ def align_batches(
     matrix: str | pd.DataFrame | tuple | None = None,
     match: int | None = None,
     mismatch: int | None = None,
-    gap_open: int = 10,
-    gap_extend: int = 1,
+    gap_open: int | None = None,
+    gap_extend: int | None = None,
+    preset: str | None = None,
     free_ends: Iterable[str] | str | None = None,
     top_k: int | None = None,
     traceback: bool = True,
@@ -360,7 +373,7 @@ def align_batches(
     """
     job = resolve_job(queries, targets, how=how, mode=mode, matrix=matrix, match=match,
                       mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
-                      free_ends=free_ends, top_k=top_k, traceback=traceback,
+                      preset=preset, free_ends=free_ends, top_k=top_k, traceback=traceback,
                       cigar_style=cigar_style, clip=clip, backend=backend, progress=progress,
                       traceback_memory=traceback_memory)
     encoded = encode_job(as_pandas(queries), as_pandas(targets), replace(job, library="pandas"))

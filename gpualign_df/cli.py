@@ -42,6 +42,8 @@ FORMATS = ("tsv", "parquet", "sam", "paf", "blast6", "pairwise")
 BACKENDS = ("auto", "cpu", "cuda")
 CIGAR_STYLES = ("=", "M")
 CLIPS = ("none", "soft")
+PRESETS = ("gatk-haplotype-to-reference", "gatk-read-to-haplotype", "gatk-standard-ngs",
+           "gatk-original")
 #: Substitution scores are held as 16-bit table entries: the library refuses larger ones.
 MATRIX_ENTRY_LIMIT = 32767
 #: DP scores stay below 2**29 in magnitude; a single gap costing more can never be scored.
@@ -186,10 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mismatch", type=entry, default=None, metavar="SCORE",
                      help="DNA mismatch score, e.g. -4 (default: none, --matrix)")
     gap = _int_within(0, GAP_COST_LIMIT, "a gap cost")
-    run.add_argument("--gap-open", type=gap, default=10, metavar="COST",
-                     help="cost of a gap's first position, >= 0")
-    run.add_argument("--gap-extend", type=gap, default=1, metavar="COST",
-                     help="cost of each further position of a gap, >= 0")
+    run.add_argument("--gap-open", type=gap, default=None, metavar="COST",
+                     help="cost of a gap's first position, >= 0 (default: 10)")
+    run.add_argument("--gap-extend", type=gap, default=None, metavar="COST",
+                     help="cost of each further position of a gap, >= 0 (default: 1)")
+    run.add_argument("--preset", choices=PRESETS, default=None, metavar="NAME",
+                     help="named scores and gap costs instead of --matrix, --match, "
+                          "--mismatch, --gap-open and --gap-extend, GATK HaplotypeCaller's: "
+                          + ", ".join(PRESETS) + " (their values: the README) "
+                          "(default: none)")
     run.add_argument("--top-k", type=_int_within(1, None, "the number of hits per query"),
                      default=None, metavar="K",
                      help="--how search: keep the best K targets per query (default: all)")

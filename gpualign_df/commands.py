@@ -22,7 +22,7 @@ API_FLAGS = {
     "match": "--match", "mismatch": "--mismatch", "gap_open": "--gap-open",
     "gap_extend": "--gap-extend", "top_k": "--top-k", "cigar_style": "--cigar-style",
     "clip": "--clip", "backend": "--backend", "format": "--format",
-    "traceback_memory": "--traceback-memory",
+    "traceback_memory": "--traceback-memory", "preset": "--preset",
 }
 #: Rewrites applied in order to a library message. Phrases first, then ``name=value`` and
 #: ``name='value'`` spellings, then bare option names as whole words; the bare names are
@@ -164,7 +164,7 @@ def run_align(args: argparse.Namespace) -> int:
     output_format = args.format or format_from_path(args.out)
     _check_flags(args, how, output_format)
     from .api import align_batches
-    from .scoring import make_scoring
+    from .scoring import make_scoring, preset_scores
 
     queries = read_sequences(args.queries)
     targets = read_sequences(args.targets) if args.targets else None
@@ -172,15 +172,17 @@ def run_align(args: argparse.Namespace) -> int:
         raise CliError(f"--how rowwise aligns record k of QUERIES with record k of TARGETS: "
                        f"{args.queries} has {len(queries):,} records, {args.targets} "
                        f"{len(targets):,}")
-    scoring = make_scoring(args.matrix, match=args.match, mismatch=args.mismatch,
-                           gap_open=args.gap_open, gap_extend=args.gap_extend)
+    match, mismatch, gap_open, gap_extend = preset_scores(
+        args.preset, args.matrix, args.match, args.mismatch, args.gap_open, args.gap_extend)
+    scoring = make_scoring(args.matrix, match=match, mismatch=mismatch, gap_open=gap_open,
+                           gap_extend=gap_extend)
     files = [(args.queries, queries)] + ([] if targets is None else [(args.targets, targets)])
     _check_residues(files, scoring, _scoring_flags(args))
     clip = args.clip if args.clip is not None else ("soft" if output_format == "sam" else None)
     started = time.perf_counter()
     options = dict(how=how, mode=args.mode, matrix=args.matrix, match=args.match,
                    mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend,
-                   free_ends=args.free_ends, top_k=args.top_k, traceback=not args.no_traceback,
+                   preset=args.preset, free_ends=args.free_ends, top_k=args.top_k, traceback=not args.no_traceback,
                    cigar_style=args.cigar_style, clip=None if clip == "none" else clip,
                    backend=args.backend, traceback_memory=args.traceback_memory)
     query_seq = queries["seq"]

@@ -369,6 +369,52 @@ def _validate_table(alphabet: str, table: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(table, dtype=np.int32)
 
 
+#: Scoring presets by name: (match, mismatch, gap_open, gap_extend) in this package's
+#: convention (gap costs positive, a gap of length k costs ``gap_open + (k - 1) *
+#: gap_extend``). The ``gatk-*`` ones are GATK HaplotypeCaller's Smith-Waterman parameter
+#: sets, which GATK writes with negative gap weights and charges the same way (a gap's
+#: first residue costs its open weight, each further one its extend weight):
+#: ``NEW_SW_PARAMETERS`` (200, -150, -260, -11), ``ALIGNMENT_TO_BEST_HAPLOTYPE_SW_PARAMETERS``
+#: (10, -15, -30, -5), ``STANDARD_NGS`` (25, -50, -110, -6), ``ORIGINAL_DEFAULT`` (3, -1,
+#: -4, -3).
+PRESETS = {
+    "gatk-haplotype-to-reference": (200, -150, 260, 11),
+    "gatk-read-to-haplotype": (10, -15, 30, 5),
+    "gatk-standard-ngs": (25, -50, 110, 6),
+    "gatk-original": (3, -1, 4, 3),
+}
+#: Gap costs where neither a preset nor the caller gives them.
+DEFAULT_GAP_OPEN, DEFAULT_GAP_EXTEND = 10, 1
+
+
+def preset_scores(preset: str | None, matrix: object, match: int | None,
+                  mismatch: int | None, gap_open: int | None,
+                  gap_extend: int | None) -> tuple[int | None, int | None, int, int]:
+    """``(match, mismatch, gap_open, gap_extend)`` of a call: the preset's where one is
+    named (it sets all four, so none of them nor ``matrix`` may be given too), else the
+    given ones with the default gap costs (10, 1) where they are None.
+
+    Examples
+    --------
+    >>> preset_scores("gatk-haplotype-to-reference", None, None, None, None, None)
+    (200, -150, 260, 11)
+    >>> preset_scores(None, None, 2, -3, None, 2)
+    (2, -3, 10, 2)
+    """
+    if preset is None:
+        return (match, mismatch, DEFAULT_GAP_OPEN if gap_open is None else gap_open,
+                DEFAULT_GAP_EXTEND if gap_extend is None else gap_extend)
+    if not isinstance(preset, str) or preset.lower() not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; use one of {sorted(PRESETS)}")
+    given = [name for name, value in (("matrix", matrix), ("match", match),
+                                      ("mismatch", mismatch), ("gap_open", gap_open),
+                                      ("gap_extend", gap_extend)) if value is not None]
+    if given:
+        raise ValueError(f"preset={preset!r} sets the match and mismatch scores and the gap "
+                         f"costs; do not also pass {', '.join(given)}")
+    return PRESETS[preset.lower()]
+
+
 def blast_to_gap_costs(gap_open: int, gap_extend: int) -> tuple[int, int]:
     """Convert BLAST-style gap costs (a gap of length k costs open + k*extend).
 

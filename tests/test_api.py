@@ -689,3 +689,40 @@ def test_traceback_memory_is_carried_by_the_job():
     assert job.traceback_memory == 1 << 20 and type(job.traceback_memory) is int
     assert gpualign_df.align(["ACGT"], ["ACGT"], traceback_memory=1, match=1, mismatch=-1)[
         "cigar"].tolist() == ["4="]
+
+
+def test_presets_are_gatks_parameter_sets_in_this_packages_costs():
+    """Each preset is GATK's parameter set (the oracle's table, GATK's signs) with the gap
+    weights as positive costs: GATK charges a gap of length k as ours does."""
+    from gatk_oracle import PRESETS as GATK
+
+    from gpualign_df.scoring import PRESETS
+
+    assert set(PRESETS) == set(GATK)
+    for name, (match, mismatch, gap_open, gap_extend) in GATK.items():
+        assert PRESETS[name] == (match, mismatch, -gap_open, -gap_extend)
+
+
+def test_preset_equals_its_values_everywhere_and_refuses_overrides():
+    """A preset gives the frame of its values through align, align_batches and the
+    accessor; it may not be combined with any value it sets, and an unknown name is refused
+    with the names."""
+    from gpualign_df.scoring import PRESETS
+
+    haplotypes = pd.Series(["ACGTTGCAGGTCAAT", "TTGCAGGACGT", "GGGTTTACGT"])
+    references = pd.Series(["TTACGTTGCAGTCAATGG", "ACGTTGCAGGACGTAA", "CCGGGTTACGTA"])
+    match, mismatch, gap_open, gap_extend = PRESETS["gatk-haplotype-to-reference"]
+    expected = gpualign_df.align(haplotypes, references, mode="sg", match=match,
+                                 mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend)
+    options = dict(mode="sg", preset="gatk-haplotype-to-reference")
+    pd.testing.assert_frame_equal(gpualign_df.align(haplotypes, references, **options),
+                                  expected)
+    pd.testing.assert_frame_equal(
+        pd.concat(gpualign_df.align_batches(haplotypes, references, **options)), expected)
+    pd.testing.assert_frame_equal(haplotypes.aln.rowwise(references, **options), expected)
+    assert expected["score"].iloc[0] == 200 * 14 - 260  # 14 matches and a 1 bp deletion
+    for extra in (dict(match=2), dict(gap_open=5), dict(matrix="EDNAFULL")):
+        with pytest.raises(ValueError, match=f"do not also pass {next(iter(extra))}"):
+            gpualign_df.align(haplotypes, references, **options, **extra)
+    with pytest.raises(ValueError, match="unknown preset 'gatk'.*gatk-original"):
+        gpualign_df.align(haplotypes, references, preset="gatk")

@@ -147,6 +147,7 @@ def test_parser_choices_are_the_librarys():
     assert set(cli.MODES) <= set(scoring.MODE_NAMES)
     assert {scoring.MODE_NAMES[m] for m in cli.MODES} == set(scoring.MODE_NAMES.values())
     assert set(cli.MATRICES) == set(scoring.MATRIX_FILES)
+    assert cli.PRESETS == tuple(scoring.PRESETS)
     assert cli.BACKENDS == engine.BACKENDS
     assert cli.CIGAR_STYLES == engine.CIGAR_STYLES
 
@@ -632,3 +633,20 @@ def test_memory_refusal_is_worded_in_flags(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "give a --traceback-memory of at least 330,000 bytes" in err
     assert "--no-traceback" in err and not API_SPELLING.search(err)
+
+
+def test_preset_flag_equals_its_values_and_conflicts_name_flags(tmp_path, capsys):
+    out = tmp_path / "out.tsv"
+    assert main(["align", str(QUERIES), str(TARGETS), "--mode", "sg", "--preset",
+                 "gatk-read-to-haplotype", "--out", str(out)]) == 0
+    written = pd.read_csv(out, sep="\t")
+    queries, targets = read_sequences(QUERIES), read_sequences(TARGETS)
+    expected = gpualign_df.align(queries.seq, targets.seq, mode="sg", match=10, mismatch=-15,
+                                 gap_open=30, gap_extend=5)
+    assert written["score"].tolist() == expected["score"].tolist()
+    assert written["cigar"].tolist() == expected["cigar"].tolist()
+    assert main(["align", str(QUERIES), str(TARGETS), "--preset", "gatk-original",
+                 "--gap-open", "5", "--out", str(tmp_path / "no.tsv")]) == 2
+    message = capsys.readouterr().err
+    assert "--preset gatk-original" in message and "--gap-open" in message
+    assert not (tmp_path / "no.tsv").exists()

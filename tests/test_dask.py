@@ -813,3 +813,14 @@ def test_compute_joins_the_outputs_in_one_task_as_dask_does():
     pd.testing.assert_frame_equal(job.compute(), _concat(parts))
     single = partitioned(pd.Series(["ACGT", "ACGA"]), 1).aln.pairwise(**DNA_OPTIONS)
     assert single.npartitions == 1 and len(single.compute()) == 1
+
+
+def test_rowwise_preset_equals_in_memory(dna):
+    """A preset reaches the workers: the lazy frame equals the in-memory one."""
+    rng = np.random.default_rng(23)
+    mates = [None if s is None else mutate(rng, s, DNA, 0.15) for s in dna]
+    frame = pd.DataFrame({"read": dna.to_numpy(), "mate": mates}, index=dna.index)
+    lazy = partitioned(frame, LAYOUTS[0])
+    options = dict(mode="sg", preset="gatk-haplotype-to-reference")
+    expected = lazy.compute().read.aln.rowwise(lazy.compute().mate, **options)
+    check_equal(lazy.read.aln.rowwise(lazy.mate, **options), expected)

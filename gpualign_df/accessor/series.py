@@ -18,7 +18,7 @@ class SeriesAlignAccessor:
     """Alignment jobs on a Series of sequences: ``series.aln.rowwise/pairwise/search``.
 
     Every method takes the keyword options of :func:`gpualign_df.align` (``mode``,
-    ``matrix``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``free_ends``,
+    ``matrix``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``preset``, ``free_ends``,
     ``traceback``, ``cigar_style``, ``clip``, ``backend``, ``progress``,
     ``traceback_memory``).
 

@@ -181,7 +181,7 @@ class DaskSeriesAlignAccessor:
     """Alignment jobs on a Dask Series of sequences: ``series.aln.rowwise/pairwise/search``.
 
     Every method takes the keyword options of :func:`gpualign_df.align` (``mode``,
-    ``matrix``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``free_ends``,
+    ``matrix``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``preset``, ``free_ends``,
     ``traceback``, ``cigar_style``, ``clip``, ``backend``, ``progress``,
     ``traceback_memory``: one pair's traceback memory on the worker that runs it) and
     returns a lazy ``dask.dataframe.DataFrame``; ``.compute()`` equals the in-memory result
