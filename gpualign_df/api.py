@@ -19,7 +19,7 @@ from .libraries import is_cudf
 from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
                     rowwise_pairs, search_pairs)
 from .results import build_frame, empty_frame
-from .scoring import make_scoring, parse_mode, preset_scores
+from .scoring import OVERHANGS, make_scoring, parse_mode, preset_scores
 
 
 def _labels(values: Any) -> pd.Index:
@@ -61,7 +61,7 @@ def align(
     targets: pd.Series | Sequence[str | None] | Database | None = None,
     *,
     how: str = "rowwise",
-    mode: str = "sw",
+    mode: str | None = None,
     matrix: str | pd.DataFrame | tuple | None = None,
     match: int | None = None,
     mismatch: int | None = None,
@@ -76,6 +76,7 @@ def align(
     backend: str = "auto",
     progress: bool | None = None,
     traceback_memory: int | None = None,
+    overhang: str | None = None,
 ) -> pd.DataFrame:
     """Align sequences pair by pair and return one row per alignment.
 
@@ -91,8 +92,8 @@ def align(
     how : {"rowwise", "pairwise", "search"}
         Job shape: element-wise, all pairs i < j within ``queries``, or every query
         against every target (best first per query).
-    mode : {"sw", "local", "nw", "global", "sg", "semiglobal"}
-        Smith-Waterman, Needleman-Wunsch or semi-global (end gaps free).
+    mode : {"sw", "local", "nw", "global", "sg", "semiglobal"}, optional
+        Smith-Waterman (the default), Needleman-Wunsch or semi-global (end gaps free).
     matrix : str, pandas.DataFrame or (alphabet, table), optional
         Substitution matrix; default EDNAFULL unless ``match``/``mismatch`` are given.
     match, mismatch : int, optional
@@ -130,6 +131,14 @@ def align(
         space (checkpoint rows, then the traceback recomputed block by block): the same
         result for at most twice the work. Default: ``traceback_memory_share`` (a quarter)
         of the free memory of the engine that runs the pair (:mod:`gpualign_df.config`).
+    overhang : {"softclip", "indel", "leading_indel", "ignore"}, optional
+        Align as GATK HaplotypeCaller's Smith-Waterman does (``SmithWatermanJavaAligner``),
+        with this strategy for the query's ends that run past the target (GATK's
+        ``SWOverhangStrategy``): the query is GATK's alternate (a haplotype or read), the
+        target its reference. GATK's rules replace ``mode`` and ``free_ends`` (leave them
+        out) and its tie-breaking this package's (README, "GATK's aligner"); scoring by
+        ``match``/``mismatch`` or a ``preset``; the frame gains GATK's alignment
+        ``offset``. Rowwise and pairwise jobs, on the CPU engine.
 
     Returns
     -------
@@ -150,7 +159,7 @@ def align(
                       mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
                       preset=preset, free_ends=free_ends, top_k=top_k, traceback=traceback,
                       cigar_style=cigar_style, clip=clip, backend=backend, progress=progress,
-                      traceback_memory=traceback_memory)
+                      traceback_memory=traceback_memory, overhang=overhang)
     if job.library == "cudf":
         if job.engine == "cuda":
             from .cudf_path import align_cudf, as_cudf
@@ -178,7 +187,8 @@ def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
                 gap_extend: int | None, free_ends: Any, top_k: int | None, traceback: bool,
                 cigar_style: str,
                 clip: str | None, backend: str, progress: bool | None,
-                traceback_memory: int | None = None, preset: str | None = None) -> Job:
+                traceback_memory: int | None = None, preset: str | None = None,
+                overhang: str | None = None) -> Job:
     """Validate every option of :func:`align` and make every choice once (output library,
     engine), before any work; the :class:`~gpualign_df.job.Job` is passed down.
 
@@ -197,12 +207,39 @@ def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
                                                           gap_open, gap_extend)
     scoring = make_scoring(matrix, match=match, mismatch=mismatch, gap_open=gap_open,
                            gap_extend=gap_extend)
-    parsed_mode = parse_mode(mode, free_ends)
+    if overhang is not None:
+        check_overhang(overhang, how=how, mode=mode, free_ends=free_ends, matrix=matrix,
+                       match=match, clip=clip, cigar_style=cigar_style)
+        mode = "sg"  # the nearest of this package's modes; the engine runs GATK's rules
+    parsed_mode = parse_mode("sw" if mode is None else mode, free_ends)
     # backend="cuda" without a GPU fails here, before any work
-    engine = choose_engine(backend, scoring)
+    engine = choose_engine(backend, scoring, gatk=overhang is not None)
     return Job(how, "cudf" if is_cudf(queries) else "pandas", engine, scoring, parsed_mode,
                top_k, bool(traceback), cigar_style, clip, progress,
-               None if traceback_memory is None else int(traceback_memory))
+               None if traceback_memory is None else int(traceback_memory), overhang)
+
+
+def check_overhang(overhang: object, *, how: str, mode: str | None, free_ends: object,
+                   matrix: object, match: int | None, clip: str | None,
+                   cigar_style: str) -> None:
+    """Refuse, in the caller's options, what GATK's aligner (``overhang``) cannot take."""
+    if overhang not in OVERHANGS:
+        raise ValueError(f"unknown overhang {overhang!r}; use one of {list(OVERHANGS)}")
+    if mode is not None or free_ends is not None:
+        raise ValueError(f"overhang={overhang!r} aligns by GATK's rules, whose ends follow the "
+                         "overhang strategy: leave mode and free_ends out")
+    if how == "search":
+        raise ValueError(f"overhang={overhang!r} (GATK's aligner) aligns given pairs: use "
+                         "how='rowwise' or how='pairwise'")
+    if matrix is not None or match is None:
+        raise ValueError(f"overhang={overhang!r} (GATK's aligner) scores by match and "
+                         "mismatch: pass match and mismatch, or a preset, not a matrix")
+    if clip is not None:
+        raise ValueError(f"overhang={overhang!r} sets how the query's ends are shown (soft "
+                         "clips with 'softclip'): leave clip out")
+    if overhang == "ignore" and cigar_style != "M":
+        raise ValueError("overhang='ignore' folds the query's overhangs into its M elements, "
+                         "which have no =/X form: pass cigar_style='M'")
 
 
 @dataclass(frozen=True)
@@ -250,7 +287,8 @@ def run_rows(encoded: EncodedJob, start: int, stop: int) -> pd.DataFrame:
     else:
         pair_query = pair_target = np.arange(start, stop, dtype=np.int64)
     if len(pair_query) == 0:
-        return empty_frame(job.traceback, queries.labels, targets.labels)
+        return empty_frame(job.traceback, queries.labels, targets.labels,
+                           job.overhang is not None)
     arrays = run_pairs(queries, targets, pair_query, pair_target, job)
     return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
 
@@ -319,7 +357,7 @@ def align_batches(
     targets: pd.Series | Sequence[str | None] | Database | None = None,
     *,
     how: str = "rowwise",
-    mode: str = "sw",
+    mode: str | None = None,
     matrix: str | pd.DataFrame | tuple | None = None,
     match: int | None = None,
     mismatch: int | None = None,
@@ -334,6 +372,7 @@ def align_batches(
     backend: str = "auto",
     progress: bool | None = None,
     traceback_memory: int | None = None,
+    overhang: str | None = None,
 ) -> Iterator[pd.DataFrame]:
     """:func:`align` in batches: yields pandas frames whose concatenation is the frame
     :func:`align` returns, row for row, holding one batch in memory at a time.
@@ -375,7 +414,7 @@ def align_batches(
                       mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
                       preset=preset, free_ends=free_ends, top_k=top_k, traceback=traceback,
                       cigar_style=cigar_style, clip=clip, backend=backend, progress=progress,
-                      traceback_memory=traceback_memory)
+                      traceback_memory=traceback_memory, overhang=overhang)
     encoded = encode_job(as_pandas(queries), as_pandas(targets), replace(job, library="pandas"))
     return _batches_of(encoded, config.settings())
 
@@ -384,7 +423,8 @@ def _batches_of(job: EncodedJob, tuning: config.Settings) -> Iterator[pd.DataFra
     pairs, cells = _query_costs(job)
     bounds = batch_bounds(pairs, cells, tuning.stream_batch_pairs, tuning.stream_batch_cells)
     if len(bounds) < 2:
-        yield empty_frame(job.traceback, job.queries.labels, job.targets.labels)
+        yield empty_frame(job.traceback, job.queries.labels, job.targets.labels,
+                          job.job.overhang is not None)
         return
     with progress_bar(int(cells.sum()), job.job.progress) as bar:  # one bar for all
         batched = replace(job, job=replace(job.job, progress=bar))

@@ -20,5 +20,6 @@ class AlignmentArrays:
     cigar_chars: np.ndarray | None = None
     cigar_offsets: np.ndarray | None = None
     stats: dict[str, np.ndarray] = field(default_factory=dict)
+    offset: np.ndarray | None = None  # GATK's alignment offset (jobs with ``overhang``)
     cells: int = 0
     seconds: float = 0.0

@@ -42,6 +42,7 @@ FORMATS = ("tsv", "parquet", "sam", "paf", "blast6", "pairwise")
 BACKENDS = ("auto", "cpu", "cuda")
 CIGAR_STYLES = ("=", "M")
 CLIPS = ("none", "soft")
+OVERHANGS = ("softclip", "indel", "leading_indel", "ignore")
 PRESETS = ("gatk-haplotype-to-reference", "gatk-read-to-haplotype", "gatk-standard-ngs",
            "gatk-original")
 #: Substitution scores are held as 16-bit table entries: the library refuses larger ones.
@@ -171,9 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rowwise: record k of QUERIES against record k of TARGETS; pairwise: "
                           "all pairs within QUERIES; search: every query against every target "
                           "(default: rowwise with two files, pairwise with one)")
-    run.add_argument("--mode", default="sw", choices=MODES,
+    run.add_argument("--mode", default=None, choices=MODES,
                      help="sw/local: Smith-Waterman; nw/global: Needleman-Wunsch, end gaps "
-                          "charged; sg/semiglobal: end gaps free (see --free-ends)")
+                          "charged; sg/semiglobal: end gaps free (see --free-ends) "
+                          "(default: sw)")
+    run.add_argument("--overhang", default=None, choices=OVERHANGS,
+                     help="align as GATK HaplotypeCaller's Smith-Waterman does, with this "
+                          "strategy for the query's ends that run past the target (instead of "
+                          "--mode; --match/--mismatch or --preset; TSV output, with GATK's "
+                          "offset column) (default: none)")
     run.add_argument("--free-ends", nargs="+", choices=FREE_ENDS, default=None, metavar="END",
                      help="--mode sg: which ends are free, any of " + ", ".join(FREE_ENDS) +
                           "; target_start target_end for read-to-reference (default: all "

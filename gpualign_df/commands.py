@@ -22,7 +22,7 @@ API_FLAGS = {
     "match": "--match", "mismatch": "--mismatch", "gap_open": "--gap-open",
     "gap_extend": "--gap-extend", "top_k": "--top-k", "cigar_style": "--cigar-style",
     "clip": "--clip", "backend": "--backend", "format": "--format",
-    "traceback_memory": "--traceback-memory", "preset": "--preset",
+    "traceback_memory": "--traceback-memory", "preset": "--preset", "overhang": "--overhang",
 }
 #: Rewrites applied in order to a library message. Phrases first, then ``name=value`` and
 #: ``name='value'`` spellings, then bare option names as whole words; the bare names are
@@ -82,8 +82,15 @@ def _check_flags(args: argparse.Namespace, how: str, output_format: str) -> None
     """Refuse flag combinations the library would refuse (or silently ignore) later."""
     if args.top_k is not None and how != "search":
         raise CliError(f"--top-k applies to --how search only, not --how {how}")
+    if args.overhang is not None:
+        if args.mode is not None or args.free_ends:
+            raise CliError("--overhang aligns by GATK's rules, whose ends follow the "
+                           "strategy: drop --mode and --free-ends")
+        if output_format != "tsv":
+            raise CliError(f"--overhang writes tsv (GATK's offset is a column of its own), "
+                           f"not {output_format}")
     if args.free_ends and args.mode not in ("sg", "semiglobal"):
-        raise CliError(f"--free-ends applies to --mode sg only, not --mode {args.mode}")
+        raise CliError(f"--free-ends applies to --mode sg only, not --mode {args.mode or 'sw'}")
     if args.matrix is not None and (args.match is not None or args.mismatch is not None):
         raise CliError("give either --matrix or --match/--mismatch, not both")
     if (args.match is None) != (args.mismatch is None):
@@ -184,11 +191,13 @@ def run_align(args: argparse.Namespace) -> int:
                    mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend,
                    preset=args.preset, free_ends=args.free_ends, top_k=args.top_k, traceback=not args.no_traceback,
                    cigar_style=args.cigar_style, clip=None if clip == "none" else clip,
-                   backend=args.backend, traceback_memory=args.traceback_memory)
+                   backend=args.backend, traceback_memory=args.traceback_memory,
+                   overhang=args.overhang)
     query_seq = queries["seq"]
     target_seq = None if targets is None else targets["seq"]
     with open_results(args.out, output_format, queries=queries,
-                      targets=queries if targets is None else targets, mode=args.mode,
+                      targets=queries if targets is None else targets,
+                      mode=args.mode or ("sg" if args.overhang else "sw"),
                       scoring=scoring, how=how) as writer:
         first_row = None  # for --plot
         if args.gpus is not None or args.scheduler is not None:

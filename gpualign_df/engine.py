@@ -26,7 +26,7 @@ from .encode import EncodedSequences
 from .job import (Job, full_traceback_bytes, needs_linear_space,  # noqa: F401 (public)
                   traceback_budget)
 from .pairs import best_of_rows, search_pairs
-from .kernels import cpu, cpu_lanes, cpu_linear, cpu_search
+from .kernels import cpu, cpu_lanes, cpu_linear, cpu_search, gatk
 from .scoring import MODE_LOCAL, SCORE_LIMIT, Mode, Scoring
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -64,14 +64,15 @@ def check_options(backend: str, cigar_style: str, clip: str | None, traceback: b
         raise ValueError(f"unknown clip {clip!r}; use None or 'soft'")
 
 
-def choose_engine(backend: str, scoring: Scoring | None = None) -> str:
+def choose_engine(backend: str, scoring: Scoring | None = None, gatk: bool = False) -> str:
     """The engine that runs a job: ``"cuda"`` or ``"cpu"``; the one place that decides.
 
     ``"auto"`` takes the GPU when a real one is usable; ``"cuda"`` insists on it (the CUDA
     simulator counts, for tests) and raises ``RuntimeError`` when there is none. Either way
     an alphabet larger than the GPU kernels' shared table, or gap costs whose difference
     the long-pair kernel's border words cannot hold (``gap_open - gap_extend`` of 65,534 or
-    more), runs on the CPU (``scoring`` given), which has no such bound.
+    more), runs on the CPU (``scoring`` given), which has no such bound; so does a job of
+    GATK's aligner (``gatk``: the ``overhang`` option), a CPU kernel.
     """
     from . import gpu  # numba.cuda: imported on the first job, not with the package
 
@@ -90,6 +91,8 @@ def choose_engine(backend: str, scoring: Scoring | None = None) -> str:
 
     from .kernels.band import gap_delta_fits
 
+    if engine == "cuda" and gatk:
+        return "cpu"
     if engine == "cuda" and scoring is not None and (
             len(scoring.alphabet) > MAX_ALPHABET
             or not gap_delta_fits(scoring.gap_open, scoring.gap_extend)):
@@ -147,6 +150,8 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     check_score_range(job.scoring, queries.lengths, targets.lengths)
     pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
+    if job.overhang is not None:
+        return gatk_pairs(queries, targets, pair_query, pair_target, job, traceback)
     if job.engine == "cpu" and not traceback and striped_scores(job):
         return _striped_ends(queries, targets, pair_query, pair_target, job)
     if job.engine == "cpu":
@@ -750,6 +755,80 @@ def lane_groups(pairs: np.ndarray, query_lengths: np.ndarray,
     groups = np.full((len(pairs) + lanes - 1) // lanes * lanes, -1, dtype=np.int64)
     groups[:len(pairs)] = pairs
     return groups.reshape(-1, lanes)[::-1].copy()
+
+
+def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
+               pair_target: np.ndarray, job: Job, traceback: bool) -> AlignmentArrays:
+    """Pairs aligned by GATK's aligner (:mod:`gpualign_df.kernels.gatk`, the job's
+    ``overhang`` strategy): the query is GATK's alternate, the target its reference.
+
+    Columns: ``score`` the end cell's (the alternate's length times ``match`` where it is
+    found whole in the reference), ``offset`` GATK's alignment offset, the CIGAR GATK's
+    (``M`` elements as ``=``/``X`` runs unless ``cigar_style="M"``), coordinates the part
+    of each sequence the CIGAR covers (clamped to the reference under ``"ignore"``, whose
+    overhangs may run past its ends), statistics of the CIGAR (a position past the
+    reference's ends is a mismatch). Without traceback: score and the coordinates' ends.
+    A pair with an empty sequence is refused (GATK aligns non-empty sequences only).
+    """
+    scoring = job.scoring
+    strategy = gatk.STRATEGIES[job.overhang]
+    match, mismatch = int(scoring.matrix[0, 0]), int(scoring.matrix[0, 1])
+    valid = queries.valid[pair_query] & targets.valid[pair_target]
+    q_lengths, t_lengths = queries.lengths[pair_query], targets.lengths[pair_target]
+    empty = np.flatnonzero(valid & ((q_lengths == 0) | (t_lengths == 0)))
+    if len(empty):
+        k = int(empty[0])
+        side = "query" if q_lengths[k] == 0 else "target"
+        raise ValueError(f"GATK's aligner (overhang={job.overhang!r}) aligns non-empty "
+                         f"sequences only: the {side} of query row "
+                         f"{queries.labels[pair_query[k]]!r} is empty")
+    pairs = len(pair_query)
+    columns = {name: np.zeros(pairs, np.int32) for name in (
+        "score", "query_start", "query_end", "target_start", "target_end", "offset",
+        "matches", "mismatches", "gap_opens", "gaps", "length")}
+    texts = [""] * pairs
+    longest = (int(q_lengths[valid].max(initial=0)), int(t_lengths[valid].max(initial=0)))
+    work = gatk.scratch(longest[1], longest[0])
+    out_ops = np.empty(sum(longest) + 4, np.int8)
+    out_lengths = np.empty(sum(longest) + 4, np.int32)
+    cells = int((q_lengths * t_lengths)[valid].sum())
+    with progress_bar(cells, job.progress) as bar:
+        for k in np.flatnonzero(valid):
+            alternate = queries.codes[queries.offsets[pair_query[k]]:
+                                      queries.offsets[pair_query[k] + 1]]
+            reference = targets.codes[targets.offsets[pair_target[k]]:
+                                      targets.offsets[pair_target[k] + 1]]
+            count, offset, best, _end_i, _end_j = gatk.gatk_align(
+                reference, alternate, match, mismatch, -scoring.gap_open, -scoring.gap_extend,
+                strategy, *work)
+            ops, lengths = work[4], work[5]
+            query_start = int(lengths[0]) if ops[0] == gatk.OP_S else 0
+            written, *statistics, query_used, target_used = gatk.describe(
+                ops, lengths, count, reference, alternate, scoring.concrete, query_start,
+                offset, job.cigar_style == "M", out_ops, out_lengths)
+            target_start = min(max(offset, 0), len(reference))
+            values = (best, query_start, query_start + query_used, target_start,
+                      max(target_start, min(offset + target_used, len(reference))), offset,
+                      *statistics)
+            for name, value in zip(("score", "query_start", "query_end", "target_start",
+                                    "target_end", "offset", "matches", "mismatches",
+                                    "gap_opens", "gaps", "length"), values):
+                columns[name][k] = value
+            texts[k] = "".join(f"{out_lengths[e]}{gatk.DESCRIBED[out_ops[e]]}"
+                               for e in range(written))
+            bar.update(len(alternate) * len(reference))
+    out = AlignmentArrays(valid=valid, score=columns["score"], query_end=columns["query_end"],
+                          target_end=columns["target_end"], offset=columns["offset"])
+    if traceback:
+        out.query_start, out.target_start = columns["query_start"], columns["target_start"]
+        encoded = [text.encode() for text in texts]
+        out.cigar_chars = np.frombuffer(b"".join(encoded), np.uint8).copy()
+        out.cigar_offsets = np.zeros(pairs + 1, np.int64)
+        np.cumsum([len(text) for text in encoded], out=out.cigar_offsets[1:])
+        out.stats = {name: columns[name] for name in ("matches", "mismatches", "gap_opens",
+                                                      "gaps", "length")}
+    out.cells = cells
+    return out
 
 
 def _assemble_cigars(out: AlignmentArrays, ops_chunks, op_counts, query_lengths, cigar_style,

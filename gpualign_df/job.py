@@ -37,7 +37,8 @@ class Job:
         The engine that runs the alignments, chosen once by
         :func:`gpualign_df.engine.choose_engine` (backend, GPU present, alphabet size).
     scoring, mode : Scoring, Mode
-        Validated scoring and mode.
+        Validated scoring and mode (with ``overhang``: semi-global with every end free,
+        the nearest of this package's modes; GATK's engine follows its own rules).
     top_k : int or None
         Search only: the best k per query.
     traceback : bool
@@ -51,6 +52,10 @@ class Job:
         Bytes that one pair's traceback may take; a pair whose 4-bit traceback matrix is
         larger is traced back in linear space. None: the share ``traceback_memory_share`` of
         the free memory of the engine that runs it (:func:`traceback_budget`).
+    overhang : str or None
+        GATK's aligner with this overhang strategy (``"softclip"``, ``"indel"``,
+        ``"leading_indel"``, ``"ignore"``) instead of ``mode``; None: the package's own
+        alignment.
     """
 
     how: str
@@ -64,6 +69,7 @@ class Job:
     clip: str | None = None
     progress: object = None
     traceback_memory: int | None = None
+    overhang: str | None = None
 
 
 def traceback_budget(job_traceback_memory: int | None, available: int,

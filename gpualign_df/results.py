@@ -32,11 +32,14 @@ def cigar_strings(chars: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> 
     return pd.Series(pd.array(array, dtype=CIGAR_DTYPE))
 
 
-def empty_frame(traceback: bool, query_labels: pd.Index, target_labels: pd.Index) -> pd.DataFrame:
-    """A zero-row result frame with the right columns and dtypes."""
+def empty_frame(traceback: bool, query_labels: pd.Index, target_labels: pd.Index,
+                offset: bool = False) -> pd.DataFrame:
+    """A zero-row result frame with the right columns and dtypes (``offset``: with GATK's
+    offset column, as jobs with ``overhang`` have)."""
     nothing = np.zeros(0, dtype=np.int64)
     arrays = AlignmentArrays(valid=np.zeros(0, bool), score=np.zeros(0, np.int32),
-                             query_end=np.zeros(0, np.int32), target_end=np.zeros(0, np.int32))
+                             query_end=np.zeros(0, np.int32), target_end=np.zeros(0, np.int32),
+                             offset=np.zeros(0, np.int32) if offset else None)
     if traceback:
         arrays.query_start = arrays.target_start = np.zeros(0, np.int32)
         arrays.cigar_chars, arrays.cigar_offsets = np.zeros(0, np.uint8), np.zeros(1, np.int64)
@@ -61,7 +64,7 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
     if arrays.cigar_chars is None:
         columns["query_end"] = _nullable_int32(arrays.query_end, valid)
         columns["target_end"] = _nullable_int32(arrays.target_end, valid)
-        return pd.DataFrame(columns, copy=False)
+        return _with_offset(columns, arrays)
     for name in COORDINATES:
         columns[name] = _nullable_int32(getattr(arrays, name), valid)
     columns["cigar"] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets, valid).array
@@ -71,4 +74,11 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
     identity = np.divide(arrays.stats["matches"], length, out=np.zeros(len(valid)),
                          where=length > 0)
     columns["identity"] = pd.arrays.FloatingArray(identity, ~valid)
+    return _with_offset(columns, arrays)
+
+
+def _with_offset(columns: dict, arrays: AlignmentArrays) -> pd.DataFrame:
+    """The frame of ``columns``, with GATK's ``offset`` last where the job has one."""
+    if arrays.offset is not None:
+        columns["offset"] = _nullable_int32(arrays.offset, arrays.valid)
     return pd.DataFrame(columns, copy=False)

@@ -51,6 +51,9 @@ MODE_NAMES = {
     "sg": MODE_SEMIGLOBAL, "semiglobal": MODE_SEMIGLOBAL, "semi-global": MODE_SEMIGLOBAL,
 }
 FREE_END_NAMES = ("query_start", "query_end", "target_start", "target_end")
+#: GATK's overhang strategies (``SWOverhangStrategy``), the values of ``overhang``: GATK's
+#: aligner instead of the modes above (:mod:`gpualign_df.kernels.gatk`).
+OVERHANGS = ("softclip", "indel", "leading_indel", "ignore")
 
 #: Scores must stay below this bound in magnitude (int32 DP cells with headroom for -inf).
 SCORE_LIMIT = 1 << 29

@@ -824,3 +824,17 @@ def test_rowwise_preset_equals_in_memory(dna):
     options = dict(mode="sg", preset="gatk-haplotype-to-reference")
     expected = lazy.compute().read.aln.rowwise(lazy.compute().mate, **options)
     check_equal(lazy.read.aln.rowwise(lazy.mate, **options), expected)
+
+
+def test_rowwise_overhang_equals_in_memory(dna):
+    """GATK's aligner through Dask: the lazy frame (with its offset column) equals the
+    in-memory one."""
+    rng = np.random.default_rng(24)
+    mates = ["ACGT" if s is None else mutate(rng, s, DNA, 0.15) or "A" for s in dna]
+    reads = ["ACGA" if s is None else s or "C" for s in dna]
+    frame = pd.DataFrame({"read": reads, "mate": mates}, index=dna.index)
+    lazy = partitioned(frame, LAYOUTS[0])
+    options = dict(preset="gatk-read-to-haplotype", overhang="softclip")
+    expected = lazy.compute().read.aln.rowwise(lazy.compute().mate, **options)
+    assert "offset" in expected.columns
+    check_equal(lazy.read.aln.rowwise(lazy.mate, **options), expected)

@@ -1,0 +1,292 @@
+"""GATK HaplotypeCaller's Smith-Waterman (``SmithWatermanJavaAligner``), one pair at a time
+on the CPU: the rules of that aligner, which are not this package's (README, "GATK's
+aligner").
+
+The reference is the rows (the target here) and the alternate the columns (the query).
+Weights are GATK's signs: ``match`` > 0, ``mismatch``, ``w_open`` and ``w_extend`` <= 0;
+a gap of length k scores ``w_open + (k - 1) * w_extend``.
+
+* No zero floor: cells go negative (never below ``CUTOFF``). Row 0 and column 0 are 0, or
+  the gap's score for the ``INDEL`` and ``LEADING_INDEL`` strategies.
+* A cell takes the diagonal, else the alternate-only gap (I), else the reference-only gap
+  (D) on ties; each gap state keeps the better of opening a gap here and extending its best
+  open one, the extension on a tie (the longer gap), with that gap's length, so the
+  traceback jumps a whole gap.
+* End cell: ``INDEL`` the corner; otherwise the best of the last column, the largest
+  reference end on ties; for ``SOFTCLIP`` and ``IGNORE`` then a bottom-row cell that
+  scores more, or the same closer to the diagonal.
+* ``SOFTCLIP`` and ``IGNORE`` first look for the alternate in the reference exactly (its
+  last occurrence) and align it there without the matrix.
+
+:func:`gatk_align` returns GATK's CIGAR elements (M, I, D, S) and alignment offset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..scoring import OVERHANGS
+
+#: The overhang strategies (GATK's ``SWOverhangStrategy``), by the option's names.
+SOFTCLIP, INDEL, LEADING_INDEL, IGNORE = range(4)
+STRATEGIES = dict(zip(OVERHANGS, (SOFTCLIP, INDEL, LEADING_INDEL, IGNORE)))
+#: CIGAR element codes of :func:`gatk_align`.
+OP_M, OP_I, OP_D, OP_S = range(4)
+#: Cells never fall below this (GATK's floor against overflow).
+CUTOFF = -100_000_000
+#: A gap state before any gap is open (GATK's ``Integer.MIN_VALUE / 2``).
+LOW = -(1 << 30)
+
+
+@njit(cache=True, nogil=True)
+def last_occurrence(reference, alternate) -> int:
+    """The last position of ``alternate`` in ``reference`` (code for code), or -1."""
+    m, n = len(reference), len(alternate)
+    for start in range(m - n, -1, -1):
+        found = True
+        for k in range(n):
+            if reference[start + k] != alternate[k]:
+                found = False
+                break
+        if found:
+            return start
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, score, back,
+          down_best, down_size):
+    """GATK's matrix: ``score[i, j]`` and ``back[i, j]`` (0 the diagonal, -k an I of k
+    residues, +k a D of k)."""
+    m, n = len(reference), len(alternate)
+    with_borders = strategy == INDEL or strategy == LEADING_INDEL
+    for j in range(n + 1):
+        score[0, j] = w_open + (j - 1) * w_extend if with_borders and j > 0 else 0
+        down_best[j] = LOW
+        down_size[j] = 0
+    for i in range(1, m + 1):
+        score[i, 0] = w_open + (i - 1) * w_extend if with_borders else 0
+        right_best = LOW
+        right_size = 0
+        for j in range(1, n + 1):
+            diagonal = score[i - 1, j - 1] + (match if reference[i - 1] == alternate[j - 1]
+                                              else mismatch)
+            opened = score[i - 1, j] + w_open
+            extended = down_best[j] + w_extend
+            if opened > extended:
+                down_best[j] = opened
+                down_size[j] = 1
+            else:
+                down_best[j] = extended
+                down_size[j] += 1
+            opened = score[i, j - 1] + w_open
+            extended = right_best + w_extend
+            if opened > extended:
+                right_best = opened
+                right_size = 1
+            else:
+                right_best = extended
+                right_size += 1
+            if diagonal >= down_best[j] and diagonal >= right_best:
+                score[i, j] = max(CUTOFF, diagonal)
+                back[i, j] = 0
+            elif right_best >= down_best[j]:
+                score[i, j] = max(CUTOFF, right_best)
+                back[i, j] = -right_size
+            else:
+                score[i, j] = max(CUTOFF, down_best[j])
+                back[i, j] = down_size[j]
+
+
+@njit(cache=True, nogil=True)
+def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy, score, back,
+               down_best, down_size, ops, lengths):
+    """Align one non-empty pair as GATK does; ``score`` and ``back`` are (at least) (m + 1)
+    x (n + 1) int32 scratch, ``down_best`` / ``down_size`` n + 1, ``ops`` / ``lengths`` m
+    + n + 2. Returns ``(elements, offset, best, end_i, end_j)``: the CIGAR's elements in
+    ``ops``/``lengths`` from its start, GATK's alignment offset, the end cell's score and
+    the end cell (its reference and alternate ends)."""
+    m, n = len(reference), len(alternate)
+    if strategy == SOFTCLIP or strategy == IGNORE:
+        found = last_occurrence(reference, alternate)
+        if found >= 0:
+            ops[0] = OP_M
+            lengths[0] = n
+            return 1, found, n * match, found + n, n
+    _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, score, back,
+          down_best, down_size)
+    p1 = m
+    p2 = n
+    segment = 0
+    if strategy != INDEL:
+        best = score[1, n]
+        p1 = 1
+        for i in range(2, m + 1):  # the last column, the largest row on ties
+            if score[i, n] >= best:
+                best = score[i, n]
+                p1 = i
+        if strategy != LEADING_INDEL:
+            for j in range(1, n + 1):  # the bottom row: more, or as much nearer the diagonal
+                value = score[m, j]
+                if value > best or (value == best and abs(m - j) < abs(p1 - p2)):
+                    p1 = m
+                    p2 = j
+                    best = value
+                    segment = n - j
+    best = score[p1, p2]
+    end_i = p1
+    end_j = p2
+    # elements from the end back to the start, then reversed
+    count = 0
+    if segment > 0 and strategy == SOFTCLIP:
+        ops[0] = OP_S
+        lengths[0] = segment
+        count = 1
+        segment = 0
+    state = OP_M
+    while True:
+        step = back[p1, p2]
+        if step > 0:
+            new = OP_D
+            length = step
+            p1 -= length
+        elif step < 0:
+            new = OP_I
+            length = -step
+            p2 -= length
+        else:
+            new = OP_M
+            length = 1
+            p1 -= 1
+            p2 -= 1
+        if new == state:
+            segment += length
+        else:
+            ops[count] = state
+            lengths[count] = segment
+            count += 1
+            segment = length
+            state = new
+        if not (p1 > 0 and p2 > 0):
+            break
+    if strategy == SOFTCLIP:
+        ops[count] = state
+        lengths[count] = segment
+        count += 1
+        if p2 > 0:
+            ops[count] = OP_S
+            lengths[count] = p2
+            count += 1
+        offset = p1
+    elif strategy == IGNORE:
+        ops[count] = state
+        lengths[count] = segment + p2
+        count += 1
+        offset = p1 - p2
+    else:
+        ops[count] = state
+        lengths[count] = segment
+        count += 1
+        if p1 > 0:
+            ops[count] = OP_D
+            lengths[count] = p1
+            count += 1
+        elif p2 > 0:
+            ops[count] = OP_I
+            lengths[count] = p2
+            count += 1
+        offset = 0
+    # reverse in place, then merge neighbours and drop empty elements (writes never pass
+    # the element being read)
+    for k in range(count // 2):
+        other = count - 1 - k
+        ops[k], ops[other] = ops[other], ops[k]
+        lengths[k], lengths[other] = lengths[other], lengths[k]
+    merged = 0
+    for k in range(count):
+        if lengths[k] == 0:
+            continue
+        if merged > 0 and ops[merged - 1] == ops[k]:
+            lengths[merged - 1] += lengths[k]
+            continue
+        ops[merged] = ops[k]
+        lengths[merged] = lengths[k]
+        merged += 1
+    return merged, offset, best, end_i, end_j
+
+
+def scratch(m: int, n: int) -> tuple[np.ndarray, ...]:
+    """Scratch arrays of :func:`gatk_align` for pairs up to m x n."""
+    return (np.empty((m + 1, n + 1), np.int32), np.empty((m + 1, n + 1), np.int32),
+            np.empty(n + 1, np.int32), np.empty(n + 1, np.int32),
+            np.empty(m + n + 2, np.int8), np.empty(m + n + 2, np.int32))
+
+
+#: Codes of the CIGAR operations :func:`describe` writes (``=``, ``X``, ``I``, ``D``, ``S``,
+#: ``M``), as their letters.
+DESCRIBED = "=XIDSM"
+
+
+@njit(cache=True, nogil=True)
+def describe(ops, lengths, count, reference, alternate, concrete, query_start, target_start,
+             merge, out_ops, out_lengths):
+    """The CIGAR of GATK's elements in this package's style, and its statistics.
+
+    Elements start at alternate position ``query_start`` and reference position
+    ``target_start`` (GATK's offset: negative, or running past the reference, only under
+    ``IGNORE``, whose M elements take the alternate's overhangs). An M position is ``=``
+    where both residues are the same concrete one, else ``X`` (a position outside the
+    reference included); ``merge`` keeps M elements as they are. Writes the operations
+    (:data:`DESCRIBED` codes) to ``out_ops``/``out_lengths`` and returns ``(count,
+    matches, mismatches, gap_opens, gaps, length, query_consumed, target_consumed)``."""
+    m = len(reference)
+    q = query_start
+    t = target_start
+    written = 0
+    matches = 0
+    mismatches = 0
+    gap_opens = 0
+    gaps = 0
+    length = 0
+    for k in range(count):
+        op = ops[k]
+        run = lengths[k]
+        if op == OP_S:
+            code = 4
+        elif op == OP_I or op == OP_D:
+            code = 2 if op == OP_I else 3
+            gap_opens += 1
+            gaps += run
+            length += run
+        if op != OP_M:
+            if written > 0 and out_ops[written - 1] == code:
+                out_lengths[written - 1] += run
+            else:
+                out_ops[written] = code
+                out_lengths[written] = run
+                written += 1
+            if op == OP_I:
+                q += run
+            elif op == OP_D:
+                t += run
+            continue  # (a leading S is in ``query_start`` already, a trailing one ends it)
+        length += run
+        for _ in range(run):
+            inside = 0 <= t < m
+            same = inside and reference[t] == alternate[q] and concrete[alternate[q]] != 0
+            if same:
+                matches += 1
+            else:
+                mismatches += 1
+            code = 5 if merge else (0 if same else 1)
+            if written > 0 and out_ops[written - 1] == code:
+                out_lengths[written - 1] += 1
+            else:
+                out_ops[written] = code
+                out_lengths[written] = 1
+                written += 1
+            q += 1
+            t += 1
+    return (written, matches, mismatches, gap_opens, gaps, length, q - query_start,
+            t - target_start)
