@@ -768,11 +768,12 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
     of each sequence the CIGAR covers (clamped to the reference under ``"ignore"``, whose
     overhangs may run past its ends), statistics of the CIGAR (a position past the
     reference's ends is a mismatch). Without traceback: score and the coordinates' ends.
-    A pair with an empty sequence is refused (GATK aligns non-empty sequences only).
+    A pair with an empty sequence is refused (GATK aligns non-empty sequences only), and so
+    is a job whose largest pair's traceback matrix (4 bytes a cell: GATK's traceback
+    jumps whole gaps, so a cell keeps its gap's length) exceeds ``traceback_memory`` or,
+    without it, the host budget. Pairs
+    run in chunks on worker threads, each with scratch for its largest pair.
     """
-    scoring = job.scoring
-    strategy = gatk.STRATEGIES[job.overhang]
-    match, mismatch = int(scoring.matrix[0, 0]), int(scoring.matrix[0, 1])
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     q_lengths, t_lengths = queries.lengths[pair_query], targets.lengths[pair_target]
     empty = np.flatnonzero(valid & ((q_lengths == 0) | (t_lengths == 0)))
@@ -782,41 +783,39 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
         raise ValueError(f"GATK's aligner (overhang={job.overhang!r}) aligns non-empty "
                          f"sequences only: the {side} of query row "
                          f"{queries.labels[pair_query[k]]!r} is empty")
+    need = 4 * (q_lengths + 1) * (t_lengths + 1) * valid
+    budget = (job.traceback_memory if job.traceback_memory is not None
+              else host_budget(config.settings()))
+    if len(need) and need.max() > budget:
+        k = int(need.argmax())
+        raise HostMemoryError(
+            f"GATK's aligner (overhang={job.overhang!r}) keeps a pair's whole traceback "
+            f"matrix, 4 bytes a cell (a gap's length): query row {queries.labels[pair_query[k]]!r} "
+            f"({q_lengths[k]:,} x {t_lengths[k]:,}) needs {gib(int(need[k]))}, more than the "
+            f"{gib(budget)} a pair may take (traceback_memory)")
     pairs = len(pair_query)
-    columns = {name: np.zeros(pairs, np.int32) for name in (
-        "score", "query_start", "query_end", "target_start", "target_end", "offset",
-        "matches", "mismatches", "gap_opens", "gaps", "length")}
+    columns = {name: np.zeros(pairs, np.int32) for name in GATK_COLUMNS}
     texts = [""] * pairs
-    longest = (int(q_lengths[valid].max(initial=0)), int(t_lengths[valid].max(initial=0)))
-    work = gatk.scratch(longest[1], longest[0])
-    out_ops = np.empty(sum(longest) + 4, np.int8)
-    out_lengths = np.empty(sum(longest) + 4, np.int32)
+    order = np.flatnonzero(valid)
+    order = order[np.argsort(-need[order], kind="stable")]  # costliest first
+    threads = max(1, min(numba.get_num_threads(), budget // max(int(need.max(initial=1)), 1)))
+    chunk = max(1, len(order) // (threads * 8))
+    strategy = gatk.STRATEGIES[job.overhang]
+
+    def item(rows: np.ndarray):
+        def run(control: np.ndarray, slot: int) -> None:
+            work = gatk.scratch(int(t_lengths[rows].max()), int(q_lengths[rows].max()))
+            for k in rows:
+                if control[0]:
+                    return
+                texts[k] = _gatk_pair(queries, targets, pair_query[k], pair_target[k], job,
+                                      strategy, work, columns, k)
+                control[1 + slot] += int(q_lengths[k] * t_lengths[k])
+        return run
+
+    work_items = [item(order[start:start + chunk]) for start in range(0, len(order), chunk)]
     cells = int((q_lengths * t_lengths)[valid].sum())
-    with progress_bar(cells, job.progress) as bar:
-        for k in np.flatnonzero(valid):
-            alternate = queries.codes[queries.offsets[pair_query[k]]:
-                                      queries.offsets[pair_query[k] + 1]]
-            reference = targets.codes[targets.offsets[pair_target[k]]:
-                                      targets.offsets[pair_target[k] + 1]]
-            count, offset, best, _end_i, _end_j = gatk.gatk_align(
-                reference, alternate, match, mismatch, -scoring.gap_open, -scoring.gap_extend,
-                strategy, *work)
-            ops, lengths = work[4], work[5]
-            query_start = int(lengths[0]) if ops[0] == gatk.OP_S else 0
-            written, *statistics, query_used, target_used = gatk.describe(
-                ops, lengths, count, reference, alternate, scoring.concrete, query_start,
-                offset, job.cigar_style == "M", out_ops, out_lengths)
-            target_start = min(max(offset, 0), len(reference))
-            values = (best, query_start, query_start + query_used, target_start,
-                      max(target_start, min(offset + target_used, len(reference))), offset,
-                      *statistics)
-            for name, value in zip(("score", "query_start", "query_end", "target_start",
-                                    "target_end", "offset", "matches", "mismatches",
-                                    "gap_opens", "gaps", "length"), values):
-                columns[name][k] = value
-            texts[k] = "".join(f"{out_lengths[e]}{gatk.DESCRIBED[out_ops[e]]}"
-                               for e in range(written))
-            bar.update(len(alternate) * len(reference))
+    _run_counted(work_items, threads, cells, job.progress, config.settings().progress_interval)
     out = AlignmentArrays(valid=valid, score=columns["score"], query_end=columns["query_end"],
                           target_end=columns["target_end"], offset=columns["offset"])
     if traceback:
@@ -829,6 +828,34 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
                                                       "gaps", "length")}
     out.cells = cells
     return out
+
+
+#: Columns of :func:`gatk_pairs`, in the order :func:`_gatk_pair` fills them.
+GATK_COLUMNS = ("score", "query_start", "query_end", "target_start", "target_end", "offset",
+                "matches", "mismatches", "gap_opens", "gaps", "length")
+
+
+def _gatk_pair(queries: EncodedSequences, targets: EncodedSequences, query: int, target: int,
+               job: Job, strategy: int, work: tuple, columns: dict, k: int) -> str:
+    """One pair of :func:`gatk_pairs`: its columns at row ``k``; returns its CIGAR."""
+    scoring = job.scoring
+    alternate = queries.codes[queries.offsets[query]:queries.offsets[query + 1]]
+    reference = targets.codes[targets.offsets[target]:targets.offsets[target + 1]]
+    count, offset, best, _end_i, _end_j = gatk.gatk_align(
+        reference, alternate, int(scoring.matrix[0, 0]), int(scoring.matrix[0, 1]),
+        -scoring.gap_open, -scoring.gap_extend, strategy, *work[:6])
+    ops, lengths, out_ops, out_lengths = work[4], work[5], work[6], work[7]
+    query_start = int(lengths[0]) if ops[0] == gatk.OP_S else 0
+    written, *statistics, query_used, target_used = gatk.describe(
+        ops, lengths, count, reference, alternate, scoring.concrete, query_start, offset,
+        job.cigar_style == "M", out_ops, out_lengths)
+    target_start = min(max(offset, 0), len(reference))
+    values = (best, query_start, query_start + query_used, target_start,
+              max(target_start, min(offset + target_used, len(reference))), offset,
+              *statistics)
+    for name, value in zip(GATK_COLUMNS, values):
+        columns[name][k] = value
+    return "".join(f"{out_lengths[e]}{gatk.DESCRIBED[out_ops[e]]}" for e in range(written))
 
 
 def _assemble_cigars(out: AlignmentArrays, ops_chunks, op_counts, query_lengths, cigar_style,

@@ -55,56 +55,60 @@ def last_occurrence(reference, alternate) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, score, back,
-          down_best, down_size):
-    """GATK's matrix: ``score[i, j]`` and ``back[i, j]`` (0 the diagonal, -k an I of k
-    residues, +k a D of k)."""
+def _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, rows, column,
+          back, down_best, down_size):
+    """GATK's matrix, row by row: ``back[i, j]`` (0 the diagonal, -k an I of k residues, +k
+    a D of k) for every cell; of the scores only the last column (``column[i]``) and the
+    last row (``rows[m % 2]``), all the end cell needs. ``rows``: two rows of n + 1."""
     m, n = len(reference), len(alternate)
     with_borders = strategy == INDEL or strategy == LEADING_INDEL
+    above = rows[0]
     for j in range(n + 1):
-        score[0, j] = w_open + (j - 1) * w_extend if with_borders and j > 0 else 0
+        above[j] = w_open + (j - 1) * w_extend if with_borders and j > 0 else 0
         down_best[j] = LOW
         down_size[j] = 0
+    column[0] = above[n]
     for i in range(1, m + 1):
-        score[i, 0] = w_open + (i - 1) * w_extend if with_borders else 0
+        above = rows[(i - 1) % 2]
+        here = rows[i % 2]
+        left = w_open + (i - 1) * w_extend if with_borders else 0
+        here[0] = left
+        residue = reference[i - 1]
         right_best = LOW
         right_size = 0
         for j in range(1, n + 1):
-            diagonal = score[i - 1, j - 1] + (match if reference[i - 1] == alternate[j - 1]
-                                              else mismatch)
-            opened = score[i - 1, j] + w_open
+            diagonal = above[j - 1] + (match if residue == alternate[j - 1] else mismatch)
+            # selects, not branches (the comparisons follow the data): an extension wins
+            # a tie with an opening, the diagonal any tie, then the I state
+            opened = above[j] + w_open
             extended = down_best[j] + w_extend
-            if opened > extended:
-                down_best[j] = opened
-                down_size[j] = 1
-            else:
-                down_best[j] = extended
-                down_size[j] += 1
-            opened = score[i, j - 1] + w_open
+            extends = extended >= opened
+            down = extended if extends else opened
+            down_length = down_size[j] + 1 if extends else 1
+            down_best[j] = down
+            down_size[j] = down_length
+            opened = left + w_open
             extended = right_best + w_extend
-            if opened > extended:
-                right_best = opened
-                right_size = 1
-            else:
-                right_best = extended
-                right_size += 1
-            if diagonal >= down_best[j] and diagonal >= right_best:
-                score[i, j] = max(CUTOFF, diagonal)
-                back[i, j] = 0
-            elif right_best >= down_best[j]:
-                score[i, j] = max(CUTOFF, right_best)
-                back[i, j] = -right_size
-            else:
-                score[i, j] = max(CUTOFF, down_best[j])
-                back[i, j] = down_size[j]
+            extends = extended >= opened
+            right_best = extended if extends else opened
+            right_size = right_size + 1 if extends else 1
+            takes_diagonal = (diagonal >= down) & (diagonal >= right_best)
+            takes_right = right_best >= down
+            gap = right_best if takes_right else down
+            value = diagonal if takes_diagonal else gap
+            step = 0 if takes_diagonal else (-right_size if takes_right else down_length)
+            left = max(CUTOFF, value)
+            here[j] = left
+            back[i, j] = step
+        column[i] = left
 
 
 @njit(cache=True, nogil=True)
 def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy, score, back,
                down_best, down_size, ops, lengths):
-    """Align one non-empty pair as GATK does; ``score`` and ``back`` are (at least) (m + 1)
-    x (n + 1) int32 scratch, ``down_best`` / ``down_size`` n + 1, ``ops`` / ``lengths`` m
-    + n + 2. Returns ``(elements, offset, best, end_i, end_j)``: the CIGAR's elements in
+    """Align one non-empty pair as GATK does; ``score`` is (at least) 3 x (max(m, n) + 1)
+    and ``back`` (m + 1) x (n + 1) int32 scratch, ``down_best`` / ``down_size`` n + 1,
+    ``ops`` / ``lengths`` m + n + 2. Returns ``(elements, offset, best, end_i, end_j)``: the CIGAR's elements in
     ``ops``/``lengths`` from its start, GATK's alignment offset, the end cell's score and
     the end cell (its reference and alternate ends)."""
     m, n = len(reference), len(alternate)
@@ -114,27 +118,29 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
             ops[0] = OP_M
             lengths[0] = n
             return 1, found, n * match, found + n, n
-    _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, score, back,
-          down_best, down_size)
+    rows, column = score[:2], score[2]
+    _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, rows, column,
+          back, down_best, down_size)
+    bottom = rows[m % 2]
     p1 = m
     p2 = n
     segment = 0
+    best = column[m]
     if strategy != INDEL:
-        best = score[1, n]
+        best = column[1]
         p1 = 1
         for i in range(2, m + 1):  # the last column, the largest row on ties
-            if score[i, n] >= best:
-                best = score[i, n]
+            if column[i] >= best:
+                best = column[i]
                 p1 = i
         if strategy != LEADING_INDEL:
             for j in range(1, n + 1):  # the bottom row: more, or as much nearer the diagonal
-                value = score[m, j]
+                value = bottom[j]
                 if value > best or (value == best and abs(m - j) < abs(p1 - p2)):
                     p1 = m
                     p2 = j
                     best = value
                     segment = n - j
-    best = score[p1, p2]
     end_i = p1
     end_j = p2
     # elements from the end back to the start, then reversed
@@ -217,10 +223,12 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
 
 
 def scratch(m: int, n: int) -> tuple[np.ndarray, ...]:
-    """Scratch arrays of :func:`gatk_align` for pairs up to m x n."""
-    return (np.empty((m + 1, n + 1), np.int32), np.empty((m + 1, n + 1), np.int32),
+    """Scratch arrays of :func:`gatk_align` (its last six arguments) and :func:`describe`
+    (its last two) for pairs up to m x n."""
+    return (np.empty((3, max(m, n) + 1), np.int32), np.empty((m + 1, n + 1), np.int32),
             np.empty(n + 1, np.int32), np.empty(n + 1, np.int32),
-            np.empty(m + n + 2, np.int8), np.empty(m + n + 2, np.int32))
+            np.empty(m + n + 2, np.int8), np.empty(m + n + 2, np.int32),
+            np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32))
 
 
 #: Codes of the CIGAR operations :func:`describe` writes (``=``, ``X``, ``I``, ``D``, ``S``,
