@@ -791,8 +791,8 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
         raise HostMemoryError(
             f"GATK's aligner (overhang={job.overhang!r}) keeps a pair's whole traceback "
             f"matrix, 4 bytes a cell (a gap's length): query row {queries.labels[pair_query[k]]!r} "
-            f"({q_lengths[k]:,} x {t_lengths[k]:,}) needs {gib(int(need[k]))}, more than the "
-            f"{gib(budget)} a pair may take (traceback_memory)")
+            f"({q_lengths[k]:,} x {t_lengths[k]:,}) needs {int(need[k]):,} bytes, more than "
+            f"the {int(budget):,} a pair may take (traceback_memory)")
     pairs = len(pair_query)
     columns = {name: np.zeros(pairs, np.int32) for name in GATK_COLUMNS}
     texts = [""] * pairs
