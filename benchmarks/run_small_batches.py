@@ -9,9 +9,12 @@ two assemblies are colinear there). Batches of 1, 25, 125 and 293 pairs (the iss
 2,000; each the median of ``--repeat`` warm calls. ``--compare-one-thread`` also times them
 with every pair on the one-thread-per-pair kernel (the planner's rule before small jobs
 went to the band kernel: ``inter_max_cells`` 2**22, ``inter_min_pairs`` 0), and checks the
-frames are identical.
+frames are identical. ``--compare-cpu`` times the CPU engine on them too (frames
+compared); ``--gatk`` adds GATK's own aligner (``overhang=``, CPU engine,
+``preset="gatk-haplotype-to-reference"``) under each overhang strategy.
 
-``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]``
+``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
+[--compare-cpu] [--gatk]``
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from benchmarks.harness import add_data_dir, read_fasta
 #: GATK's NEW_SW_PARAMETERS (haplotype to reference), semi-global with CIGARs.
 OPTIONS = dict(mode="sg", match=200, mismatch=-150, gap_open=260, gap_extend=11,
                backend="cuda", progress=False)
+#: GATK's aligner on the same pairs (the overhang strategy added per column).
+GATK_OPTIONS = dict(preset="gatk-haplotype-to-reference", backend="cpu", progress=False)
 BATCHES = (1, 25, 125, 293, 2000)
 REFERENCE, HAPLOTYPE, INSET = 700, 600, 50
 
@@ -34,6 +39,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20, help="warm calls (median)")
     parser.add_argument("--compare-one-thread", action="store_true",
                         help="also time every pair on the one-thread-per-pair kernel")
+    parser.add_argument("--compare-cpu", action="store_true",
+                        help="also time the CPU engine (backend='cpu') and compare frames")
+    parser.add_argument("--gatk", action="store_true",
+                        help="also time GATK's aligner (overhang=..., the CPU engine)")
     add_data_dir(parser)
     args = parser.parse_args()
     import numpy as np
@@ -48,8 +57,10 @@ def main() -> int:
     name = name.decode() if isinstance(name, bytes) else name
     print(f"device: {name}; haplotypes of {HAPLOTYPE} bp vs {REFERENCE} bp windows, "
           f"semi-global + CIGAR; median of {args.repeat} warm calls")
-    print("| pairs | GCUPS | ours | every pair one thread | frames identical |")
-    print("|---:|---:|---:|---:|---|")
+    strategies = ("softclip", "indel", "leading_indel", "ignore") if args.gatk else ()
+    print("| pairs | GCUPS | ours | every pair one thread | frames identical | CPU engine "
+          "(frames identical) |" + "".join(f" GATK {name} |" for name in strategies))
+    print("|---:|---:|---:|---:|---|---|" + "---:|" * len(strategies))
     for count in BATCHES:
         starts = np.linspace(0, span, count, dtype=np.int64)
         references = pd.Series([hg38[start:start + REFERENCE] for start in starts])
@@ -57,13 +68,13 @@ def main() -> int:
                                 for start in starts])
         cells = float((haplotypes.str.len() * references.str.len()).sum())
 
-        def median(**changes):
+        def median(options=OPTIONS, **changes):
             with config.override(**changes):
-                frame = haplotypes.aln.rowwise(references, **OPTIONS)
+                frame = haplotypes.aln.rowwise(references, **options)
                 times = []
                 for _ in range(args.repeat):
                     started = time.perf_counter()
-                    frame = haplotypes.aln.rowwise(references, **OPTIONS)
+                    frame = haplotypes.aln.rowwise(references, **options)
                     times.append(time.perf_counter() - started)
             return float(np.median(times)), frame
 
@@ -72,8 +83,14 @@ def main() -> int:
         if args.compare_one_thread:
             one_thread, one_frame = median(inter_max_cells=1 << 22, inter_min_pairs=0)
             other, same = f"{one_thread * 1e3:.2f} ms", str(one_frame.equals(frame))
+        on_cpu = "-"
+        if args.compare_cpu:
+            cpu_seconds, cpu_frame = median(dict(OPTIONS, backend="cpu"))
+            on_cpu = f"{cpu_seconds * 1e3:.2f} ms ({cpu_frame.equals(frame)})"
+        gatk = "".join(f" {median(GATK_OPTIONS | dict(overhang=name, cigar_style='M'))[0] * 1e3:.2f} ms |"
+                       for name in strategies)
         print(f"| {count:,} | {cells / seconds / 1e9:,.1f} | {seconds * 1e3:.2f} ms | {other} "
-              f"| {same} |", flush=True)
+              f"| {same} | {on_cpu} |{gatk}", flush=True)
     return 0
 
 
