@@ -154,6 +154,13 @@ def align(
     ...                           gap_open=5, gap_extend=2)
     >>> frame[["score", "target_start", "target_end", "cigar"]].values.tolist()
     [[16, 2, 10, '8=']]
+
+    GATK HaplotypeCaller's aligner, a haplotype whose end runs past its reference window:
+
+    >>> gatk = gpualign_df.align(["CCCCCGGG"], ["AAACCCCC"], preset="gatk-original",
+    ...                          overhang="softclip", cigar_style="M")
+    >>> gatk[["cigar", "offset", "query_start", "query_end", "target_start"]].values.tolist()
+    [['5M3S', 3, 0, 5, 3]]
     """
     job = resolve_job(queries, targets, how=how, mode=mode, matrix=matrix, match=match,
                       mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend,
