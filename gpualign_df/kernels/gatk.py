@@ -104,13 +104,21 @@ def _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, row
 
 
 @njit(cache=True, nogil=True)
+def _append(ops, lengths, count, op, length):
+    """Element ``count`` set to ``length`` of ``op``; the next free slot."""
+    ops[count] = op
+    lengths[count] = length
+    return count + 1
+
+
+@njit(cache=True, nogil=True)
 def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy, score, back,
                down_best, down_size, ops, lengths):
     """Align one non-empty pair as GATK does; ``score`` is (at least) 3 x (max(m, n) + 1)
     and ``back`` (m + 1) x (n + 1) int32 scratch, ``down_best`` / ``down_size`` n + 1,
-    ``ops`` / ``lengths`` m + n + 2. Returns ``(elements, offset, best, end_i, end_j)``: the CIGAR's elements in
-    ``ops``/``lengths`` from its start, GATK's alignment offset, the end cell's score and
-    the end cell (its reference and alternate ends)."""
+    ``ops`` / ``lengths`` m + n + 4. Returns ``(elements, offset, best, end_i, end_j)``:
+    the CIGAR's elements in ``ops``/``lengths`` from its start, GATK's alignment offset,
+    the end cell's score and the end cell (its reference and alternate ends)."""
     m, n = len(reference), len(alternate)
     if strategy == SOFTCLIP or strategy == IGNORE:
         found = last_occurrence(reference, alternate)
@@ -145,10 +153,8 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
     end_j = p2
     # elements from the end back to the start, then reversed
     count = 0
-    if segment > 0 and strategy == SOFTCLIP:
-        ops[0] = OP_S
-        lengths[0] = segment
-        count = 1
+    if strategy == SOFTCLIP:  # the alternate's end past the reference's: clipped
+        count = _append(ops, lengths, count, OP_S, segment)
         segment = 0
     state = OP_M
     while True:
@@ -169,39 +175,22 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
         if new == state:
             segment += length
         else:
-            ops[count] = state
-            lengths[count] = segment
-            count += 1
+            count = _append(ops, lengths, count, state, segment)
             segment = length
             state = new
         if not (p1 > 0 and p2 > 0):
             break
+    # the run the walk was in (with the alternate's start under IGNORE), then what is left
+    # of the start: clipped, a gap from the corner, or nothing (IGNORE folds it in); empty
+    # elements are dropped below
+    count = _append(ops, lengths, count, state, segment + (p2 if strategy == IGNORE else 0))
     if strategy == SOFTCLIP:
-        ops[count] = state
-        lengths[count] = segment
-        count += 1
-        if p2 > 0:
-            ops[count] = OP_S
-            lengths[count] = p2
-            count += 1
+        count = _append(ops, lengths, count, OP_S, p2)
         offset = p1
     elif strategy == IGNORE:
-        ops[count] = state
-        lengths[count] = segment + p2
-        count += 1
         offset = p1 - p2
     else:
-        ops[count] = state
-        lengths[count] = segment
-        count += 1
-        if p1 > 0:
-            ops[count] = OP_D
-            lengths[count] = p1
-            count += 1
-        elif p2 > 0:
-            ops[count] = OP_I
-            lengths[count] = p2
-            count += 1
+        count = _append(ops, lengths, count, OP_D if p1 > 0 else OP_I, p1 if p1 > 0 else p2)
         offset = 0
     # reverse in place, then merge neighbours and drop empty elements (writes never pass
     # the element being read)
@@ -227,7 +216,7 @@ def scratch(m: int, n: int) -> tuple[np.ndarray, ...]:
     (its last two) for pairs up to m x n."""
     return (np.empty((3, max(m, n) + 1), np.int32), np.empty((m + 1, n + 1), np.int32),
             np.empty(n + 1, np.int32), np.empty(n + 1, np.int32),
-            np.empty(m + n + 2, np.int8), np.empty(m + n + 2, np.int32),
+            np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32),
             np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32))
 
 
