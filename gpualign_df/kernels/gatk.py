@@ -129,7 +129,16 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
     rows, column = score[:2], score[2]
     _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, rows, column,
           back, down_best, down_size)
-    bottom = rows[m % 2]
+    count, offset, best, end_i, end_j = walk(m, n, column, rows[m % 2], back, strategy, ops,
+                                             lengths)
+    return count, offset, best, end_i, end_j
+
+
+@njit(cache=True, nogil=True)
+def walk(m, n, column, bottom, back, strategy, ops, lengths):
+    """GATK's end cell of an m x n matrix (its last column ``column[0..m]``, its last row
+    ``bottom[0..n]``) and its walk through ``back``: ``(elements, offset, best, end_i,
+    end_j)`` as :func:`gatk_align` returns them."""
     p1 = m
     p2 = n
     segment = 0
