@@ -129,9 +129,7 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
     rows, column = score[:2], score[2]
     _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, rows, column,
           back, down_best, down_size)
-    count, offset, best, end_i, end_j = walk(m, n, column, rows[m % 2], back, strategy, ops,
-                                             lengths)
-    return count, offset, best, end_i, end_j
+    return walk(m, n, column, rows[m % 2], back, strategy, ops, lengths)
 
 
 @njit(cache=True, nogil=True)
