@@ -797,25 +797,27 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
     columns = {name: np.zeros(pairs, np.int32) for name in GATK_COLUMNS}
     texts = [""] * pairs
     order = np.flatnonzero(valid)
-    order = order[np.argsort(-need[order], kind="stable")]  # costliest first
-    threads = max(1, min(numba.get_num_threads(), budget // max(int(need.max(initial=1)), 1)))
-    chunk = max(1, len(order) // (threads * 8))
-    strategy = gatk.STRATEGIES[job.overhang]
+    order = order[np.lexsort((-q_lengths[order], -t_lengths[order]))]  # similar pairs together
+    groups = [order[start:start + gatk.LANES] for start in range(0, len(order), gatk.LANES)]
+    threads = max(1, numba.get_num_threads())
+    lanes = [len(group) > 1 and _lane_bytes(q_lengths[group], t_lengths[group])
+             <= budget // threads for group in groups]
+    largest = max([_lane_bytes(q_lengths[group], t_lengths[group]) if in_lanes
+                   else int(need[group].max()) for group, in_lanes in zip(groups, lanes)]
+                  or [1])
+    threads = max(1, min(threads, budget // max(largest, 1)))
 
-    def item(rows: np.ndarray):
+    def item(group: np.ndarray, in_lanes: bool):
         def run(control: np.ndarray, slot: int) -> None:
-            work = gatk.scratch(int(t_lengths[rows].max()), int(q_lengths[rows].max()))
-            for k in rows:
-                if control[0]:
-                    return
-                texts[k] = _gatk_pair(queries, targets, pair_query[k], pair_target[k], job,
-                                      strategy, work, columns, k)
-                control[1 + slot] += int(q_lengths[k] * t_lengths[k])
+            if not control[0]:
+                _gatk_group(queries, targets, pair_query[group], pair_target[group], group,
+                            in_lanes, job, columns, texts)
+            control[1 + slot] += int((q_lengths[group] * t_lengths[group]).sum())
         return run
 
-    work_items = [item(order[start:start + chunk]) for start in range(0, len(order), chunk)]
     cells = int((q_lengths * t_lengths)[valid].sum())
-    _run_counted(work_items, threads, cells, job.progress, config.settings().progress_interval)
+    _run_counted([item(group, in_lanes) for group, in_lanes in zip(groups, lanes)], threads,
+                 cells, job.progress, config.settings().progress_interval)
     out = AlignmentArrays(valid=valid, score=columns["score"], query_end=columns["query_end"],
                           target_end=columns["target_end"], offset=columns["offset"])
     if traceback:
@@ -830,24 +832,75 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
     return out
 
 
-#: Columns of :func:`gatk_pairs`, in the order :func:`_gatk_pair` fills them.
+#: Columns of :func:`gatk_pairs`, in the order :func:`_gatk_columns` fills them.
 GATK_COLUMNS = ("score", "query_start", "query_end", "target_start", "target_end", "offset",
                 "matches", "mismatches", "gap_opens", "gaps", "length")
 
 
-def _gatk_pair(queries: EncodedSequences, targets: EncodedSequences, query: int, target: int,
-               job: Job, strategy: int, work: tuple, columns: dict, k: int) -> str:
-    """One pair of :func:`gatk_pairs`: its columns at row ``k``; returns its CIGAR."""
+def _lane_bytes(query_lengths: np.ndarray, target_lengths: np.ndarray) -> int:
+    """Bytes of the steps of a :func:`gatk.fill_lanes` group of these pairs."""
+    return 4 * gatk.LANES * (int(query_lengths.max()) + 1) * (int(target_lengths.max()) + 1)
+
+
+def _gatk_group(queries: EncodedSequences, targets: EncodedSequences, query_rows: np.ndarray,
+                target_rows: np.ndarray, rows: np.ndarray, in_lanes: bool, job: Job,
+                columns: dict, texts: list) -> None:
+    """Pairs ``rows`` of :func:`gatk_pairs` (query and target ``query_rows`` /
+    ``target_rows``): each found whole in its reference (``softclip``, ``ignore``) or run
+    alone, one at a time; the others side by side in :func:`gatk.fill_lanes` lanes where
+    ``in_lanes``. Their columns and CIGARs go to row ``rows[k]``."""
     scoring = job.scoring
-    alternate = queries.codes[queries.offsets[query]:queries.offsets[query + 1]]
-    reference = targets.codes[targets.offsets[target]:targets.offsets[target + 1]]
-    count, offset, best, _end_i, _end_j = gatk.gatk_align(
-        reference, alternate, int(scoring.matrix[0, 0]), int(scoring.matrix[0, 1]),
-        -scoring.gap_open, -scoring.gap_extend, strategy, *work[:6])
-    ops, lengths, out_ops, out_lengths = work[4], work[5], work[6], work[7]
+    strategy = gatk.STRATEGIES[job.overhang]
+    weights = (int(scoring.matrix[0, 0]), int(scoring.matrix[0, 1]), -scoring.gap_open,
+               -scoring.gap_extend, strategy)
+    alternates = [queries.codes[queries.offsets[row]:queries.offsets[row + 1]]
+                  for row in query_rows]
+    references = [targets.codes[targets.offsets[row]:targets.offsets[row + 1]]
+                  for row in target_rows]
+    m = max(len(reference) for reference in references)
+    n = max(len(alternate) for alternate in alternates)
+    out = (np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32))
+    lane = [k for k in range(len(rows)) if in_lanes and not (
+        strategy in (gatk.SOFTCLIP, gatk.IGNORE)
+        and gatk.last_occurrence(references[k], alternates[k]) >= 0)]
+    if len(lane) > 1:
+        reference = np.full((m, gatk.LANES), gatk.REFERENCE_PADDING, np.uint8)
+        alternate = np.full((n, gatk.LANES), gatk.ALTERNATE_PADDING, np.uint8)
+        reference_lengths = np.ones(gatk.LANES, np.int64)
+        alternate_lengths = np.ones(gatk.LANES, np.int64)
+        for slot, k in enumerate(lane):
+            reference[:len(references[k]), slot] = references[k]
+            alternate[:len(alternates[k]), slot] = alternates[k]
+            reference_lengths[slot], alternate_lengths[slot] = (len(references[k]),
+                                                                len(alternates[k]))
+        column, bottom, back = gatk.lane_scratch(m, n)
+        gatk.fill_lanes(reference, alternate, reference_lengths, alternate_lengths, *weights,
+                        column, bottom, back)
+        for slot, k in enumerate(lane):
+            result = gatk.walk_lane(slot, len(references[k]), len(alternates[k]), column,
+                                    bottom, back, strategy, *out)
+            texts[rows[k]] = _gatk_columns(result, references[k], alternates[k], job, out,
+                                           columns, rows[k])
+    alone = [k for k in range(len(rows)) if k not in lane or len(lane) < 2]
+    if alone:
+        work = gatk.scratch(m, n)
+        for k in alone:
+            result = gatk.gatk_align(references[k], alternates[k], *weights, *work[:6])
+            texts[rows[k]] = _gatk_columns(result, references[k], alternates[k], job,
+                                           work[4:6], columns, rows[k])
+
+
+def _gatk_columns(result: tuple, reference: np.ndarray, alternate: np.ndarray, job: Job,
+                  elements: tuple, columns: dict, k: int) -> str:
+    """Row ``k``'s columns of :func:`gatk_pairs` from GATK's elements (``result`` and
+    ``elements`` as :func:`gatk.gatk_align` returns and fills them); returns its CIGAR."""
+    count, offset, best, _end_i, _end_j = result
+    ops, lengths = elements
+    out_ops = np.empty(len(reference) + len(alternate) + 4, np.int8)
+    out_lengths = np.empty(len(out_ops), np.int32)
     query_start = int(lengths[0]) if ops[0] == gatk.OP_S else 0
     written, *statistics, query_used, target_used = gatk.describe(
-        ops, lengths, count, reference, alternate, scoring.concrete, query_start, offset,
+        ops, lengths, count, reference, alternate, job.scoring.concrete, query_start, offset,
         job.cigar_style == "M", out_ops, out_lengths)
     target_start = min(max(offset, 0), len(reference))
     values = (best, query_start, query_start + query_used, target_start,

@@ -218,6 +218,112 @@ def walk(m, n, column, bottom, back, strategy, ops, lengths):
     return merged, offset, best, end_i, end_j
 
 
+#: Pairs :func:`fill_lanes` fills at once, the lane innermost (vector instructions).
+LANES = 16
+#: Codes of a lane's padding in its reference and its alternate: never equal to each other
+#: or to a residue's code, so that a padding cell never matches.
+REFERENCE_PADDING, ALTERNATE_PADDING = 254, 253
+
+
+@njit(cache=True, nogil=True)
+def fill_lanes(reference, alternate, reference_lengths, alternate_lengths, match, mismatch,
+               w_open, w_extend, strategy, column, bottom, back):
+    """:func:`_fill` of ``LANES`` pairs in lockstep: ``reference`` / ``alternate`` hold
+    their codes ``[position, lane]`` (padded to the longest), ``column`` (M + 1) x LANES
+    gets each lane's own last column, ``bottom`` (N + 1) x LANES its own last row,
+    ``back`` (M + 1) * (N + 1) * LANES int32 the steps ``[i, j, lane]``. A lane's cells
+    depend on cells above and left of them only, so the padding beyond its lengths
+    (computed, never matching) never reaches them; every cell's values and step are
+    :func:`_fill`'s.
+
+    The cell loop is written for LLVM's vectoriser: int32 throughout (numba widens int32
+    sums to int64), three arrays only (it checks at run time that a vector loop's arrays
+    do not overlap, and gives up on loops that need many such checks), the state carried
+    along a row in an array, and an unsigned index for the steps (a signed one gets a
+    negative-index fix-up it cannot see through)."""
+    rows_all, columns_all = reference.shape[0], alternate.shape[0]
+    with_borders = strategy == INDEL or strategy == LEADING_INDEL
+    match, mismatch = np.int32(match), np.int32(mismatch)
+    w_open, w_extend = np.int32(w_open), np.int32(w_extend)
+    one, zero = np.int32(1), np.int32(0)
+    low, cutoff = np.int32(LOW), np.int32(CUTOFF)
+    # work[j]: H (of the row above, then of this row), the D state and its length, the
+    # alternate's code; state: the diagonal H, the H to the left, the I state and its
+    # length, the row's reference code
+    work = np.empty((columns_all + 1, 4, LANES), np.int32)
+    state = np.empty((5, LANES), np.int32)
+    for j in range(columns_all + 1):
+        border = np.int32(w_open + (j - 1) * w_extend) if with_borders and j > 0 else zero
+        for lane in range(LANES):
+            work[j, 0, lane] = border
+            work[j, 1, lane] = low
+            work[j, 2, lane] = zero
+            work[j, 3, lane] = np.int32(alternate[j - 1, lane]) if j > 0 else zero
+    for lane in range(LANES):
+        column[0, lane] = work[alternate_lengths[lane], 0, lane]
+    row_words = np.uint64((columns_all + 1) * LANES)
+    for i in range(1, rows_all + 1):
+        border = np.int32(w_open + (i - 1) * w_extend) if with_borders else zero
+        corner = np.int32(w_open + (i - 2) * w_extend) if with_borders and i > 1 else zero
+        for lane in range(LANES):
+            state[0, lane] = corner
+            state[1, lane] = border
+            state[2, lane] = low
+            state[3, lane] = zero
+            state[4, lane] = np.int32(reference[i - 1, lane])
+        row = np.uint64(i) * row_words
+        for j in range(1, columns_all + 1):
+            at = row + np.uint64(j * LANES)
+            for lane in range(LANES):
+                up = work[j, 0, lane]
+                diagonal = np.int32(state[0, lane] + (
+                    match if state[4, lane] == work[j, 3, lane] else mismatch))
+                opened = np.int32(up + w_open)
+                extended = np.int32(work[j, 1, lane] + w_extend)
+                extends = extended >= opened
+                down = extended if extends else opened
+                down_length = np.int32(work[j, 2, lane] + one) if extends else one
+                work[j, 1, lane] = down
+                work[j, 2, lane] = down_length
+                opened = np.int32(state[1, lane] + w_open)
+                extended = np.int32(state[2, lane] + w_extend)
+                extends = extended >= opened
+                across = extended if extends else opened
+                across_length = np.int32(state[3, lane] + one) if extends else one
+                state[2, lane] = across
+                state[3, lane] = across_length
+                takes_diagonal = (diagonal >= down) & (diagonal >= across)
+                takes_right = across >= down
+                value = diagonal if takes_diagonal else (across if takes_right else down)
+                value = value if value > cutoff else cutoff
+                state[0, lane] = up
+                state[1, lane] = value
+                work[j, 0, lane] = value
+                back[at + np.uint64(lane)] = zero if takes_diagonal else (
+                    np.int32(-across_length) if takes_right else down_length)
+        for lane in range(LANES):
+            if i <= reference_lengths[lane]:
+                column[i, lane] = work[alternate_lengths[lane], 0, lane]
+            if i == reference_lengths[lane]:
+                for j in range(columns_all + 1):
+                    bottom[j, lane] = work[j, 0, lane]
+
+
+@njit(cache=True, nogil=True)
+def walk_lane(lane, m, n, column, bottom, back, strategy, ops, lengths):
+    """:func:`walk` of lane ``lane`` of a :func:`fill_lanes` fill (``back`` as it filled
+    it, flat)."""
+    steps = back.reshape(column.shape[0], bottom.shape[0], LANES)
+    return walk(m, n, column[:, lane], bottom[:, lane], steps[:, :, lane], strategy, ops,
+                lengths)
+
+
+def lane_scratch(m: int, n: int) -> tuple[np.ndarray, ...]:
+    """The last three arguments of :func:`fill_lanes` for pairs up to m x n."""
+    return (np.empty((m + 1, LANES), np.int32), np.empty((n + 1, LANES), np.int32),
+            np.empty((m + 1) * (n + 1) * LANES, np.int32))
+
+
 def scratch(m: int, n: int) -> tuple[np.ndarray, ...]:
     """Scratch arrays of :func:`gatk_align` (its last six arguments) and :func:`describe`
     (its last two) for pairs up to m x n."""
