@@ -771,8 +771,9 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
     A pair with an empty sequence is refused (GATK aligns non-empty sequences only), and so
     is a job whose largest pair's traceback matrix (4 bytes a cell: GATK's traceback
     jumps whole gaps, so a cell keeps its gap's length) exceeds ``traceback_memory`` or,
-    without it, the host budget. Pairs
-    run in chunks on worker threads, each with scratch for its largest pair.
+    without it, the host budget. Pairs run in groups of ``gatk.LANES`` alike in size on
+    worker threads, side by side in vector lanes (:func:`gatk.fill_lanes`) where the
+    group's steps fit a thread's share of that budget, else one at a time.
     """
     valid = queries.valid[pair_query] & targets.valid[pair_target]
     q_lengths, t_lengths = queries.lengths[pair_query], targets.lengths[pair_target]
