@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from . import config
 from .arrays import AlignmentArrays
-from .encode import EncodedSequences
+from .encode import EncodedSequences, plain_label
 from .job import (Job, full_traceback_bytes, needs_linear_space,  # noqa: F401 (public)
                   traceback_budget)
 from .pairs import best_of_rows, search_pairs
@@ -783,15 +783,16 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
         side = "query" if q_lengths[k] == 0 else "target"
         raise ValueError(f"GATK's aligner (overhang={job.overhang!r}) aligns non-empty "
                          f"sequences only: the {side} of query row "
-                         f"{queries.labels[pair_query[k]]!r} is empty")
+                         f"{plain_label(queries.labels[pair_query[k]])!r} is empty")
     need = 4 * (q_lengths + 1) * (t_lengths + 1) * valid
     budget = (job.traceback_memory if job.traceback_memory is not None
               else host_budget(config.settings()))
     if len(need) and need.max() > budget:
         k = int(need.argmax())
+        label = plain_label(queries.labels[pair_query[k]])
         raise HostMemoryError(
             f"GATK's aligner (overhang={job.overhang!r}) keeps a pair's whole traceback "
-            f"matrix, 4 bytes a cell (a gap's length): query row {queries.labels[pair_query[k]]!r} "
+            f"matrix, 4 bytes a cell (a gap's length): query row {label!r} "
             f"({q_lengths[k]:,} x {t_lengths[k]:,}) needs {int(need[k]):,} bytes, more than "
             f"the {int(budget):,} a pair may take (traceback_memory)")
     pairs = len(pair_query)

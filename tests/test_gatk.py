@@ -216,10 +216,11 @@ def test_command_line_refuses_overhang_with_a_mode_or_another_format(tmp_path, c
 def test_a_pair_whose_traceback_cannot_fit_is_refused_before_any_work():
     """GATK's traceback keeps every cell (4 bytes): a pair over ``traceback_memory`` is
     refused naming the row, its size and what it needs."""
-    with pytest.raises(MemoryError, match=r"query row 1 \(40 x 50\) needs 8,364 bytes, "
+    with pytest.raises(MemoryError, match=r"query row 11 \(40 x 50\) needs 8,364 bytes, "
                                           r"more than the 8,363 .*traceback_memory"):
-        gpualign_df.align(["ACGT", "A" * 40], ["ACGTT", "C" * 50], match=2, mismatch=-3,
-                          overhang="indel", backend="cpu", traceback_memory=4 * 41 * 51 - 1)
+        gpualign_df.align(pd.Series(["ACGT", "A" * 40], index=[10, 11]), ["ACGTT", "C" * 50],
+                          match=2, mismatch=-3, overhang="indel", backend="cpu",
+                          traceback_memory=4 * 41 * 51 - 1)
     frame = gpualign_df.align(["ACGT", "A" * 40], ["ACGTT", "C" * 50], match=2, mismatch=-3,
                               overhang="indel", backend="cpu", traceback_memory=4 * 41 * 51)
     assert frame["cigar"][1] == gatk_align("C" * 50, "A" * 40, 2, -3, -10, -1, "indel")[0]
