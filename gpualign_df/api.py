@@ -192,8 +192,7 @@ def as_pandas(values: Any) -> Any:
 def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
                 match: int | None, mismatch: int | None, gap_open: int | None,
                 gap_extend: int | None, free_ends: Any, top_k: int | None, traceback: bool,
-                cigar_style: str,
-                clip: str | None, backend: str, progress: bool | None,
+                cigar_style: str, clip: str | None, backend: str, progress: bool | None,
                 traceback_memory: int | None = None, preset: str | None = None,
                 overhang: str | None = None) -> Job:
     """Validate every option of :func:`align` and make every choice once (output library,
