@@ -796,8 +796,9 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
             f"({q_lengths[k]:,} x {t_lengths[k]:,}) needs {int(need[k]):,} bytes, more than "
             f"the {int(budget):,} a pair may take (traceback_memory)")
     pairs = len(pair_query)
-    columns = {name: np.zeros(pairs, np.int32) for name in GATK_COLUMNS}
-    texts = [""] * pairs
+    values = np.zeros((len(GATK_COLUMNS), pairs), np.int32)
+    columns = dict(zip(GATK_COLUMNS, values))
+    texts = [b""] * pairs
     order = np.flatnonzero(valid)
     order = order[np.lexsort((-q_lengths[order], -t_lengths[order]))]  # similar pairs together
     groups = [order[start:start + gatk.LANES] for start in range(0, len(order), gatk.LANES)]
@@ -813,7 +814,7 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
         def run(control: np.ndarray, slot: int) -> None:
             if not control[0]:
                 _gatk_group(queries, targets, pair_query[group], pair_target[group], group,
-                            in_lanes, job, columns, texts)
+                            in_lanes, job, values, texts)
             control[1 + slot] += int((q_lengths[group] * t_lengths[group]).sum())
         return run
 
@@ -824,17 +825,16 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
                           target_end=columns["target_end"], offset=columns["offset"])
     if traceback:
         out.query_start, out.target_start = columns["query_start"], columns["target_start"]
-        encoded = [text.encode() for text in texts]
-        out.cigar_chars = np.frombuffer(b"".join(encoded), np.uint8).copy()
+        out.cigar_chars = np.frombuffer(b"".join(texts), np.uint8).copy()
         out.cigar_offsets = np.zeros(pairs + 1, np.int64)
-        np.cumsum([len(text) for text in encoded], out=out.cigar_offsets[1:])
+        np.cumsum([len(text) for text in texts], out=out.cigar_offsets[1:])
         out.stats = {name: columns[name] for name in ("matches", "mismatches", "gap_opens",
                                                       "gaps", "length")}
     out.cells = cells
     return out
 
 
-#: Columns of :func:`gatk_pairs`, in the order :func:`_gatk_columns` fills them.
+#: Columns of :func:`gatk_pairs`, in the order :func:`gatk.row_of` fills them.
 GATK_COLUMNS = ("score", "query_start", "query_end", "target_start", "target_end", "offset",
                 "matches", "mismatches", "gap_opens", "gaps", "length")
 
@@ -846,11 +846,12 @@ def _lane_bytes(query_lengths: np.ndarray, target_lengths: np.ndarray) -> int:
 
 def _gatk_group(queries: EncodedSequences, targets: EncodedSequences, query_rows: np.ndarray,
                 target_rows: np.ndarray, rows: np.ndarray, in_lanes: bool, job: Job,
-                columns: dict, texts: list) -> None:
+                values: np.ndarray, texts: list) -> None:
     """Pairs ``rows`` of :func:`gatk_pairs` (query and target ``query_rows`` /
     ``target_rows``): each found whole in its reference (``softclip``, ``ignore``) or run
     alone, one at a time; the others side by side in :func:`gatk.fill_lanes` lanes where
-    ``in_lanes``. Their columns and CIGARs go to row ``rows[k]``."""
+    ``in_lanes``. Their columns go to ``values[:, rows[k]]``, their CIGARs to
+    ``texts[rows[k]]``."""
     scoring = job.scoring
     strategy = gatk.STRATEGIES[job.overhang]
     weights = (int(scoring.matrix[0, 0]), int(scoring.matrix[0, 1]), -scoring.gap_open,
@@ -861,7 +862,17 @@ def _gatk_group(queries: EncodedSequences, targets: EncodedSequences, query_rows
                   for row in target_rows]
     m = max(len(reference) for reference in references)
     n = max(len(alternate) for alternate in alternates)
-    out = (np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32))
+    elements = (np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32))
+    described = (np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32))
+    text = np.empty(2 * (m + n) + 8, np.uint8)
+    merge = job.cigar_style == "M"
+
+    def finish(k: int, result: tuple, ops_lengths: tuple) -> None:
+        count, offset, best, _end_i, _end_j = result
+        size = gatk.row_of(count, offset, best, *ops_lengths, references[k], alternates[k],
+                           scoring.concrete, merge, *described, values, rows[k], text)
+        texts[rows[k]] = text[:size].tobytes()
+
     lane = [k for k in range(len(rows)) if in_lanes and not (
         strategy in (gatk.SOFTCLIP, gatk.IGNORE)
         and gatk.last_occurrence(references[k], alternates[k]) >= 0)]
@@ -879,38 +890,14 @@ def _gatk_group(queries: EncodedSequences, targets: EncodedSequences, query_rows
         gatk.fill_lanes(reference, alternate, reference_lengths, alternate_lengths, *weights,
                         column, bottom, back)
         for slot, k in enumerate(lane):
-            result = gatk.walk_lane(slot, len(references[k]), len(alternates[k]), column,
-                                    bottom, back, strategy, *out)
-            texts[rows[k]] = _gatk_columns(result, references[k], alternates[k], job, out,
-                                           columns, rows[k])
+            finish(k, gatk.walk_lane(slot, len(references[k]), len(alternates[k]), column,
+                                     bottom, back, strategy, *elements), elements)
     alone = [k for k in range(len(rows)) if k not in lane or len(lane) < 2]
     if alone:
         work = gatk.scratch(m, n)
         for k in alone:
-            result = gatk.gatk_align(references[k], alternates[k], *weights, *work[:6])
-            texts[rows[k]] = _gatk_columns(result, references[k], alternates[k], job,
-                                           work[4:6], columns, rows[k])
-
-
-def _gatk_columns(result: tuple, reference: np.ndarray, alternate: np.ndarray, job: Job,
-                  elements: tuple, columns: dict, k: int) -> str:
-    """Row ``k``'s columns of :func:`gatk_pairs` from GATK's elements (``result`` and
-    ``elements`` as :func:`gatk.gatk_align` returns and fills them); returns its CIGAR."""
-    count, offset, best, _end_i, _end_j = result
-    ops, lengths = elements
-    out_ops = np.empty(len(reference) + len(alternate) + 4, np.int8)
-    out_lengths = np.empty(len(out_ops), np.int32)
-    query_start = int(lengths[0]) if ops[0] == gatk.OP_S else 0
-    written, *statistics, query_used, target_used = gatk.describe(
-        ops, lengths, count, reference, alternate, job.scoring.concrete, query_start, offset,
-        job.cigar_style == "M", out_ops, out_lengths)
-    target_start = min(max(offset, 0), len(reference))
-    values = (best, query_start, query_start + query_used, target_start,
-              max(target_start, min(offset + target_used, len(reference))), offset,
-              *statistics)
-    for name, value in zip(GATK_COLUMNS, values):
-        columns[name][k] = value
-    return "".join(f"{out_lengths[e]}{gatk.DESCRIBED[out_ops[e]]}" for e in range(written))
+            finish(k, gatk.gatk_align(references[k], alternates[k], *weights, *work[:6]),
+                   work[4:6])
 
 
 def _assemble_cigars(out: AlignmentArrays, ops_chunks, op_counts, query_lengths, cigar_style,

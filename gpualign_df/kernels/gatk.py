@@ -400,3 +400,49 @@ def describe(ops, lengths, count, reference, alternate, concrete, query_start, t
             t += 1
     return (written, matches, mismatches, gap_opens, gaps, length, q - query_start,
             t - target_start)
+
+
+#: The letters of :data:`DESCRIBED`, as bytes for :func:`row_of`.
+DESCRIBED_BYTES = np.frombuffer(DESCRIBED.encode(), np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def row_of(count, offset, best, ops, lengths, reference, alternate, concrete, merge, out_ops,
+           out_lengths, values, k, text):
+    """Row ``k`` of a GATK job's columns from its elements (:func:`gatk_align` or
+    :func:`walk_lane`'s ``count``, ``offset``, ``best`` and ``ops``/``lengths``):
+    ``values[:, k]`` gets score, query start and end, target start and end (clamped to the
+    reference), offset and :func:`describe`'s statistics; the CIGAR's characters go to
+    ``text`` (at least ``2 * (m + n) + 8`` bytes). Returns their count."""
+    m = len(reference)
+    query_start = lengths[0] if ops[0] == OP_S else 0
+    written, matches, mismatches, gap_opens, gaps, length, query_used, target_used = describe(
+        ops, lengths, count, reference, alternate, concrete, query_start, offset, merge,
+        out_ops, out_lengths)
+    target_start = min(max(offset, 0), m)
+    values[0, k] = best
+    values[1, k] = query_start
+    values[2, k] = query_start + query_used
+    values[3, k] = target_start
+    values[4, k] = max(target_start, min(offset + target_used, m))
+    values[5, k] = offset
+    values[6, k] = matches
+    values[7, k] = mismatches
+    values[8, k] = gap_opens
+    values[9, k] = gaps
+    values[10, k] = length
+    at = 0
+    for e in range(written):
+        first = at
+        run = out_lengths[e]
+        while True:  # the digits, last first, then turned round
+            text[at] = 48 + run % 10
+            at += 1
+            run //= 10
+            if run == 0:
+                break
+        for d in range((at - first) // 2):
+            text[first + d], text[at - 1 - d] = text[at - 1 - d], text[first + d]
+        text[at] = DESCRIBED_BYTES[out_ops[e]]
+        at += 1
+    return at
