@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import (GAP_EXTEND, GAP_OPEN, PROTEIN_FILE,
-                                SEARCH_OPTIONS, add_data_dir, read_fasta)
+                                SEARCH_OPTIONS, add_data_dir, read_fasta, timed_runs)
 
 TOP_K = SEARCH_OPTIONS["top_k"]
 CLASSIC_QUERIES = "cudasw4_20_queries.fasta"
@@ -145,6 +145,21 @@ def best(seconds: list[float]) -> str:
     return f"{min(seconds):.3f} s (median {sorted(seconds)[len(seconds) // 2]:.3f} s)"
 
 
+def time_ours(run, labels: tuple[str, str], repeat: int, cells: int) -> dict:
+    """Our side of a row of ``cells`` cells: ``run()``'s first call timed apart (compile or
+    cache load included), then ``repeat`` warm calls with traceback (``labels[0]``) and
+    without (``labels[1]``), each printed; ``{label: (seconds, last frame)}``."""
+    started = time.perf_counter()
+    run()
+    print(f"  ours, first call (compile or cache load included): "
+          f"{time.perf_counter() - started:.3f} s")
+    ours = {}
+    for label, extra in zip(labels, ({}, dict(traceback=False))):
+        seconds, frame = ours[label] = timed_runs(lambda: run(**extra), repeat)
+        print(f"  ours, {label}: {best(seconds)}, {cells / min(seconds) / 1e9:.1f} GCUPS")
+    return ours
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_data_dir(parser)
@@ -176,19 +191,8 @@ def main(argv: list[str] | None = None) -> int:
               f"Gcells")
         q, t = pd.Series(queries), pd.Series(targets)
         options = dict(SEARCH_OPTIONS, how="search", backend="cpu", progress=False)
-        started = time.perf_counter()
-        gpualign_df.align(q, t, **options)
-        print(f"  ours, first call (compile or cache load included): "
-              f"{time.perf_counter() - started:.3f} s")
-        ours = {}
-        for label, extra in (("top 10 with CIGARs", {}), ("score-only", dict(traceback=False))):
-            seconds = []
-            for _ in range(args.repeat):
-                started = time.perf_counter()
-                frame = gpualign_df.align(q, t, **options, **extra)
-                seconds.append(time.perf_counter() - started)
-            ours[label] = (seconds, frame)
-            print(f"  ours, {label}: {best(seconds)}, {cells / min(seconds) / 1e9:.1f} GCUPS")
+        ours = time_ours(lambda **extra: gpualign_df.align(q, t, **options, **extra),
+                         ("top 10 with CIGARs", "score-only"), args.repeat, cells)
         pool = mp.get_context("spawn").Pool(args.threads, _worker_init, (targets,))
         try:
             pool.map(_parasail_query, [("ACDEFGHIK", "sw_striped_profile_16")] * args.threads)
@@ -236,19 +240,8 @@ def all_pairs_row(args, name: str) -> bool:
     series = pd.Series(sequences)
     options = dict(how="pairwise", matrix="BLOSUM62", gap_open=GAP_OPEN, gap_extend=GAP_EXTEND,
                    backend="cpu", progress=False)
-    started = time.perf_counter()
-    gpualign_df.align(series, **options)
-    print(f"  ours, first call (compile or cache load included): "
-          f"{time.perf_counter() - started:.3f} s")
-    ours = {}
-    for label, extra in (("with CIGARs", {}), ("score-only", dict(traceback=False))):
-        seconds = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            frame = gpualign_df.align(series, **options, **extra)
-            seconds.append(time.perf_counter() - started)
-        ours[label] = (seconds, frame)
-        print(f"  ours, {label}: {best(seconds)}, {cells / min(seconds) / 1e9:.1f} GCUPS")
+    ours = time_ours(lambda **extra: gpualign_df.align(series, **options, **extra),
+                     ("with CIGARs", "score-only"), args.repeat, cells)
     pool = mp.get_context("spawn").Pool(args.threads, _worker_init, (sequences,))
     try:
         pool.map(_parasail_query, [("ACDEFGHIK", "sw_striped_profile_16")] * args.threads)
