@@ -868,8 +868,7 @@ def _gatk_group(queries: EncodedSequences, targets: EncodedSequences, query_rows
     merge = job.cigar_style == "M"
 
     def finish(k: int, result: tuple, ops_lengths: tuple) -> None:
-        count, offset, best, _end_i, _end_j = result
-        size = gatk.row_of(count, offset, best, *ops_lengths, references[k], alternates[k],
+        size = gatk.row_of(*result, *ops_lengths, references[k], alternates[k],
                            scoring.concrete, merge, *described, values, rows[k], text)
         texts[rows[k]] = text[:size].tobytes()
 
@@ -896,8 +895,8 @@ def _gatk_group(queries: EncodedSequences, targets: EncodedSequences, query_rows
     if alone:
         work = gatk.scratch(m, n)
         for k in alone:
-            finish(k, gatk.gatk_align(references[k], alternates[k], *weights, *work[:6]),
-                   work[4:6])
+            finish(k, gatk.gatk_align(references[k], alternates[k], *weights, *work),
+                   work[4:])
 
 
 def _assemble_cigars(out: AlignmentArrays, ops_chunks, op_counts, query_lengths, cigar_style,

@@ -116,16 +116,16 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
                down_best, down_size, ops, lengths):
     """Align one non-empty pair as GATK does; ``score`` is (at least) 3 x (max(m, n) + 1)
     and ``back`` (m + 1) x (n + 1) int32 scratch, ``down_best`` / ``down_size`` n + 1,
-    ``ops`` / ``lengths`` m + n + 4. Returns ``(elements, offset, best, end_i, end_j)``:
-    the CIGAR's elements in ``ops``/``lengths`` from its start, GATK's alignment offset,
-    the end cell's score and the end cell (its reference and alternate ends)."""
+    ``ops`` / ``lengths`` m + n + 4. Returns ``(elements, offset, best)``: the CIGAR's
+    elements in ``ops``/``lengths`` from its start, GATK's alignment offset and the end
+    cell's score."""
     m, n = len(reference), len(alternate)
     if strategy == SOFTCLIP or strategy == IGNORE:
         found = last_occurrence(reference, alternate)
         if found >= 0:
             ops[0] = OP_M
             lengths[0] = n
-            return 1, found, n * match, found + n, n
+            return 1, found, n * match
     rows, column = score[:2], score[2]
     _fill(reference, alternate, match, mismatch, w_open, w_extend, strategy, rows, column,
           back, down_best, down_size)
@@ -135,8 +135,8 @@ def gatk_align(reference, alternate, match, mismatch, w_open, w_extend, strategy
 @njit(cache=True, nogil=True)
 def walk(m, n, column, bottom, back, strategy, ops, lengths):
     """GATK's end cell of an m x n matrix (its last column ``column[0..m]``, its last row
-    ``bottom[0..n]``) and its walk through ``back``: ``(elements, offset, best, end_i,
-    end_j)`` as :func:`gatk_align` returns them."""
+    ``bottom[0..n]``) and its walk through ``back``: ``(elements, offset, best)`` as
+    :func:`gatk_align` returns them."""
     p1 = m
     p2 = n
     segment = 0
@@ -156,8 +156,6 @@ def walk(m, n, column, bottom, back, strategy, ops, lengths):
                     p2 = j
                     best = value
                     segment = n - j
-    end_i = p1
-    end_j = p2
     # elements from the end back to the start, then reversed
     count = 0
     if strategy == SOFTCLIP:  # the alternate's end past the reference's: clipped
@@ -215,7 +213,7 @@ def walk(m, n, column, bottom, back, strategy, ops, lengths):
         ops[merged] = ops[k]
         lengths[merged] = lengths[k]
         merged += 1
-    return merged, offset, best, end_i, end_j
+    return merged, offset, best
 
 
 #: Pairs :func:`fill_lanes` fills at once, the lane innermost (vector instructions).
@@ -325,11 +323,10 @@ def lane_scratch(m: int, n: int) -> tuple[np.ndarray, ...]:
 
 
 def scratch(m: int, n: int) -> tuple[np.ndarray, ...]:
-    """Scratch arrays of :func:`gatk_align` (its last six arguments) and :func:`describe`
-    (its last two) for pairs up to m x n."""
+    """Scratch arrays of :func:`gatk_align` (its last six arguments) for pairs up to
+    m x n."""
     return (np.empty((3, max(m, n) + 1), np.int32), np.empty((m + 1, n + 1), np.int32),
             np.empty(n + 1, np.int32), np.empty(n + 1, np.int32),
-            np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32),
             np.empty(m + n + 4, np.int8), np.empty(m + n + 4, np.int32))
 
 
