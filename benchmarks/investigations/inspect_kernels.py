@@ -12,9 +12,9 @@ import sys
 from collections import Counter
 
 
-def column_loop(sass: str) -> str:
-    """Instruction count of the innermost loop that reads the shared substitution table
-    (the fill kernels' column of ``STRIP_ROWS`` cells), by opcode."""
+def innermost_loop(sass: str, *opcodes: str) -> list[str] | None:
+    """The instructions of the shortest loop of ``sass`` (a branch back to a label) that
+    holds every one of ``opcodes``, or None."""
     instructions, labels, loops = [], {}, []
     for line in sass.splitlines():
         label = re.match(r"\s*\.L_x_(\d+):", line)
@@ -27,11 +27,17 @@ def column_loop(sass: str) -> str:
         target = re.search(r"BRA.*\.L_x_(\d+)", text)
         if target and labels.get(target.group(1), index + 1) <= index:
             body = instructions[labels[target.group(1)]:index + 1]
-            if any("LDS" in line for line in body):
+            if all(any(opcode in line for line in body) for opcode in opcodes):
                 loops.append(body)
-    if not loops:
+    return min(loops, key=len) if loops else None
+
+
+def column_loop(sass: str) -> str:
+    """Instruction count of the innermost loop that reads the shared substitution table
+    (the fill kernels' column of ``STRIP_ROWS`` cells), by opcode."""
+    body = innermost_loop(sass, "LDS")
+    if body is None:
         return "no column loop"
-    body = min(loops, key=len)
     ops = Counter(re.sub(r"^@!?U?P\w+\s+", "", line).split()[0].split(".")[0] for line in body)
     return f"column loop {len(body)} instructions {dict(ops.most_common(8))}"
 

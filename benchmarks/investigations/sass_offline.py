@@ -66,6 +66,31 @@ def link_cubin(codes, arch: int) -> bytes:
     return bytes(cubin)
 
 
+def kernel_sass(kernel, signature, arch: int) -> str:
+    """The SASS listing of a numba CUDA kernel compiled for ``signature`` on sm_``arch``,
+    its linked CUDA C included (CUDA_HOME/bin/nvdisasm, else nvdisasm on the PATH). Device
+    functions that numba compiles on first call ask for the current device's compute
+    capability, so that question is answered with ``arch`` while the kernel compiles."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from numba import cuda
+
+    device = SimpleNamespace(compute_capability=(arch // 10, arch % 10))
+    with mock.patch("numba.cuda.dispatcher.get_current_device", return_value=device):
+        codes, _ = cuda.compile_all(kernel.py_func, signature, device=False,
+                                    cc=(arch // 10, arch % 10), output="ltoir",
+                                    abi="numba")
+    cubin = link_cubin(codes, arch)
+    nvdisasm = Path(os.environ.get("CUDA_HOME", "")) / "bin" / "nvdisasm"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
+        handle.write(cubin)
+        handle.flush()
+        return subprocess.run([str(nvdisasm) if nvdisasm.exists() else "nvdisasm", "-c",
+                               handle.name], capture_output=True, text=True,
+                              check=True).stdout
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=sorted(MODES), default="sg")
@@ -76,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sass", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    from numba import cuda
-
     from gpualign_df import config
     from gpualign_df.kernels import inter
 
@@ -86,16 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     kernel = inter.fill_kernel(code, *flags, bool(args.traceback), True, keyed, args.rows,
                                dict(config.settings().fill_max_registers).get(args.rows),
                                not args.plain_shifts)
-    codes, _ = cuda.compile_all(kernel.py_func, fill_signature(), device=False,
-                                cc=(args.arch // 10, args.arch % 10), output="ltoir",
-                                abi="numba")
-    cubin = link_cubin(codes, args.arch)
-    nvdisasm = Path(os.environ.get("CUDA_HOME", "")) / "bin" / "nvdisasm"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
-        handle.write(cubin)
-        handle.flush()
-        sass = subprocess.run([str(nvdisasm) if nvdisasm.exists() else "nvdisasm", "-c",
-                               handle.name], capture_output=True, text=True, check=True).stdout
+    sass = kernel_sass(kernel, fill_signature(), args.arch)
     if args.sass:
         args.sass.write_text(sass)
     registers = max((int(value) for value in re.findall(r"\bR(\d+)\b", sass)), default=-1) + 1

@@ -416,6 +416,16 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     # bits, twice the instructions); indices are unsigned (no negative-index wrap code)
     one, rows32, height32 = int32(1), int32(rows), int32(band_height)
     batch_mask, lanes32, tb_last = int32(lanes - 1), int32(lanes), int32(STRIP_ROWS - 2)
+    # a score-only fill without checkpoints numbers the steps of an unrolled group ``s0 + k``
+    # (``k`` a constant of the unrolling), so that each step's border store is the group's
+    # address plus an immediate and its source lane ``(s0 & batch_mask) + k`` (a group starts
+    # on a multiple of its width): the sign extension of a 32-bit ``s0 + k`` cannot be
+    # folded, and four 64-bit address instructions a step are the narrow fills' largest
+    # overhead. Fills with traceback words or checkpoints keep each step's own number: their
+    # stores are addressed as the compiler schedules them best there (folding them made
+    # their passes slower on an H100 with no more instructions).
+    folded = not traceback and not checkpointed
+    no_offset = int32(0)
 
     def make_step(kind):
         """One step of a lane, of a kind (:data:`PLAIN`, :data:`STARTING`, :data:`ENDING`,
@@ -499,9 +509,13 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         left, right = step_edges(kind)
 
         @inlined
-        def advance(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
+        def advance(s0, k, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
                     tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
                     store_checkpoint, my_tag):
+            if folded:
+                s = int32(s0 + k)
+            else:  # k is 0; s0 keeps the type its caller gave it (32 or 64 bits)
+                s = s0
             h_left, i_reg, d_reg, diag, best, best_j, t_codes, subs, row_low, row_high, \
                 row_offset, zero_base = regs
             # the offset of the step's cells, (i + j) * ge (the same for every row of a
@@ -510,7 +524,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             extend32 = int32(-ge32)  # a gap extended (plain cells only)
             bottom_h, bottom_i, bottom_code, word_in = exchange(
                 h_left[rows - 1], i_reg[rows - 1], t_codes[rows - 1], current,
-                s & batch_mask, lane, scratch)
+                int32((s0 & batch_mask) + k) if folded else s & batch_mask, lane, scratch)
             # row r sees the residue row r - 1 saw a step before; then the scores
             for r in range(rows - 1, 0, -1):
                 t_codes[r] = t_codes[r - 1]
@@ -538,8 +552,12 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
             if writes_word and not keeps_word:
                 tb[0][tb_base + uint64(index)] = word
             packed = pack(h_left[rows - 1], i_reg[rows - 1], cap, my_tag)
-            store(border[0], border[1], border0 + int64(c), packed,
-                  store_border and writes_column)
+            if folded:  # the group's address and a constant: an immediate offset a step
+                store(border[0], border[1], (border0 + int64(s0)) + int64(k + int32(2) - height32),
+                      packed, store_border and writes_column)
+            else:
+                store(border[0], border[1], border0 + int64(c), packed,
+                      store_border and writes_column)
             if checkpointed:
                 store(checkpoints[0], checkpoints[1], checkpoint + int64(c), packed,
                       store_checkpoint and writes_column)
@@ -553,20 +571,33 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     advance_plain = make_advance(PLAIN)
 
     def doubled(advance, offset):
-        """``advance`` on steps s and s + ``offset`` (unrolled: two calls)."""
+        """``advance`` on steps s and s + ``offset`` (unrolled: two calls): in a folded
+        fill, as the group's first step ``s0`` with constants ``k`` and ``k + offset``."""
+        offset32 = int32(offset)
 
         @inlined
-        def twice(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb, tb_base,
-                  writes_tb, border, border0, store_border, checkpoints, checkpoint,
+        def twice(s0, k, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
+                  tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
                   store_checkpoint, my_tag):
-            advance(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
+            advance(s0, k, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
                     tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
                     store_checkpoint, my_tag)
-            advance(s + int32(offset), lane, n, current, regs, shared_sub, open32, ge32, cap,
-                    scratch, tb, tb_base, writes_tb, border, border0, store_border,
+            advance(s0 + offset32, k, lane, n, current, regs, shared_sub, open32, ge32, cap,
+                    scratch, tb, tb_base, writes_tb, border, border0, store_border, checkpoints,
+                    checkpoint, store_checkpoint, my_tag)
+
+        @inlined
+        def twice_folded(s0, k, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch,
+                         tb, tb_base, writes_tb, border, border0, store_border, checkpoints,
+                         checkpoint, store_checkpoint, my_tag):
+            advance(s0, k, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
+                    tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
+                    store_checkpoint, my_tag)
+            advance(s0, int32(k + offset32), lane, n, current, regs, shared_sub, open32, ge32,
+                    cap, scratch, tb, tb_base, writes_tb, border, border0, store_border,
                     checkpoints, checkpoint, store_checkpoint, my_tag)
 
-        return twice
+        return twice_folded if folded else twice
 
     # steps go in groups of ``group`` (unrolled: the rows' registers rotate by renaming, and
     # a group pays one loop branch), plain or, at four rows a lane, starting or checked too
@@ -589,19 +620,19 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
         keep = make_advance(PLAIN, True)
 
         @inlined
-        def four(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb, tb_base,
-                 writes_tb, border, border0, store_border, checkpoints, checkpoint,
+        def four(s, k, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
+                 tb_base, writes_tb, border, border0, store_border, checkpoints, checkpoint,
                  store_checkpoint, my_tag):
-            words = (keep(s, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch, tb,
-                          tb_base, writes_tb, border, border0, store_border, checkpoints,
-                          checkpoint, store_checkpoint, my_tag),
-                     keep(s + one, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch,
+            words = (keep(s, k, lane, n, current, regs, shared_sub, open32, ge32, cap, scratch,
                           tb, tb_base, writes_tb, border, border0, store_border, checkpoints,
                           checkpoint, store_checkpoint, my_tag),
-                     keep(s + int32(2), lane, n, current, regs, shared_sub, open32, ge32, cap,
+                     keep(s + one, k, lane, n, current, regs, shared_sub, open32, ge32, cap,
                           scratch, tb, tb_base, writes_tb, border, border0, store_border,
                           checkpoints, checkpoint, store_checkpoint, my_tag),
-                     keep(s + int32(3), lane, n, current, regs, shared_sub, open32, ge32, cap,
+                     keep(s + int32(2), k, lane, n, current, regs, shared_sub, open32, ge32, cap,
+                          scratch, tb, tb_base, writes_tb, border, border0, store_border,
+                          checkpoints, checkpoint, store_checkpoint, my_tag),
+                     keep(s + int32(3), k, lane, n, current, regs, shared_sub, open32, ge32, cap,
                           scratch, tb, tb_base, writes_tb, border, border0, store_border,
                           checkpoints, checkpoint, store_checkpoint, my_tag))
             store_words(tb[0], tb[1], tb_base + uint64(s - lane * rows32), words, writes_tb)
@@ -824,8 +855,8 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 if ((s & batch_mask) == 0 and s >= plain_first and batch_end <= n
                         and batch_end <= s_stop):
                     while s < batch_end:
-                        batch_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                    scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
+                        batch_group(s, no_offset, lane, n, current, regs, shared_sub, open32, ge32,
+                                    cap, scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                         s = int32(s + batch_width32)
@@ -833,41 +864,41 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
                 plain = s >= plain_first and s <= plain_last
                 if (s & group_mask) == 0 and s <= last_group and (plain or group_checked):
                     if plain:
-                        plain_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                    scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
+                        plain_group(s, no_offset, lane, n, current, regs, shared_sub, open32, ge32,
+                                    cap, scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                     elif s < plain_first and s + group32 <= n:  # no row right of column n
-                        starting_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                       scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
-                                       store_border, checkpoint_ref, checkpoint,
-                                       store_checkpoint, my_tag)
+                        starting_group(s, no_offset, lane, n, current, regs, shared_sub,
+                                       open32, ge32, cap, scratch, tb_ref, tb_base, writes_tb,
+                                       border_ref, border0, store_border, checkpoint_ref,
+                                       checkpoint, store_checkpoint, my_tag)
                     elif s >= plain_first:  # no row left of column 1
-                        ending_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                     scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
-                                     store_border, checkpoint_ref, checkpoint,
-                                     store_checkpoint, my_tag)
+                        ending_group(s, no_offset, lane, n, current, regs, shared_sub,
+                                     open32, ge32, cap, scratch, tb_ref, tb_base, writes_tb,
+                                     border_ref, border0, store_border, checkpoint_ref,
+                                     checkpoint, store_checkpoint, my_tag)
                     else:
-                        checked_group(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                      scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
-                                      store_border, checkpoint_ref, checkpoint,
-                                      store_checkpoint, my_tag)
+                        checked_group(s, no_offset, lane, n, current, regs, shared_sub,
+                                      open32, ge32, cap, scratch, tb_ref, tb_base, writes_tb,
+                                      border_ref, border0, store_border, checkpoint_ref,
+                                      checkpoint, store_checkpoint, my_tag)
                     s = int32(s + group32)
                 elif not group_checked and s < plain_first and s < n:
-                    advance_starting(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                     scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
+                    advance_starting(s, no_offset, lane, n, current, regs, shared_sub, open32, ge32,
+                                     cap, scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                      store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                      my_tag)
                     s = int32(s + one)
                 elif not group_checked and s >= plain_first:
-                    advance_ending(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                   scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
+                    advance_ending(s, no_offset, lane, n, current, regs, shared_sub, open32, ge32,
+                                   cap, scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                    store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                    my_tag)
                     s = int32(s + one)
                 else:
-                    advance_checked(s, lane, n, current, regs, shared_sub, open32, ge32, cap,
-                                    scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
+                    advance_checked(s, no_offset, lane, n, current, regs, shared_sub, open32, ge32,
+                                    cap, scratch, tb_ref, tb_base, writes_tb, border_ref, border0,
                                     store_border, checkpoint_ref, checkpoint, store_checkpoint,
                                     my_tag)
                     s = int32(s + one)
