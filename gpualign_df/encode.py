@@ -55,7 +55,9 @@ def _in_pieces(size: int, work) -> list:
     threads = encoding_threads(size)
     if threads == 1:
         return [work(0, size)]
-    bounds = np.linspace(0, size, threads * 4 + 1).astype(np.int64)
+    # one piece a thread: the pieces are alike (a byte costs the same wherever it is) and
+    # every piece more costs a hand-off to the pool
+    bounds = np.linspace(0, size, threads + 1).astype(np.int64)
     return list(_pool(threads).map(lambda k: work(bounds[k], bounds[k + 1]),
                                    range(len(bounds) - 1)))
 

@@ -46,8 +46,8 @@ from .streams import FillControl, SideStream  # noqa: F401
 
 
 def release_scratch() -> None:
-    """Free the cached device buffers (they are reused across calls otherwise) and the
-    blocks CuPy's pool keeps for the engine's temporaries.
+    """Free the cached device buffers and pinned upload buffers (they are reused across
+    calls otherwise) and the blocks CuPy's pool keeps for the engine's temporaries.
 
     Safe to call anywhere: on a CPU install (no CuPy, no GPU) and under the CUDA simulator
     it only drops the cached buffers. CuPy's pool is emptied only where CuPy has been

@@ -23,6 +23,8 @@ from .device import array_module, current_device
 SCRATCH: dict[tuple[str, int], object] = {}
 #: Constant tables by (name, device), with the content they were copied from.
 TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
+#: Pinned host buffers that stage :func:`upload`'s shared transfer, by device.
+STAGING: dict[int, np.ndarray] = {}
 #: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
 #: scheduler, for one, runs tasks in several threads of one process).
 DEVICE_LOCK = threading.RLock()
@@ -93,9 +95,11 @@ def device_table(name: str, host: np.ndarray) -> object:
 
 
 def forget_buffers() -> None:
-    """Drop every cached scratch buffer and table (freed once no job holds them)."""
+    """Drop every cached scratch buffer, table and pinned staging buffer (freed once no
+    job holds them)."""
     SCRATCH.clear()
     TABLES.clear()
+    STAGING.clear()
 
 
 @dataclass
@@ -135,11 +139,29 @@ def used_sequences(encoded: EncodedSequences,
 SHARED_UPLOAD_BYTES = 1 << 20
 
 
+def _staging(size: int) -> np.ndarray:
+    """``size`` bytes of host memory to gather an upload's small arrays in: on a GPU, a
+    view of a pinned buffer kept per device (grown as needed; no page faults and no
+    staging copy of pageable memory at each call), else a new array."""
+    if simulator():
+        return np.empty(size, np.uint8)
+    import cupy
+
+    device = current_device()
+    buffer = STAGING.get(device)
+    if buffer is None or len(buffer) < size:
+        capacity = max(size, 2 * len(buffer) if buffer is not None else 0)
+        buffer = np.frombuffer(cupy.cuda.alloc_pinned_memory(capacity), np.uint8, capacity)
+        STAGING[device] = buffer
+    return buffer[:size]
+
+
 def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
     simulator), one :class:`DeviceSequences` per collection (the same one for a collection
     passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
-    one buffer), larger ones each in their own. A collection that keeps derived data
+    one buffer, gathered in :func:`_staging`'s pinned memory), larger ones each in their
+    own. A collection that keeps derived data
     (``keep``, a prepared database) is copied once per device and kept there."""
     kept = {id(encoded): kept_upload(encoded) for encoded in collections
             if encoded.keep is not None}
@@ -155,10 +177,15 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     views: dict[int, object] = {}
     if shared:
         ends = np.cumsum([len(part) for part in shared])
-        host = np.empty(int(ends[-1]), np.uint8)
-        for part, end in zip(shared, ends):
-            host[end - len(part):end] = part
-        device = to_device(host)
+        with DEVICE_LOCK:  # (one staging buffer a device)
+            host = _staging(int(ends[-1]))
+            for part, end in zip(shared, ends):
+                host[end - len(part):end] = part
+            if simulator():
+                device = to_device(host)
+            else:  # one synchronous copy from pinned memory: the buffer is free after it
+                device = array_module().empty(len(host), np.uint8)
+                device.set(host)
         views = {id(part): device[end - len(part):end] for part, end in zip(shared, ends)}
     views.update({id(part): to_device(part) for part in parts if id(part) not in views})
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),

@@ -5,7 +5,7 @@ table, on the host (numba, GIL released so chunks run on Python threads) and on 
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, int64, njit
+from numba import cuda, int64, njit, uint64
 
 from ..scoring import INVALID_CODE
 
@@ -15,9 +15,10 @@ def map_codes_range(data, lut, codes, start, stop):
     """codes[k] = lut[data[k]] for k in [start, stop); returns the first such position whose
     byte is not in the alphabet, or -1. Releases the GIL: chunks run on Python threads.
     The mapping loop keeps no branch (the invalid code is the largest byte, so a running
-    maximum tells whether one occurred); only then is the range searched."""
+    maximum tells whether one occurred); only then is the range searched. Its indices are
+    unsigned, so numba adds no wrap-around of negative indices to each access."""
     largest = np.uint8(0)
-    for k in range(start, stop):
+    for k in range(uint64(start), uint64(stop)):
         code = lut[data[k]]
         codes[k] = code
         largest = max(largest, code)
@@ -34,7 +35,7 @@ def codes_in_range(codes, start, stop):
     """256 flags: whether each code occurs in ``codes[start:stop]`` (uint8). Releases the
     GIL: chunks run on Python threads."""
     seen = np.zeros(256, np.bool_)
-    for k in range(start, stop):
+    for k in range(uint64(start), uint64(stop)):  # (unsigned: no negative-index wrap)
         seen[codes[k]] = True
     return seen
 
