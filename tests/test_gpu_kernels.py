@@ -95,11 +95,14 @@ def test_search_and_pairwise_on_the_gpu_equal_cpu():
 
 @pytest.mark.parametrize("mode,free_ends", [
     ("sw", None), pytest.param("nw", None, marks=pytest.mark.slow),
-    pytest.param("sg", None, marks=pytest.mark.slow), ("sg", ("target_start", "target_end")),
+    pytest.param("sg", None, marks=pytest.mark.slow),
+    pytest.param("sg", ("target_start", "target_end"), marks=pytest.mark.slow),
     pytest.param("sg", ("query_end",), marks=pytest.mark.slow)])
 def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
     """Every non-empty pair through the band (long-pair) kernel; under the simulator with
-    bands of 4 lanes (32 rows), so that pairs take several bands."""
+    bands of 4 lanes (32 rows), so that pairs take several bands. (The quick set keeps
+    local mode here; read-to-reference runs quick in :func:`test_windows_equal_cpu`, score
+    only, and semi-global with traceback in the walk's test.)"""
     settings(inter_max_cells=0)
     if gpualign_df.gpu.simulator():
         settings(band_lanes=4)
@@ -452,7 +455,7 @@ def test_a_fill_whose_warps_leave_early_raises(monkeypatch, settings, split):
 
 @pytest.mark.parametrize("probes", [3, pytest.param(1, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode,free_ends,cigar_style,linear", [
-    ("nw", None, "=", False),
+    pytest.param("nw", None, "=", False, marks=pytest.mark.slow),
     pytest.param("sg", ("query_start", "query_end"), "M", False, marks=pytest.mark.slow),
     ("sg", ("target_end",), "=", True)])
 def test_long_pair_walk_takes_diagonal_runs_like_cpu(settings, mode, free_ends, cigar_style,
