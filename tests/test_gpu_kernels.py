@@ -633,16 +633,19 @@ def test_packed_16bit_search_equals_cpu(settings, matrix):
     assert gpu.loc[gpu["query"] == 0, "target"].iloc[0] == 68   # its own copy first
 
 
-def test_grouped_search_equals_cpu(settings, monkeypatch):
+@pytest.mark.parametrize("unroll", [4, pytest.param(2, marks=pytest.mark.slow),
+                                    pytest.param(1, marks=pytest.mark.slow)])
+def test_grouped_search_equals_cpu(settings, monkeypatch, unroll):
     """The grouped local search (a group of lanes per pair of database sequences, columns
     in registers, here in its plain half-by-half form) keeps the CPU engine's hits, the
     sequences longer than every class going to the one-thread-per-pair kernel in the same
     search: two classes and the rest, an odd pair, nulls, empties, a null and an empty
     query, letters beyond the 20 (B and X in the database, X in a query: the pair table
-    of the letters present must fit shared memory)."""
+    of the letters present must fit shared memory); ``unroll`` steps a loop iteration,
+    query lengths of every remainder (the steps past the last read padding rows)."""
     from gpualign_df.kernels import search as search_kernels
 
-    settings(search_16bit=True, search_groups=((4, 3), (8, 4)))
+    settings(search_16bit=True, search_groups=((4, 3), (8, 4)), search_unroll=unroll)
     ran = []
     for name in ("group_search_kernel", "search_kernel16"):
         real = getattr(search_kernels, name)
@@ -655,6 +658,7 @@ def test_grouped_search_equals_cpu(settings, monkeypatch):
     database = [
         "".join(rng.choice(list(letters + "BX"), int(rng.integers(0, 45))))
         for _ in range(21)] + [None, "", queries[0][3:20], queries[3]]
+    queries += ["W", "MKV"]  # with 0 and 10: steps m + lanes - 1 of every remainder mod 4
     options = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=8)
     cpu = pd.Series(queries).aln.search(pd.Series(database), backend="cpu", **options)
     gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)

@@ -12,9 +12,10 @@ import sys
 from collections import Counter
 
 
-def innermost_loop(sass: str, *opcodes: str) -> list[str] | None:
+def innermost_loop(sass: str, *opcodes: str, excluding: tuple[str, ...] = ()
+                   ) -> list[str] | None:
     """The instructions of the shortest loop of ``sass`` (a branch back to a label) that
-    holds every one of ``opcodes``, or None."""
+    holds every one of ``opcodes`` and none of ``excluding``, or None."""
     instructions, labels, loops = [], {}, []
     for line in sass.splitlines():
         label = re.match(r"\s*\.L_x_(\d+):", line)
@@ -27,7 +28,8 @@ def innermost_loop(sass: str, *opcodes: str) -> list[str] | None:
         target = re.search(r"BRA.*\.L_x_(\d+)", text)
         if target and labels.get(target.group(1), index + 1) <= index:
             body = instructions[labels[target.group(1)]:index + 1]
-            if all(any(opcode in line for line in body) for opcode in opcodes):
+            if all(any(opcode in line for line in body) for opcode in opcodes) and not any(
+                    opcode in line for line in body for opcode in excluding):
                 loops.append(body)
     return min(loops, key=len) if loops else None
 

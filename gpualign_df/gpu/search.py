@@ -364,7 +364,8 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                                                        valid, tuning))
     for lanes, columns, pairs, pair_codes, pair_row in classes:
         count = len(pairs)
-        kernel = search_kernels.group_search_kernel(lanes, columns, use_dpx)
+        kernel = search_kernels.group_search_kernel(lanes, columns, use_dpx,
+                                                    tuning.search_unroll)
         residues = int(lengths[pairs[pairs >= 0]].sum())
         per_query = lanes * count
         most = max(1, (2**31 - 1) // per_query)

@@ -15,3 +15,15 @@ def simulator() -> bool:
     """True when numba runs CUDA kernels in its CPU simulator (``NUMBA_ENABLE_CUDASIM=1``,
     set before numba is imported)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def inlined(function):
+    """``function`` as a CUDA device function that LLVM inlines (``alwaysinline``:
+    Numba-IR inlining gives a somewhat faster loop but compiles unrolled kernels two to four
+    times slower, which every first call pays); under the simulator, a plain device
+    function."""
+    from numba import cuda
+
+    if simulator():
+        return cuda.jit(device=True)(function)
+    return cuda.jit(device=True, forceinline=True)(function)

@@ -81,7 +81,7 @@ from functools import lru_cache
 from numba import cuda, int32, int64, uint32, uint64
 
 from ..scoring import NEG_INF
-from . import dpx, simulator
+from . import dpx, inlined, simulator
 from .strip import (SHARED_TABLE, STRIP_ROWS, WARP, append_sign, border_score, mode_shape,
                     skewed_stride_device)
 
@@ -120,16 +120,6 @@ SPIN_LIMIT = 1 << 26
 TAG_MODULUS = (1 << 15) - 1
 #: ``go - ge`` must stay below this for the packed gap state (``gap_delta_fits``).
 DELTA_LIMIT = (1 << 16) - 2
-
-
-def inlined(function):
-    """``function`` as a device function that LLVM inlines (``alwaysinline``: Numba-IR
-    inlining gives a somewhat faster step loop but compiles the unrolled kernels two to four
-    times slower, which every first call pays); under the simulator, a plain device
-    function."""
-    if simulator():
-        return cuda.jit(device=True)(function)
-    return cuda.jit(device=True, forceinline=True)(function)
 
 
 def gap_delta_fits(gap_open: int, gap_extend: int) -> bool:

@@ -320,49 +320,66 @@ def functions16_search(use_dpx: bool):
 
 def _table_source(words: int) -> str:
     return r"""
-/* The grouped search's pair table in shared memory, addressed by byte offset: a load at
-   offset + the table's address is one LDS with an immediate, where an indexed numba shared
-   array costs an add and a scale per load. */
+/* The grouped search's pair table in shared memory, read at 32-bit shared-window addresses
+   (the table's, from gpualign_table_base, plus a byte offset): the caller adds the table's
+   address to a query row's offset once a row, so a column's read is one add and one LDS,
+   where an indexed numba shared array costs an add and a scale per read, and a byte offset
+   from the table an add more. The asm reads memory (clobber): never moved above the
+   barrier after the table is filled. */
 __shared__ int gpualign_pair_table[%d];
 extern "C" __device__ int gpualign_table_put(int index, int value) {
   gpualign_pair_table[index] = value;
   return 0; }
-extern "C" __device__ int gpualign_table_at(int offset) {
-  return *(const int*)((const char*)gpualign_pair_table + (unsigned)offset); }
+extern "C" __device__ int gpualign_table_base() {
+  return (int)__cvta_generic_to_shared(gpualign_pair_table); }
+extern "C" __device__ int gpualign_table_load(int address) {
+  int value;
+  asm("ld.shared.b32 %%0, [%%1];" : "=r"(value) : "r"(address) : "memory");
+  return value; }
 """ % words
 
 
 @lru_cache(maxsize=None)
 def pair_table(linked: bool, words: int):
-    """``(shared_words, shift, put, at)`` for a shared table of ``words`` int32: the
+    """``(shared_words, shift, put, base, at)`` for a shared table of ``words`` int32: the
     kernel declares ``cuda.shared.array(shared_words, int32)`` (the table where it is not
     linked), fills it with ``put(shared, index, value)`` and reads entry ``e`` with
-    ``at(shared, e << shift)``. Linked: the table is CUDA C's, read by byte offset (the
-    shift 2); plain: the numba array, by index."""
+    ``at(shared, base(shared) + (e << shift))``. Linked: the table is CUDA C's, read at
+    shared-window byte addresses (the shift 2; ``base`` its address); plain: the numba
+    array, by index (``base`` 0)."""
     if not linked:
         @cuda.jit(device=True, inline=True)
         def put_plain(shared, index, value):
             shared[index] = value
 
         @cuda.jit(device=True, inline=True)
+        def base_plain(shared):
+            return int32(0)
+
+        @cuda.jit(device=True, inline=True)
         def at_plain(shared, entry):
             return shared[entry]
 
-        return words, 0, put_plain, at_plain
+        return words, 0, put_plain, base_plain, at_plain
     source = cuda.CUSource(_table_source(words))
     put_c = cuda.declare_device("gpualign_table_put", "int32(int32, int32)", link=source,
                                 abi="c")
-    at_c = cuda.declare_device("gpualign_table_at", "int32(int32)", link=source, abi="c")
+    base_c = cuda.declare_device("gpualign_table_base", "int32()", link=source, abi="c")
+    load_c = cuda.declare_device("gpualign_table_load", "int32(int32)", link=source, abi="c")
 
     @cuda.jit(device=True, inline=True)
     def put_linked(shared, index, value):
         put_c(index, value)
 
     @cuda.jit(device=True, inline=True)
-    def at_linked(shared, offset):
-        return at_c(int32(offset))
+    def base_linked(shared):
+        return base_c()
 
-    return 1, 2, put_linked, at_linked
+    @cuda.jit(device=True, inline=True)
+    def at_linked(shared, address):
+        return load_c(int32(address))
+
+    return 1, 2, put_linked, base_linked, at_linked
 
 
 #: "Minus infinity" of a 16-bit lane (sums are floored there), and in both lanes of an int32.

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from numba import cuda, int32, uint32, uint64
 
-from . import dpx, simulator
+from . import dpx, inlined, simulator
 from .dpx import NEG16_PAIR, high_half, low_half
 from .inter import sweep_function
 from .strip import SHARED_TABLE, SHARED_TABLE16, STRIP_ROWS, WARP, load_table, pack_pair
@@ -287,15 +287,31 @@ def _group_shuffles():
     return up, across
 
 
+def _twice(steps, offset: int):
+    """``steps`` on step s, then on step s + ``offset`` (unrolled: two calls)."""
+    offset32 = int32(offset)
+
+    @inlined
+    def twice(s, lane, m, q0, base, query_rows, pad_row, shared, codes, h, f, carried, starts,
+              scratch, warp_lane, go2, ge2):
+        carried = steps(s, lane, m, q0, base, query_rows, pad_row, shared, codes, h, f,
+                        carried, starts, scratch, warp_lane, go2, ge2)
+        return steps(int32(s + offset32), lane, m, q0, base, query_rows, pad_row, shared,
+                     codes, h, f, carried, starts, scratch, warp_lane, go2, ge2)
+
+    return twice
+
+
 @lru_cache(maxsize=None)
-def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
+def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll: int = 4):
     """Score-only local search kernel for database sequences of at most ``lanes *
     columns`` residues: a group of ``lanes`` threads per (query, pair of database
     sequences), the pair packed as the two 16-bit halves of every int32 (``*_s16x2``
     DPX on sm_90), each lane holding ``columns`` database columns in registers while the
     query streams through the group as a wavefront (lane k on query row s - k at step s;
-    a lane's last column passes its H and E to the next lane by ``shfl_up``). No buffer
-    in global memory: a pair's whole row lives in its group's registers.
+    a lane's last column passes its H and E to the next lane by ``shfl_up``), ``unroll``
+    steps (1, 2 or 4) an iteration of the step loop. No buffer in global memory: a pair's
+    whole row lives in its group's registers.
 
     Values are kept in the shifted form the packed arithmetic needs: H itself (>= 0) and
     E* = E + go, F* = F + go (>= H of the cell they open from, so >= 0), and the shared
@@ -317,12 +333,54 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
     table row (``letter * stride**2``) of each query residue; ``pad_row`` the all-zero
     row. Writes ``scores[pair_row[p, half], query]`` for the pair's real halves
     (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query."""
+    assert unroll in (1, 2, 4)
     add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
-    table_words, shift, table_put, table_at = dpx.pair_table(use_dpx, PAIR_TABLE_WORDS)
+    table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
+                                                                         PAIR_TABLE_WORDS)
     shuffle_up, shuffle_across = _group_shuffles()
     scratch_size = WARP if simulator() else 1
     group, width = lanes, columns
     group_mask = uint32(group - 1)
+    @inlined
+    def step(s, lane, m, q0, base, query_rows, pad_row, shared, codes, h, f, carried, starts,
+             scratch, warp_lane, go2, ge2):
+        """Step ``s`` of a lane: query row ``s - lane`` (a padding row outside the query)
+        over its columns; ``carried`` = (best, its last column's H and E, the H its first
+        column takes as diagonal) before and after."""
+        best, h_last, e_last, diag_first = carried
+        zero = int32(0)
+        h_in = shuffle_up(h_last, scratch, warp_lane)
+        e_in = shuffle_up(e_last, scratch, warp_lane)
+        if starts:
+            h_in = zero
+            e_in = zero
+        i = int32(s - lane)
+        inside = uint32(i) < uint32(m)  # (one compare: a row before the query wraps)
+        row = base + ((query_rows[uint64(q0) + uint64(i)] if inside else pad_row) << shift)
+        h_left = h_in
+        e = e_in
+        diag = diag_first
+        for r in range(width):
+            h_up = h[r]
+            e = add_max2(e, ge2, h_left)
+            f_r = add_max2(f[r], ge2, h_up)
+            shifted = max3_2(diag + table_at(shared, int32(row + codes[r])), e, f_r)
+            value = add_max_zero2(shifted, go2, zero)
+            if r % 2 == 1:
+                best = max3_2(best, h_left, value)
+            elif r == width - 1:
+                best = max3_2(best, value, value)
+            f[r] = f_r
+            diag = h_up
+            h[r] = value
+            h_left = value
+        return best, h_left, e, h_in
+
+    steps = step
+    width_steps = 1
+    while width_steps < unroll:
+        steps = _twice(steps, width_steps)
+        width_steps *= 2
 
     @cuda.jit
     def search(query_rows, query_offsets, query_valid, chunk_queries, pair_codes, pairs,
@@ -333,6 +391,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
         for k in range(cuda.threadIdx.x, used_words, cuda.blockDim.x):
             table_put(shared, k, table[k])
         cuda.syncthreads()
+        base = table_base(shared)
         thread = cuda.grid(1)
         group_index = thread // group
         lane = int32(thread & group_mask)
@@ -354,39 +413,15 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False):
         go2 = pack_pair(-go)
         ge2 = pack_pair(-ge)
         zero = int32(0)
-        best = zero
-        h_last = zero
-        e_last = zero
-        diag_first = zero
         starts = lane == 0
-        for s in range(m + group - 1):
-            h_in = shuffle_up(h_last, scratch, warp_lane)
-            e_in = shuffle_up(e_last, scratch, warp_lane)
-            if starts:
-                h_in = zero
-                e_in = zero
-            i = int32(s) - lane
-            row = (query_rows[uint64(q0 + i)] if i >= 0 and i < m else pad_row) << shift
-            h_left = h_in
-            e = e_in
-            diag = diag_first
-            for r in range(width):
-                h_up = h[r]
-                e = add_max2(e, ge2, h_left)
-                f_r = add_max2(f[r], ge2, h_up)
-                shifted = max3_2(diag + table_at(shared, uint32(row + codes[r])), e, f_r)
-                value = add_max_zero2(shifted, go2, zero)
-                if r % 2 == 1:
-                    best = max3_2(best, h_left, value)
-                elif r == width - 1:
-                    best = max3_2(best, value, value)
-                f[r] = f_r
-                diag = h_up
-                h[r] = value
-                h_left = value
-            diag_first = h_in
-            h_last = h_left
-            e_last = e
+        carried = (zero, zero, zero, zero)  # best, h_last, e_last, diag_first
+        # ``unroll`` steps an iteration (the rows' registers change roles by renaming
+        # instead of being moved back at every step, and the loop's own work is shared);
+        # steps after the last read only padding rows, which never set the best
+        for s in range(0, m + group - 1, unroll):
+            carried = steps(int32(s), lane, m, q0, base, query_rows, pad_row, shared, codes,
+                            h, f, carried, starts, scratch, warp_lane, go2, ge2)
+        best = carried[0]
         for offset in (1, 2, 4, 8, 16):
             if offset < group:
                 other = shuffle_across(best, offset, scratch, warp_lane)
