@@ -52,6 +52,11 @@ class Settings:
         DP cells per streamed batch (a batch holds at least one query's pairs).
     progress_interval : float
         Seconds between progress updates and Ctrl-C checks while an engine runs.
+    small_job_cells : int
+        A CPU job (or batch) of at most this many DP cells runs on the calling thread,
+        and a job of at most this many cells makes no progress bar unless one is forced:
+        starting threads and a bar would cost longer than such a job's work, which ends
+        long before a bar would appear or Ctrl-C would need a worker to stop.
     progress_delay : float
         A progress bar appears once a job has run this many seconds (unless forced).
     gpu_launch_cells : float
@@ -258,6 +263,7 @@ class Settings:
     stream_batch_pairs: int = 1 << 20
     stream_batch_cells: float = 2e10
     progress_interval: float = 0.25
+    small_job_cells: int = 1 << 18
     progress_delay: float = 2.0
     gpu_launch_cells: float = 2.0 ** 41
     search_block_pairs: int = 4_000_000

@@ -418,9 +418,10 @@ def _lanes_fit(scoring: Scoring, bits: int = 16) -> bool:
 
 def _run_counted(work: list, threads: int, cells: int, progress, interval: float) -> None:
     """:func:`run_interruptible` over ``work`` with a bar of ``cells`` cells (of its own,
-    or counted on ``progress``'s), full at the end."""
+    or counted on ``progress``'s), full at the end; on this thread for a small job."""
     with progress_bar(cells, progress) as bar:
-        run_interruptible(work, threads, lambda done: bar.update(done - bar.n), interval)
+        run_interruptible(work, threads, lambda done: bar.update(done - bar.n), interval,
+                          inline=cells <= config.settings().small_job_cells)
         bar.update(cells - bar.n)
 
 
@@ -429,12 +430,33 @@ def progress_bar(cells: int, progress: "bool | None | tqdm"):
     else shown once a job runs longer than ``progress_delay`` seconds. ``progress`` may
     also be the bar of an enclosing job (a search's blocks, streamed batches): its total
     grows by ``cells`` and the work counts on it, so a long job made of short parts still
-    shows one moving bar."""
+    shows one moving bar. A bar that cannot show (off, or the delay's and a job of at most
+    ``small_job_cells`` cells, done long before it) is a :class:`_Quiet` one, which costs
+    nothing to make."""
+    if progress is False or isinstance(progress, _Quiet) or (
+            progress is None and cells <= config.settings().small_job_cells):
+        return _Quiet()
     if progress is None or isinstance(progress, (bool, np.bool_)):
         return tqdm(total=cells, unit="cell", unit_scale=True,
                     delay=0 if progress else config.settings().progress_delay,
                     disable=progress is False, leave=False)
     return _Enclosing(progress, cells)
+
+
+class _Quiet(contextlib.AbstractContextManager):
+    """A bar that shows nothing and only counts (``n``), as a disabled tqdm bar does."""
+
+    total = None
+    disable = True
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def update(self, step: int) -> None:
+        self.n += step
 
 
 class _Enclosing(contextlib.AbstractContextManager):
@@ -484,27 +506,44 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     target_start = np.zeros(pairs, np.int32)
     cells = query_lengths * target_lengths
     out.cells = int(cells[valid].sum())
-    available = available_host_memory()
-    rows = linear_block_rows(query_lengths, target_lengths, valid, traceback, traceback_memory,
-                             available, tuning)
-    linear = rows > 0
-    # A linear-space pair counts its cells twice on the bar: the fill, then the recomputed
-    # blocks topped up to its cells (cpu_linear.align_pair_linear), never more.
-    bar_cells = cells * np.where(linear, 2, 1)
     # Longest first balances the threads; batches bound the ops buffer.
     order = np.flatnonzero(valid)
     order = order[np.argsort(-cells[order], kind="stable")]
     ops_sizes = query_lengths + target_lengths
-    in_lanes_all = lanes_worth_filling(
-        cpu_lanes.lane_eligible(
-            scoring.max_abs_score(int(query_lengths.max(initial=0)),
-                                  int(target_lengths.max(initial=0))), scoring.gap_open)
-        & (query_lengths > 0) & (target_lengths > 0)
-        & (query_lengths <= tuning.lane_max_length)
-        & (target_lengths <= tuning.lane_max_length)
-        & ~linear & valid, query_lengths, target_lengths, tuning.lane_min_fill)
-    threads = cpu_threads(query_lengths, target_lengths, order[~in_lanes_all[order]],
-                          traceback, tuning, rows, available)
+    lane_fit = cpu_lanes.lane_eligible(
+        scoring.max_abs_score(int(query_lengths.max(initial=0)),
+                              int(target_lengths.max(initial=0))), scoring.gap_open) \
+        & (query_lengths > 0) & (target_lengths > 0) \
+        & (query_lengths <= tuning.lane_max_length) \
+        & (target_lengths <= tuning.lane_max_length) & valid
+
+    def memory_choices(available: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(linear-space block rows, pairs in lanes, threads) with ``available`` bytes."""
+        rows = linear_block_rows(query_lengths, target_lengths, valid, traceback,
+                                 traceback_memory, available, tuning)
+        in_lanes = lanes_worth_filling(lane_fit & (rows == 0), query_lengths, target_lengths,
+                                       tuning.lane_min_fill)
+        return rows, in_lanes, cpu_threads(query_lengths, target_lengths,
+                                           order[~in_lanes[order]], traceback, tuning, rows,
+                                           available)
+
+    # A small job reads the free memory first (one system call; never more than the
+    # available memory, which psutil parses /proc/meminfo for): where it bounds no choice
+    # (no pair in linear space, every thread) the available memory would choose the same.
+    settled = False
+    free_now = free_host_memory() if out.cells <= tuning.small_job_cells else 0
+    if free_now > 0:
+        try:
+            rows, in_lanes_all, threads = memory_choices(free_now)
+            settled = not rows.any() and threads == numba.get_num_threads()
+        except HostMemoryError:
+            pass
+    if not settled:
+        rows, in_lanes_all, threads = memory_choices(available_host_memory())
+    linear = rows > 0
+    # A linear-space pair counts its cells twice on the bar: the fill, then the recomputed
+    # blocks topped up to its cells (cpu_linear.align_pair_linear), never more.
+    bar_cells = cells * np.where(linear, 2, 1)
     op_counts = np.zeros(pairs, dtype=np.int64)
     ops_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     started = time.perf_counter()
@@ -534,9 +573,11 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
             work += [partial(cpu.align_pairs, queries.codes, queries.offsets, targets.codes,
                              targets.offsets, pair_query, pair_target, chunk, *arguments)
                      for chunk in _split_by_cells(batch[~in_lanes & ~in_linear], cells, threads)]
+            batch_cells = int(bar_cells[batch].sum())
             run_interruptible(work, threads, lambda done: bar.update(done - bar.n + done_before),
-                              tuning.progress_interval)
-            done_before += int(bar_cells[batch].sum())
+                              tuning.progress_interval,
+                              inline=batch_cells <= tuning.small_job_cells)
+            done_before += batch_cells
             bar.update(done_before - bar.n)
             if traceback:
                 ops_chunks.append((batch, batch_offsets[batch], ops))
@@ -548,9 +589,12 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
 
 
 def run_interruptible(work: list[Callable[[np.ndarray, int], None]], threads: int,
-                      on_progress: Callable[[int], None], interval: float) -> None:
+                      on_progress: Callable[[int], None], interval: float,
+                      inline: bool = False) -> None:
     """Run ``work(control, slot)`` items on ``threads`` worker threads while this thread
-    reports progress every ``interval`` seconds.
+    reports progress every ``interval`` seconds; ``inline``: one after another on this
+    thread, progress reported at the end (for a small job, which would spend longer
+    starting threads than working, and ends long before Ctrl-C needs a worker to stop).
 
     ``control`` is one shared ``int64`` array: ``control[0]`` is the stop flag, and item
     ``k`` adds the cells it has done to ``control[1 + k]``. ``on_progress`` receives the total
@@ -562,6 +606,11 @@ def run_interruptible(work: list[Callable[[np.ndarray, int], None]], threads: in
     if not work:
         return
     control = np.zeros(1 + len(work), dtype=np.int64)
+    if inline:
+        for slot, item in enumerate(work):
+            item(control, slot)
+        on_progress(int(control[1:].sum()))
+        return
     pool = ThreadPoolExecutor(max(1, min(threads, len(work))), thread_name_prefix="gpualign")
     futures = [pool.submit(item, control, slot) for slot, item in enumerate(work)]
     try:
@@ -723,10 +772,13 @@ def lanes_worth_filling(eligible: np.ndarray, query_lengths: np.ndarray,
     [False, False]
     """
     chosen = np.flatnonzero(eligible)
+    lanes = cpu_lanes.LANES
     if len(chosen) == 0:
         return eligible.copy()
+    if len(chosen) < min_fill * lanes and (query_lengths[chosen] > 0).all() and (
+            target_lengths[chosen] > 0).all():  # k pairs fill k lanes of a group's box at most
+        return np.zeros_like(eligible)
     cells = query_lengths.astype(np.int64) * target_lengths
-    lanes = cpu_lanes.LANES
     if len(chosen) >= lanes:   # the usual case: the costliest pairs fill their group
         head = chosen[np.argpartition(-cells[chosen], lanes - 1)[:lanes]]
         box = int(query_lengths[head].max()) * int(target_lengths[head].max())

@@ -42,10 +42,12 @@ def settings():
 
 @pytest.fixture
 def bars(monkeypatch):
-    """Every progress bar the engines make during the test (tests/helpers.RecordingBar)."""
-    from gpualign_df import engine
+    """Every progress bar the engines make during the test (tests/helpers.RecordingBar),
+    small jobs' too (``small_job_cells`` 0: the tests' jobs are small)."""
+    from gpualign_df import config, engine
     from helpers import RecordingBar
 
     RecordingBar.made = []
     monkeypatch.setattr(engine, "tqdm", RecordingBar)
-    return RecordingBar.made
+    with config.override(small_job_cells=0):
+        yield RecordingBar.made

@@ -183,3 +183,66 @@ def test_streamed_batches_show_one_bar(bars):
         frames = list(gpualign_df.align_batches(sequences_, how="pairwise", **DNA))
     assert len(frames) > 5 and len(bars) == 1
     assert bars[0].n == bars[0].total == 50 * 50 * 30 * 29 // 2
+
+
+def test_a_small_job_runs_on_the_calling_thread_with_no_bar(monkeypatch):
+    """A CPU job of at most ``small_job_cells`` cells starts no worker thread, makes no
+    progress bar and reads no /proc/meminfo (it would cost longer than the work), and its
+    frame is the threaded job's, lanes and one-pair kernels alike; a larger one uses
+    threads and a bar."""
+    from helpers import RecordingBar
+
+    rng = np.random.default_rng(9)
+    queries = [random_dna(rng, 60) for _ in range(20)] + [random_dna(rng, 200)]
+    targets = [random_dna(rng, 70) for _ in range(20)] + [random_dna(rng, 230)]
+    with config.override(small_job_cells=0):
+        threaded = gpualign_df.align(queries, targets, mode="sg", **DNA)
+    pools, RecordingBar.made = [], []
+    real_pool = engine.ThreadPoolExecutor
+    monkeypatch.setattr(engine, "ThreadPoolExecutor",
+                        lambda *args, **kwargs: pools.append(args) or real_pool(*args, **kwargs))
+    monkeypatch.setattr(engine, "tqdm", RecordingBar)
+    monkeypatch.setattr(engine, "available_host_memory",
+                        lambda: pytest.fail("a small job read /proc/meminfo"))
+    cells = sum(len(q) * len(t) for q, t in zip(queries, targets))
+    with config.override(small_job_cells=cells):
+        pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="sg", **DNA),
+                                      threaded)
+    assert pools == [] and RecordingBar.made == []
+    monkeypatch.undo()
+    monkeypatch.setattr(engine, "ThreadPoolExecutor",
+                        lambda *args, **kwargs: pools.append(args) or real_pool(*args, **kwargs))
+    monkeypatch.setattr(engine, "tqdm", RecordingBar)
+    with config.override(small_job_cells=cells - 1):
+        pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="sg", **DNA),
+                                      threaded)
+    assert len(pools) == 1 and len(RecordingBar.made) == 1
+
+
+def test_few_pairs_never_fill_lanes_whatever_their_lengths():
+    """lanes_worth_filling's shortcut (fewer pairs than ``min_fill`` of a group's lanes
+    never fill it) agrees with its general rule, pairs of length 0 included."""
+    from gpualign_df.kernels import cpu_lanes
+
+    rng = np.random.default_rng(3)
+    lanes = cpu_lanes.LANES
+    for _ in range(200):
+        count = int(rng.integers(1, 8))
+        query_lengths = rng.integers(0, 5, count) * int(rng.integers(1, 50))
+        target_lengths = rng.integers(0, 5, count) * int(rng.integers(1, 50))
+        eligible = rng.random(count) < 0.8
+        min_fill = float(rng.choice([0.0, 0.1, 0.2, 0.4]))
+        got = engine.lanes_worth_filling(eligible, query_lengths, target_lengths, min_fill)
+        # the general rule: peel the costliest pairs until a lanes' worth of those left fill
+        chosen = np.flatnonzero(eligible)
+        chosen = chosen[np.argsort(-(query_lengths * target_lengths)[chosen], kind="stable")]
+        expected = eligible.copy()
+        for peeled in range(len(chosen) + 1):
+            head = chosen[peeled:peeled + lanes]
+            box = (int(query_lengths[head].max(initial=0))
+                   * int(target_lengths[head].max(initial=0)))
+            if len(head) and (query_lengths[head] * target_lengths[head]).sum() \
+                    >= min_fill * lanes * box:
+                break
+        expected[chosen[:peeled]] = False
+        assert got.tolist() == expected.tolist(), (query_lengths, target_lengths, min_fill)
