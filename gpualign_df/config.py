@@ -52,6 +52,12 @@ class Settings:
         DP cells per streamed batch (a batch holds at least one query's pairs).
     progress_interval : float
         Seconds between progress updates and Ctrl-C checks while an engine runs.
+    cpu_wave_min_length : int
+        A CPU pair that runs alone (not in a lane group, not in linear space) whose
+        sequences both have at least this many residues is filled across SIMD lanes
+        (:mod:`gpualign_df.kernels.cpu_wave`: a wavefront of 16 lanes of 4 rows down the
+        query); shorter ones row by row, where the wavefront's group of 64 rows and its 15
+        steps of ramp would cost more than it saves.
     small_job_cells : int
         A CPU job (or batch) of at most this many DP cells runs on the calling thread,
         and a job of at most this many cells makes no progress bar unless one is forced:
@@ -264,6 +270,7 @@ class Settings:
     stream_batch_cells: float = 2e10
     progress_interval: float = 0.25
     small_job_cells: int = 1 << 18
+    cpu_wave_min_length: int = 32
     progress_delay: float = 2.0
     gpu_launch_cells: float = 2.0 ** 41
     search_block_pairs: int = 4_000_000

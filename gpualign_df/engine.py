@@ -26,7 +26,7 @@ from .encode import EncodedSequences, plain_label
 from .job import (Job, full_traceback_bytes, needs_linear_space,  # noqa: F401 (public)
                   traceback_budget)
 from .pairs import best_of_rows, search_pairs
-from .kernels import cpu, cpu_lanes, cpu_linear, cpu_search, gatk
+from .kernels import cpu, cpu_lanes, cpu_linear, cpu_search, cpu_wave, gatk
 from .scoring import MODE_LOCAL, SCORE_LIMIT, Mode, Scoring
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -486,9 +486,11 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
                    pair_target: np.ndarray, scoring: Scoring, mode: Mode, traceback: bool,
                    cigar_style: str, clip: str | None, progress: bool | None,
                    traceback_memory: int | None = None) -> AlignmentArrays:
-    """The CPU engine: lane groups for short pairs, one pair per thread for the rest, and a
-    linear-space traceback for pairs whose 4-bit matrix exceeds their traceback budget
-    (:func:`traceback_budget` of ``traceback_memory``; :mod:`gpualign_df.kernels.cpu_linear`).
+    """The CPU engine: lane groups for short pairs, one pair per thread for the rest (across
+    SIMD lanes, :mod:`gpualign_df.kernels.cpu_wave`, where both sequences have at least
+    ``cpu_wave_min_length`` residues), and a linear-space traceback for pairs whose 4-bit
+    matrix exceeds their traceback budget (:func:`traceback_budget` of
+    ``traceback_memory``; :mod:`gpualign_df.kernels.cpu_linear`).
 
     The work runs on worker threads (the kernels release the GIL) while the calling thread
     updates the progress bar and stays responsive: Ctrl-C (or any error) sets the kernels'
@@ -570,9 +572,14 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
                              targets.codes, targets.offsets, pair_query, pair_target, chunk,
                              rows, *scheme, *outputs)
                      for chunk in _split_by_cells(batch[in_linear], bar_cells, threads)]
-            work += [partial(cpu.align_pairs, queries.codes, queries.offsets, targets.codes,
-                             targets.offsets, pair_query, pair_target, chunk, *arguments)
-                     for chunk in _split_by_cells(batch[~in_lanes & ~in_linear], cells, threads)]
+            alone = batch[~in_lanes & ~in_linear]
+            waved = (np.minimum(query_lengths[alone], target_lengths[alone])
+                     >= tuning.cpu_wave_min_length)
+            for kernel, chosen in ((cpu_wave.align_pairs_wave, alone[waved]),
+                                   (cpu.align_pairs, alone[~waved])):
+                work += [partial(kernel, queries.codes, queries.offsets, targets.codes,
+                                 targets.offsets, pair_query, pair_target, chunk, *arguments)
+                         for chunk in _split_by_cells(chosen, cells, threads)]
             batch_cells = int(bar_cells[batch].sum())
             run_interruptible(work, threads, lambda done: bar.update(done - bar.n + done_before),
                               tuning.progress_interval,

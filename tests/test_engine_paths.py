@@ -16,7 +16,7 @@ import pytest
 
 import gpualign_df
 from gpualign_df import config, engine
-from gpualign_df.kernels import cpu, cpu_lanes, cpu_search
+from gpualign_df.kernels import cpu, cpu_lanes, cpu_search, cpu_wave
 from gpualign_df.scoring import make_scoring
 from helpers import mutate, random_sequences, rescore
 
@@ -91,7 +91,8 @@ class PathSpy:
     """Which pairs each kernel entry point received."""
 
     lane_pairs: list[int] = field(default_factory=list)
-    one_pair_pairs: list[int] = field(default_factory=list)
+    one_pair_pairs: list[int] = field(default_factory=list)  # row by row or across lanes
+    wave_pairs: list[int] = field(default_factory=list)      # across lanes
     padded_groups: int = 0
 
 
@@ -99,6 +100,7 @@ class PathSpy:
 def spy(monkeypatch):
     record = PathSpy()
     lane_kernel, one_pair_kernel = cpu_lanes.align_lane_groups, cpu.align_pairs
+    wave_kernel = cpu_wave.align_pairs_wave
 
     def lanes(query_codes, query_offsets, target_codes, target_offsets, pair_query, pair_target,
               groups, *rest):
@@ -118,13 +120,22 @@ def spy(monkeypatch):
         return one_pair_kernel(query_codes, query_offsets, target_codes, target_offsets,
                                pair_query, pair_target, order, *rest)
 
+    def wave(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+             pair_target, order, *rest):
+        record.one_pair_pairs += order.tolist()
+        record.wave_pairs += order.tolist()
+        return wave_kernel(query_codes, query_offsets, target_codes, target_offsets,
+                           pair_query, pair_target, order, *rest)
+
     monkeypatch.setattr(cpu_lanes, "align_lane_groups", lanes)
     monkeypatch.setattr(cpu, "align_pairs", one_pair)
+    monkeypatch.setattr(cpu_wave, "align_pairs_wave", wave)
     return record
 
 
 def run_both_paths(monkeypatch, spy, queries, targets, *, how="rowwise", **options):
-    """(lane-path frame, one-pair-path frame) of the same job; checks the routing."""
+    """(lane-path frame, one-pair-path frame) of the same job; checks the routing, and that
+    the one-pair path's frame is the same with every pair row by row (no wavefront)."""
     options = dict(backend="cpu", how=how, **options)
     spy.lane_pairs.clear()
     spy.one_pair_pairs.clear()
@@ -134,10 +145,19 @@ def run_both_paths(monkeypatch, spy, queries, targets, *, how="rowwise", **optio
     padded = spy.padded_groups
     spy.lane_pairs.clear()
     spy.one_pair_pairs.clear()
+    spy.wave_pairs.clear()
     with config.override(lane_max_length=0):
         forced = gpualign_df.align(queries, targets, **options)
     assert spy.lane_pairs == []
     assert sorted(spy.one_pair_pairs) == sorted(lane_pairs + one_pair_pairs)
+    if how == "rowwise":  # pairs long enough on both sides go across lanes
+        minimum = config.settings().cpu_wave_min_length
+        lengths = [min(len(q or ""), len(t or "")) for q, t in zip(queries, targets)]
+        assert sorted(spy.wave_pairs) == sorted(p for p in spy.one_pair_pairs
+                                                if lengths[p] >= minimum)
+    with config.override(lane_max_length=0, cpu_wave_min_length=1 << 30):
+        row_by_row = gpualign_df.align(queries, targets, **options)
+    pd.testing.assert_frame_equal(forced, row_by_row)
     return default, forced, lane_pairs, one_pair_pairs, padded
 
 

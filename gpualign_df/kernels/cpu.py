@@ -190,13 +190,30 @@ def trace_back(query, target, tb, lane, stride, end_i, end_j, mode, fqs, fts, co
     return i, j, count
 
 
+#: Lanes and rows a lane of :mod:`gpualign_df.kernels.cpu_wave`'s wavefront (here, so that
+#: the walk reads its layout).
+WAVE_LANES, WAVE_ROWS = 16, 4
+
+
+@njit(cache=True, inline="always")
+def wave_nibble(n, i, j):
+    """Where the nibble of cell (i, j) of an ``m x n`` wavefront fill is: (row, lane, shift)
+    of its byte in ``tb``. Row ``i`` is row ``r`` of lane ``k`` of its group of
+    ``WAVE_LANES * WAVE_ROWS``, which computes column j on step ``j - 1 + k``."""
+    steps = n + WAVE_LANES - 1
+    group, within = divmod(i - 1, WAVE_LANES * WAVE_ROWS)
+    lane, r = divmod(within, WAVE_ROWS)
+    return (group * steps + j - 1 + lane) * (WAVE_ROWS // 2) + (r >> 1), lane, 4 * (r & 1)
+
+
 @njit(cache=True, inline="always")
 def walk(query, target, tb, lane, stride, top, i, j, state, mode, fqs, fts, concrete, ops,
-         count):
+         count, wave=False):
     """The traceback walk from cell (i, j) in ``state`` (``SRC_DIAG`` for "in H", or
     ``SRC_INS``/``SRC_DEL`` inside a gap) over the rows ``top + 1 ..`` that ``tb`` holds (row
-    ``r`` at ``tb[(r - top - 1) * stride + (j - 1) // 2, lane]``); op codes go, end to start,
-    to ``ops[count:]``.
+    ``r`` at ``tb[(r - top - 1) * stride + (j - 1) // 2, lane]``; with ``wave``, a whole
+    matrix in the layout of :mod:`gpualign_df.kernels.cpu_wave`, ``stride`` the target's
+    length); op codes go, end to start, to ``ops[count:]``.
 
     Every step reads the nibble of the cell it stands on, so the walk needs row ``r`` while
     at row ``r``. Returns (i, j, state, count, done): ``done`` once the start of the
@@ -221,8 +238,12 @@ def walk(query, target, tb, lane, stride, top, i, j, state, mode, fqs, fts, conc
             return i, j, state, count, True
         if i == top:
             return i, j, state, count, False
-        cell = np.int64(tb[(i - 1 - top) * stride + ((j - 1) >> 1), lane])
-        nibble = (cell >> 4) if ((j - 1) & 1) else (cell & 15)
+        if wave:
+            index, column, shift = wave_nibble(stride, i, j)
+        else:
+            index, column, shift = (i - 1 - top) * stride + ((j - 1) >> 1), lane, 4 * (
+                (j - 1) & 1)
+        nibble = (np.int64(tb[index, column]) >> shift) & 15
         if state == SRC_DIAG:
             src = nibble & 3
             if src == SRC_START:

@@ -123,7 +123,7 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
     work = np.full((cols + 1, 2, LANES), neg)
     # seq[j - 1, 0] = target code of column j; seq[j - 1, 1] = its score unless
     # match_code[q] == target (gathered per row from sub_flat, or set once for a two-valued
-    # matrix, see :func:`_two_valued`).
+    # matrix, see :func:`match_codes`).
     seq = np.full((cols, 2, LANES), neg)
     two_valued = match_score != mismatch_score
     for j in range(cols):
@@ -275,14 +275,15 @@ def fill_lanes(query_lanes, target_lanes, query_lengths, target_lengths, sub_fla
 
 def two_valued(sub: np.ndarray) -> bool:
     """Whether the lanes score ``sub`` by one compare a cell (a match/mismatch matrix, see
-    :func:`_two_valued`) rather than a gather of every lane's score."""
-    _, match, mismatch = _two_valued(sub)
+    :func:`match_codes`) rather than a gather of every lane's score."""
+    _, match, mismatch = match_codes(sub)
     return bool(match != mismatch)
 
 
 @njit(cache=True)
-def _two_valued(sub):
-    """(match_code, match_score, mismatch_score) of :func:`fill_lanes`.
+def match_codes(sub):
+    """(match_code, match_score, mismatch_score) of :func:`fill_lanes` (and of the
+    wavefront, :mod:`gpualign_df.kernels.cpu_wave`).
 
     A matrix whose off-diagonal entries all equal ``mismatch`` and whose diagonal entries are
     ``match`` or ``mismatch`` is two-valued: ``match_code[a] = a`` where ``sub[a, a]`` is the
@@ -340,7 +341,7 @@ def align_lane_groups(query_codes, query_offsets, target_codes, target_offsets, 
 
 @njit(cache=True)
 def _tables(sub):
-    """(sub_flat, narrow_sub_flat, largest |entry|, *_two_valued(sub)) for
+    """(sub_flat, narrow_sub_flat, largest |entry|, *match_codes(sub)) for
     :func:`_align_groups`: ``sub`` with one extra target code for padding columns, scored
     PADDING_SCORE against everything (NARROW_PADDING_SCORE in the table of the int16 fill,
     used where every entry fits int16)."""
@@ -353,7 +354,7 @@ def _tables(sub):
             sub_flat[a * (size + 1) + b] = sub[a, b]
             narrow_sub_flat[a * (size + 1) + b] = sub[a, b]
             largest = max(largest, abs(sub[a, b]))
-    match_code, match_score, mismatch_score = _two_valued(sub)
+    match_code, match_score, mismatch_score = match_codes(sub)
     return sub_flat, narrow_sub_flat, largest, match_code, match_score, mismatch_score
 
 
