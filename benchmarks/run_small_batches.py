@@ -13,8 +13,12 @@ frames are identical. ``--compare-cpu`` times the CPU engine on them too (frames
 compared); ``--gatk`` adds GATK's own aligner (``overhang=``, CPU engine,
 ``preset="gatk-haplotype-to-reference"``) under each overhang strategy.
 
+``--cpu-only`` (on a machine without a GPU too): the CPU engine alone against parasail's
+fastest semi-global traceback (``sg_trace_scan_32``, one pair after another in this
+process, CIGARs included), its scores compared with ours.
+
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
-[--compare-cpu] [--gatk]``
+[--compare-cpu] [--gatk] [--cpu-only]``
 """
 
 from __future__ import annotations
@@ -43,8 +47,12 @@ def main() -> int:
                         help="also time the CPU engine (backend='cpu') and compare frames")
     parser.add_argument("--gatk", action="store_true",
                         help="also time GATK's aligner (overhang=..., the CPU engine)")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="the CPU engine against parasail, no GPU needed")
     add_data_dir(parser)
     args = parser.parse_args()
+    if args.cpu_only:
+        return cpu_only(args)
     import numpy as np
     import pandas as pd
 
@@ -92,6 +100,56 @@ def main() -> int:
         print(f"| {count:,} | {cells / seconds / 1e9:,.1f} | {seconds * 1e3:.2f} ms | {other} "
               f"| {same} | {on_cpu} |{gatk}", flush=True)
     return 0
+
+
+def cpu_only(args) -> int:
+    """The CPU engine (every core) and parasail ``sg_trace_scan_32`` (one core, CIGARs
+    made) on the batches; exit status 1 where a score differs."""
+    import numba
+    import numpy as np
+    import pandas as pd
+    import parasail
+
+    import gpualign_df  # noqa: F401  (the .aln accessor)
+
+    hg38, chm13 = read_fasta(args.data_dir / "hg38_chm13_51kbp_pair.fasta.gz")
+    span = min(len(hg38), len(chm13)) - REFERENCE
+    matrix = parasail.matrix_create("ACGT", OPTIONS["match"], OPTIONS["mismatch"])
+    options = dict(OPTIONS, backend="cpu")
+    print(f"CPU engine on {numba.get_num_threads()} threads, parasail sg_trace_scan_32 on one; "
+          f"haplotypes of {HAPLOTYPE} bp vs {REFERENCE} bp windows, semi-global + CIGAR; "
+          f"median of {args.repeat} warm calls")
+    print("| pairs | ours (CPU) | GCUPS | parasail (1 core) | scores equal |")
+    print("|---:|---:|---:|---:|---|")
+    wrong = 0
+    for count in BATCHES:
+        starts = np.linspace(0, span, count, dtype=np.int64)
+        references = pd.Series([hg38[start:start + REFERENCE] for start in starts])
+        haplotypes = pd.Series([chm13[start + INSET:start + INSET + HAPLOTYPE]
+                                for start in starts])
+        cells = float((haplotypes.str.len() * references.str.len()).sum())
+        frame = haplotypes.aln.rowwise(references, **options)
+        ours = []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            frame = haplotypes.aln.rowwise(references, **options)
+            ours.append(time.perf_counter() - started)
+        theirs, scores = [], []
+        for _ in range(max(1, args.repeat // 4)):
+            started = time.perf_counter()
+            scores = []
+            for haplotype, reference in zip(haplotypes, references):
+                result = parasail.sg_trace_scan_32(haplotype, reference, OPTIONS["gap_open"],
+                                                   OPTIONS["gap_extend"], matrix)
+                result.get_cigar()
+                scores.append(result.score)
+            theirs.append(time.perf_counter() - started)
+        equal = scores == frame["score"].tolist()
+        wrong += not equal
+        seconds = float(np.median(ours))
+        print(f"| {count:,} | {seconds * 1e3:.2f} ms | {cells / seconds / 1e9:,.2f} | "
+              f"{float(np.median(theirs)) * 1e3:.2f} ms | {equal} |", flush=True)
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

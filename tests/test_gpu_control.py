@@ -48,7 +48,9 @@ def test_progress_moves_within_one_long_pair(bars):
 
 def test_ctrl_c_stops_a_long_pair_on_the_gpu():
     script = textwrap.dedent("""
-        import time, numpy as np, gpualign_df
+        import signal, time, numpy as np, gpualign_df
+        # Python's own Ctrl-C handler, even in a background job (SIGINT ignored there)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         rng = np.random.default_rng(0)
         # a pair of several seconds (9e12 cells), its kernel compiled by the first call
         a, b = ("".join(rng.choice(list("ACGT"), 3_000_000)) for _ in range(2))

@@ -183,9 +183,13 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
                 host[end - len(part):end] = part
             if simulator():
                 device = to_device(host)
-            else:  # one synchronous copy from pinned memory: the buffer is free after it
-                device = array_module().empty(len(host), np.uint8)
-                device.set(host)
+            else:  # one copy, synchronous from pinned memory (cudaMemcpy; ndarray.set may
+                # return before it ends): the buffer is free again once it returns
+                import cupy
+
+                device = cupy.empty(len(host), np.uint8)
+                cupy.cuda.runtime.memcpy(device.data.ptr, host.ctypes.data, len(host),
+                                         cupy.cuda.runtime.memcpyHostToDevice)
         views = {id(part): device[end - len(part):end] for part, end in zip(shared, ends)}
     views.update({id(part): to_device(part) for part in parts if id(part) not in views})
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
