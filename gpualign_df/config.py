@@ -96,6 +96,12 @@ class Settings:
         pairs would fill less than this share of their group's cells, the costliest pair
         goes one pair per thread instead (until the rest fill it), since an almost empty
         group is slower than its pairs alone.
+    lane_speedup : float
+        How many times faster the lane groups fill a cell than a pair alone across the
+        lanes (:mod:`gpualign_df.kernels.cpu_wave`): pairs that could go either way fill
+        lane groups only where those, on every thread, would end sooner
+        (:func:`gpualign_df.engine.lanes_beat_alone`): a few long pairs in one group keep one
+        thread busy while the others wait.
     encode_bytes_per_thread, encode_max_threads : int
         The encoding of host strings uses one thread per ``encode_bytes_per_thread`` bytes,
         at most ``encode_max_threads`` (threads kept for the process): a table lookup per
@@ -269,7 +275,7 @@ class Settings:
     stream_batch_pairs: int = 1 << 20
     stream_batch_cells: float = 2e10
     progress_interval: float = 0.25
-    small_job_cells: int = 1 << 18
+    small_job_cells: int = 1 << 20
     cpu_wave_min_length: int = 32
     progress_delay: float = 2.0
     gpu_launch_cells: float = 2.0 ** 41
@@ -279,6 +285,7 @@ class Settings:
     lane_max_length: int = 2048
     lane_narrow_score_limit: int = 1 << 13
     lane_min_fill: float = 0.2
+    lane_speedup: float = 1.8
     cpu_search_group_columns: int = 1024
     cpu_rescue_share: int = 4
     cpu_profile_bytes: int = 1 << 28

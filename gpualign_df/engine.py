@@ -523,8 +523,11 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
         """(linear-space block rows, pairs in lanes, threads) with ``available`` bytes."""
         rows = linear_block_rows(query_lengths, target_lengths, valid, traceback,
                                  traceback_memory, available, tuning)
-        in_lanes = lanes_worth_filling(lane_fit & (rows == 0), query_lengths, target_lengths,
-                                       tuning.lane_min_fill)
+        in_lanes = lanes_beat_alone(
+            lanes_worth_filling(lane_fit & (rows == 0), query_lengths, target_lengths,
+                                tuning.lane_min_fill),
+            query_lengths, target_lengths, numba.get_num_threads(), tuning.lane_speedup,
+            tuning.cpu_wave_min_length)
         return rows, in_lanes, cpu_threads(query_lengths, target_lengths,
                                            order[~in_lanes[order]], traceback, tuning, rows,
                                            available)
@@ -803,6 +806,40 @@ def lanes_worth_filling(eligible: np.ndarray, query_lengths: np.ndarray,
     out = eligible.copy()
     out[chosen[:peeled]] = False
     return out
+
+
+def lanes_beat_alone(in_lanes: np.ndarray, query_lengths: np.ndarray,
+                     target_lengths: np.ndarray, threads: int, speedup: float,
+                     wave_min_length: int) -> np.ndarray:
+    """``in_lanes``, or no pair at all where every one of its pairs could run alone across
+    the lanes (both lengths at least ``wave_min_length``) and would end sooner so: the
+    groups cost their lanes times their longest query and target, shared by ``threads``
+    but a group never split; alone, each pair its cells times ``speedup`` (how many
+    times faster the lanes fill a cell), a pair never split either.
+
+    Examples
+    --------
+    >>> pairs = np.ones(25, bool)
+    >>> q, t = np.full(25, 600), np.full(25, 700)
+    >>> bool(lanes_beat_alone(pairs, q, t, 16, 1.8, 32).any())  # one group: one thread of 16
+    False
+    >>> bool(lanes_beat_alone(np.ones(125, bool), np.full(125, 600), np.full(125, 700), 2, 1.8,
+    ...                       32).all())
+    True
+    """
+    chosen = np.flatnonzero(in_lanes)
+    if len(chosen) == 0 or np.minimum(query_lengths[chosen],
+                                      target_lengths[chosen]).min() < wave_min_length:
+        return in_lanes
+    groups = lane_groups(chosen, query_lengths, target_lengths)
+    filled = groups >= 0
+    longest_query = np.where(filled, query_lengths[groups], 0).max(axis=1)
+    longest_target = np.where(filled, target_lengths[groups], 0).max(axis=1)
+    boxes = cpu_lanes.LANES * longest_query.astype(np.int64) * longest_target
+    cells = query_lengths[chosen].astype(np.int64) * target_lengths[chosen]
+    lanes = max(float(boxes.sum()) / threads, float(boxes.max()))
+    alone = speedup * max(float(cells.sum()) / threads, float(cells.max()))
+    return in_lanes if lanes <= alone else np.zeros_like(in_lanes)
 
 
 def lane_groups(pairs: np.ndarray, query_lengths: np.ndarray,

@@ -403,3 +403,30 @@ def test_gap_costs_beyond_the_band_word_run_on_the_cpu():
     frame = gpualign_df.align(["ACGTAC"], ["ACGAC"], mode="nw", match=1, mismatch=-1,
                               gap_open=70_000, gap_extend=1, backend="cuda")
     assert frame.score[0] == 5 - 70_000 and frame.cigar[0] == "3=1I2="
+
+
+def test_few_long_pairs_run_alone_across_the_lanes_not_in_one_group(monkeypatch, spy):
+    """Pairs the lanes could take go alone across the SIMD lanes where that ends sooner
+    (lanes_beat_alone): 5 pairs of 300 x 320 fill a fifth of one group, so alone; 40 fill
+    two groups far better than 1.8 times their cells alone, so lanes (one thread, so that
+    the rule does not depend on the machine's cores). The frames are the same."""
+    import numba
+
+    rng = np.random.default_rng(12)
+    queries = random_sequences(rng, 40, DNA, 300, min_length=300)
+    targets = [mutate(rng, query, DNA, 0.05)[:320] for query in queries]
+    options = dict(backend="cpu", mode="sg", match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        for count, in_lanes in ((5, False), (40, True)):
+            spy.lane_pairs.clear()
+            spy.wave_pairs.clear()
+            frame = gpualign_df.align(queries[:count], targets[:count], **options)
+            assert (sorted(spy.lane_pairs), sorted(spy.wave_pairs)) == (
+                (list(range(count)), []) if in_lanes else ([], list(range(count))))
+            with config.override(cpu_wave_min_length=1 << 30):  # lanes, or row by row
+                pd.testing.assert_frame_equal(
+                    gpualign_df.align(queries[:count], targets[:count], **options), frame)
+    finally:
+        numba.set_num_threads(threads)
