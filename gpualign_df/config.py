@@ -159,11 +159,14 @@ class Settings:
         smallest class that holds it; longer ones by the one-thread-per-pair kernel. Used
         where the 16-bit search is (``search_16bit``) and the letters' pair table fits
         shared memory; each class is one compiled kernel. Empty: never.
-    search_unroll : int
-        Query rows the grouped search kernel's step loop runs an iteration (1, 2 or 4):
-        unrolled, the rows' registers change roles by renaming instead of moves, and the
-        loop's own work (the query row's read, the compare and branch) is shared. More rows
-        take more registers.
+    search_unroll : tuple of (int, int) pairs
+        Query rows the grouped search kernel's step loop runs an iteration (1, 2 or 4), as
+        (most columns a lane, rows): a length class takes the first pair whose columns hold
+        its own, else 1. Unrolled, the rows' registers change roles by renaming instead of
+        moves, and the loop's own work (the query row's read, the compare and branch) is
+        shared; but more rows take more registers, and beyond 128 a thread only one block
+        of 256 threads fits an SM instead of two (at 26 columns: 151 registers at 4 rows,
+        124 at 2, from the offline sm_90 build).
     keyed_best : bool
         The GPU fills keep each row's running best as one int32 key (``H * 2**16 - j``)
         where scores and columns fit (:func:`gpualign_df.gpu.policy.keyed_best_fits`),
@@ -303,7 +306,7 @@ class Settings:
     search_16bit: bool | None = None
     search_groups: tuple[tuple[int, int], ...] = tuple(
         (8, columns) for columns in range(4, 27, 2)) + ((16, 26), (32, 26))
-    search_unroll: int = 4
+    search_unroll: tuple[tuple[int, int], ...] = ((24, 4), (26, 2))
     keyed_best: bool = True
     fill_strip_rows: int = 16
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))

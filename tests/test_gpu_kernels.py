@@ -645,7 +645,8 @@ def test_grouped_search_equals_cpu(settings, monkeypatch, unroll):
     query lengths of every remainder (the steps past the last read padding rows)."""
     from gpualign_df.kernels import search as search_kernels
 
-    settings(search_16bit=True, search_groups=((4, 3), (8, 4)), search_unroll=unroll)
+    settings(search_16bit=True, search_groups=((4, 3), (8, 4)),
+             search_unroll=((4, unroll),))
     ran = []
     for name in ("group_search_kernel", "search_kernel16"):
         real = getattr(search_kernels, name)

@@ -364,8 +364,8 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                                                        valid, tuning))
     for lanes, columns, pairs, pair_codes, pair_row in classes:
         count = len(pairs)
-        kernel = search_kernels.group_search_kernel(lanes, columns, use_dpx,
-                                                    tuning.search_unroll)
+        kernel = search_kernels.group_search_kernel(
+            lanes, columns, use_dpx, unroll_for(columns, tuning.search_unroll))
         residues = int(lengths[pairs[pairs >= 0]].sum())
         per_query = lanes * count
         most = max(1, (2**31 - 1) // per_query)
@@ -382,6 +382,19 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                                     residues))
     pending.finish()
     return rest
+
+
+def unroll_for(columns: int, rule: tuple[tuple[int, int], ...]) -> int:
+    """Query rows an iteration of the grouped kernel's step loop for a length class of
+    ``columns`` columns a lane: the first ``(most columns, rows)`` of ``rule`` (the
+    ``search_unroll`` setting) that holds it, else 1.
+
+    Examples
+    --------
+    >>> [unroll_for(columns, ((24, 4), (26, 2))) for columns in (4, 24, 26, 30)]
+    [4, 4, 2, 1]
+    """
+    return next((rows for most, rows in rule if columns <= most), 1)
 
 
 def class_columns(setup: GroupSetup, targets, keep: dict | None, first: int,
