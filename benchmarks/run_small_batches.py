@@ -54,13 +54,11 @@ def main() -> int:
     if args.cpu_only:
         return cpu_only(args)
     import numpy as np
-    import pandas as pd
 
     import gpualign_df  # noqa: F401  (the .aln accessor)
     from gpualign_df import config, gpu
 
     hg38, chm13 = read_fasta(args.data_dir / "hg38_chm13_51kbp_pair.fasta.gz")
-    span = min(len(hg38), len(chm13)) - REFERENCE
     name = gpu.cuda.get_current_device().name
     name = name.decode() if isinstance(name, bytes) else name
     print(f"device: {name}; haplotypes of {HAPLOTYPE} bp vs {REFERENCE} bp windows, "
@@ -70,11 +68,7 @@ def main() -> int:
           "(frames identical) |" + "".join(f" GATK {name} |" for name in strategies))
     print("|---:|---:|---:|---:|---|---|" + "---:|" * len(strategies))
     for count in BATCHES:
-        starts = np.linspace(0, span, count, dtype=np.int64)
-        references = pd.Series([hg38[start:start + REFERENCE] for start in starts])
-        haplotypes = pd.Series([chm13[start + INSET:start + INSET + HAPLOTYPE]
-                                for start in starts])
-        cells = float((haplotypes.str.len() * references.str.len()).sum())
+        haplotypes, references, cells = batch_of(hg38, chm13, count)
 
         def median(options=OPTIONS, **changes):
             with config.override(**changes):
@@ -102,18 +96,30 @@ def main() -> int:
     return 0
 
 
+def batch_of(hg38: str, chm13: str, count: int):
+    """(haplotypes, references, cells) of a batch of ``count`` pairs: windows spread evenly
+    along the hg38 side, each against the CHM13 stretch ``INSET`` bp inside it."""
+    import numpy as np
+    import pandas as pd
+
+    span = min(len(hg38), len(chm13)) - REFERENCE
+    starts = np.linspace(0, span, count, dtype=np.int64)
+    references = pd.Series([hg38[start:start + REFERENCE] for start in starts])
+    haplotypes = pd.Series([chm13[start + INSET:start + INSET + HAPLOTYPE]
+                            for start in starts])
+    return haplotypes, references, float((haplotypes.str.len() * references.str.len()).sum())
+
+
 def cpu_only(args) -> int:
     """The CPU engine (every core) and parasail ``sg_trace_scan_32`` (one core, CIGARs
     made) on the batches; exit status 1 where a score differs."""
     import numba
     import numpy as np
-    import pandas as pd
     import parasail
 
     import gpualign_df  # noqa: F401  (the .aln accessor)
 
     hg38, chm13 = read_fasta(args.data_dir / "hg38_chm13_51kbp_pair.fasta.gz")
-    span = min(len(hg38), len(chm13)) - REFERENCE
     matrix = parasail.matrix_create("ACGT", OPTIONS["match"], OPTIONS["mismatch"])
     options = dict(OPTIONS, backend="cpu")
     print(f"CPU engine on {numba.get_num_threads()} threads, parasail sg_trace_scan_32 on one; "
@@ -123,11 +129,7 @@ def cpu_only(args) -> int:
     print("|---:|---:|---:|---:|---|")
     wrong = 0
     for count in BATCHES:
-        starts = np.linspace(0, span, count, dtype=np.int64)
-        references = pd.Series([hg38[start:start + REFERENCE] for start in starts])
-        haplotypes = pd.Series([chm13[start + INSET:start + INSET + HAPLOTYPE]
-                                for start in starts])
-        cells = float((haplotypes.str.len() * references.str.len()).sum())
+        haplotypes, references, cells = batch_of(hg38, chm13, count)
         frame = haplotypes.aln.rowwise(references, **options)
         ours = []
         for _ in range(args.repeat):

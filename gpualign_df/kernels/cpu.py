@@ -270,6 +270,16 @@ def walk(query, target, tb, lane, stride, top, i, j, state, mode, fqs, fts, conc
                 state = SRC_DIAG
 
 
+@njit(cache=True, inline="always")
+def pair_sequences(query_codes, query_offsets, target_codes, target_offsets, pair_query,
+                   pair_target, p):
+    """(query, target) codes of pair ``p``: slices ``codes[offsets[k]:offsets[k + 1]]``."""
+    qi = pair_query[p]
+    ti = pair_target[p]
+    return (query_codes[query_offsets[qi]:query_offsets[qi + 1]],
+            target_codes[target_offsets[ti]:target_offsets[ti + 1]])
+
+
 @njit(cache=True, nogil=True)
 def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_query, pair_target,
                 order, sub, concrete, go, ge, mode, fqs, fqe, fts, fte, traceback, op_offsets, ops,
@@ -287,10 +297,8 @@ def align_pairs(query_codes, query_offsets, target_codes, target_offsets, pair_q
         if control[0] != 0:
             return
         p = order[k]
-        qi = pair_query[p]
-        ti = pair_target[p]
-        query = query_codes[query_offsets[qi]:query_offsets[qi + 1]]
-        target = target_codes[target_offsets[ti]:target_offsets[ti + 1]]
+        query, target = pair_sequences(query_codes, query_offsets, target_codes,
+                                       target_offsets, pair_query, pair_target, p)
         m = query.shape[0]
         n = target.shape[0]
         h_row = np.empty(n + 1, dtype=np.int32)

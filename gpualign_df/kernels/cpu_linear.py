@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from ..scoring import MODE_LOCAL
-from .cpu import SRC_DIAG, border_score, fill_matrix, fill_row, walk
+from .cpu import SRC_DIAG, border_score, fill_matrix, fill_row, pair_sequences, walk
 
 
 def block_rows(query_lengths: np.ndarray, target_lengths: np.ndarray, budget: int,
@@ -162,10 +162,8 @@ def align_pairs_linear(query_codes, query_offsets, target_codes, target_offsets,
         if control[0] != 0:
             return
         p = order[k]
-        qi = pair_query[p]
-        ti = pair_target[p]
-        query = query_codes[query_offsets[qi]:query_offsets[qi + 1]]
-        target = target_codes[target_offsets[ti]:target_offsets[ti + 1]]
+        query, target = pair_sequences(query_codes, query_offsets, target_codes,
+                                       target_offsets, pair_query, pair_target, p)
         m = query.shape[0]
         n = target.shape[0]
         best, end_i, end_j, start_i, start_j, count = align_pair_linear(

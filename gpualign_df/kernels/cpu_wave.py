@@ -30,7 +30,7 @@ from numba import njit
 
 from ..scoring import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
 from .cpu import (SRC_DEL, SRC_DIAG, SRC_INS, SRC_START, WAVE_LANES, WAVE_ROWS, border_score,
-                  walk)
+                  pair_sequences, walk)
 from .cpu_lanes import match_codes
 
 #: Lanes of the wavefront (int32 cells: one 512-bit register, or two of 256 bits), and rows
@@ -243,10 +243,8 @@ def align_pairs_wave(query_codes, query_offsets, target_codes, target_offsets, p
         if control[0] != 0:
             return
         p = order[k]
-        qi = pair_query[p]
-        ti = pair_target[p]
-        query = query_codes[query_offsets[qi]:query_offsets[qi + 1]]
-        target = target_codes[target_offsets[ti]:target_offsets[ti + 1]]
+        query, target = pair_sequences(query_codes, query_offsets, target_codes,
+                                       target_offsets, pair_query, pair_target, p)
         m = query.shape[0]
         n = target.shape[0]
         tb = np.empty((tb_rows(m, n) if traceback else 0, LANES), dtype=np.uint8)
