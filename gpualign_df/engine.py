@@ -519,8 +519,9 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
         & (query_lengths <= tuning.lane_max_length) \
         & (target_lengths <= tuning.lane_max_length) & valid
 
-    def memory_choices(available: int) -> tuple[np.ndarray, np.ndarray, int]:
-        """(linear-space block rows, pairs in lanes, threads) with ``available`` bytes."""
+    def memory_choices(available: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(linear-space block rows, pairs in lanes, threads, a pair's traceback budget)
+        with ``available`` bytes."""
         rows = linear_block_rows(query_lengths, target_lengths, valid, traceback,
                                  traceback_memory, available, tuning)
         in_lanes = lanes_beat_alone(
@@ -530,7 +531,8 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
             tuning.cpu_wave_min_length)
         return rows, in_lanes, cpu_threads(query_lengths, target_lengths,
                                            order[~in_lanes[order]], traceback, tuning, rows,
-                                           available)
+                                           available), host_traceback_budget(
+            traceback_memory, available, tuning)
 
     # A small job reads the free memory first (one system call; never more than the
     # available memory, which psutil parses /proc/meminfo for): where it bounds no choice
@@ -539,12 +541,12 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
     free_now = free_host_memory() if out.cells <= tuning.small_job_cells else 0
     if free_now > 0:
         try:
-            rows, in_lanes_all, threads = memory_choices(free_now)
+            rows, in_lanes_all, threads, budget = memory_choices(free_now)
             settled = not rows.any() and threads == numba.get_num_threads()
         except HostMemoryError:
             pass
     if not settled:
-        rows, in_lanes_all, threads = memory_choices(available_host_memory())
+        rows, in_lanes_all, threads, budget = memory_choices(available_host_memory())
     linear = rows > 0
     # A linear-space pair counts its cells twice on the bar: the fill, then the recomputed
     # blocks topped up to its cells (cpu_linear.align_pair_linear), never more.
@@ -576,8 +578,12 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
                              rows, *scheme, *outputs)
                      for chunk in _split_by_cells(batch[in_linear], bar_cells, threads)]
             alone = batch[~in_lanes & ~in_linear]
+            # across the lanes where long enough, and where the wavefront's nibbles (a
+            # little more than the full matrix's) keep to the pair's traceback budget
             waved = (np.minimum(query_lengths[alone], target_lengths[alone])
-                     >= tuning.cpu_wave_min_length)
+                     >= tuning.cpu_wave_min_length) & (not traceback or (
+                cpu_wave.traceback_bytes(query_lengths[alone], target_lengths[alone])
+                <= budget))
             for kernel, chosen in ((cpu_wave.align_pairs_wave, alone[waved]),
                                    (cpu.align_pairs, alone[~waved])):
                 work += [partial(kernel, queries.codes, queries.offsets, targets.codes,
@@ -690,6 +696,14 @@ def within_host_budget(need: int, tuning: config.Settings) -> bool:
     return need <= host_budget(tuning, free_host_memory()) or need <= host_budget(tuning)
 
 
+def host_traceback_budget(traceback_memory: int | None, available: int,
+                          tuning: config.Settings) -> int:
+    """Bytes one pair's traceback may take on the host: its :func:`traceback_budget`, and
+    at most the job's :func:`host_budget`."""
+    return min(traceback_budget(traceback_memory, available, tuning),
+               host_budget(tuning, available))
+
+
 def linear_block_rows(query_lengths: np.ndarray, target_lengths: np.ndarray, valid: np.ndarray,
                       traceback: bool, traceback_memory: int | None, available: int,
                       tuning: config.Settings) -> np.ndarray:
@@ -701,8 +715,7 @@ def linear_block_rows(query_lengths: np.ndarray, target_lengths: np.ndarray, val
     :func:`host_budget`: a matrix the job cannot hold is traced back in linear space rather
     than refused. The rows follow :func:`gpualign_df.kernels.cpu_linear.block_rows`.
     """
-    budget = min(traceback_budget(traceback_memory, available, tuning),
-                 host_budget(tuning, available))
+    budget = host_traceback_budget(traceback_memory, available, tuning)
     linear = valid & needs_linear_space(query_lengths, target_lengths, budget) if traceback \
         else np.zeros(len(valid), dtype=bool)
     rows = np.zeros(len(valid), dtype=np.int64)

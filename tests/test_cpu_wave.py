@@ -117,3 +117,31 @@ def test_a_fill_counts_its_cells_and_stops_when_told():
     cpu_wave.fill_wave(query, target, scoring.matrix, 2, 1, MODE_GLOBAL, False, False, False,
                        False, tb, control, 0)
     assert control[1] == cpu_wave.GROUP_ROWS * 90
+
+
+def test_a_pair_goes_across_the_lanes_only_within_its_traceback_budget(monkeypatch):
+    """The wavefront's nibbles take a little more than the full matrix's (whole groups of
+    rows, the lanes' ramp): a pair whose matrix fits its ``traceback_memory`` but whose
+    wavefront would not runs row by row, with the same frame."""
+    from gpualign_df.kernels import cpu
+
+    full = 40 * ((40 + 1) // 2)
+    wave_bytes = int(cpu_wave.traceback_bytes(40, 40))
+    assert full < wave_bytes
+    ran = []
+    for name, module in (("wave", cpu_wave), ("rows", cpu)):
+        kernel = getattr(module, "align_pairs_wave" if name == "wave" else "align_pairs")
+        monkeypatch.setattr(module, kernel.__name__,
+                            lambda *args, _k=kernel, _n=name: ran.append(_n) or _k(*args))
+    rng = np.random.default_rng(5)
+    query = random_sequences(rng, 1, "ACGT", 40, min_length=40)[0]
+    target = mutate(rng, query, "ACGT", 0.1)[:40].ljust(40, "A")
+    options = dict(backend="cpu", mode="nw", match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    frames = {}
+    for budget in (full, wave_bytes):
+        ran.clear()
+        with config.override(lane_max_length=0):
+            frames[budget] = gpualign_df.align([query], [target], traceback_memory=budget,
+                                               **options)
+        assert ran == (["wave"] if budget == wave_bytes else ["rows"])
+    pd.testing.assert_frame_equal(frames[full], frames[wave_bytes])

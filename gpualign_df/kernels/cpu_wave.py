@@ -18,9 +18,9 @@ in column n; the rows are folded in ascending order with strict comparisons, so 
 the smallest query end, then the smallest target end.
 
 The nibbles take ``ceil(m / 64) * 64 / 2 * (n + 15)`` bytes, the full matrix's
-``m * ceil(n / 2)`` but for the last group's rows and 15 columns of ramp; the memory budgets
-count the full matrix's, and a pair goes across the lanes only from
-``cpu_wave_min_length`` residues on each side, where the difference is small.
+``m * ceil(n / 2)`` but for the last group's rows and 15 columns of ramp
+(:func:`traceback_bytes`); the engine sends a pair across the lanes only where that keeps to
+its traceback budget.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ F_H, F_D = 0, ROWS
 F_UP_H, F_UP_I, F_DIAG, F_BOTTOM_H, F_BOTTOM_I, F_CODE = (2 * ROWS + k for k in range(6))
 F_OFFSET, F_BEST, F_COLUMN, F_LAST, F_SCORE = (2 * ROWS + 6 + k * ROWS for k in range(5))
 FIELDS = 7 * ROWS + 6
+
+
+def traceback_bytes(m, n):
+    """Bytes of the wavefront's nibbles for ``m x n`` pairs (numpy arrays or ints)."""
+    return tb_rows(m, n) * LANES
 
 
 @njit(cache=True)
