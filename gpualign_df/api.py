@@ -13,7 +13,7 @@ from .databases import Database
 from .encode import EncodedSequences, encode_sequences
 from .engine import (HostMemoryError, check_options, choose_engine, gib, host_budget,
                      progress_bar, run_pairs, search_rows, search_survivors,
-                     within_host_budget)
+                     small_job_engine, within_host_budget)
 from .job import HOWS, Job
 from .libraries import is_cudf
 from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
@@ -180,8 +180,16 @@ def align(
         check_host_memory(encoded)
         return cudf.from_pandas(run_rows(encoded, 0, len(encoded.queries)))
     encoded = encode_job(queries, as_pandas(targets) if is_cudf(targets) else targets, job)
+    encoded = _on_small_job_engine(encoded, backend)
     check_host_memory(encoded)
     return run_rows(encoded, 0, len(encoded.queries))
+
+
+def _on_small_job_engine(encoded: EncodedJob, backend: str) -> EncodedJob:
+    """The encoded job on the engine :func:`~gpualign_df.engine.small_job_engine` picks
+    for its DP cells."""
+    job = small_job_engine(encoded.job, float(_query_costs(encoded)[1].sum()), backend)
+    return encoded if job is encoded.job else replace(encoded, job=job)
 
 
 def as_pandas(values: Any) -> Any:
@@ -422,7 +430,7 @@ def align_batches(
                       cigar_style=cigar_style, clip=clip, backend=backend, progress=progress,
                       traceback_memory=traceback_memory, overhang=overhang)
     encoded = encode_job(as_pandas(queries), as_pandas(targets), replace(job, library="pandas"))
-    return _batches_of(encoded, config.settings())
+    return _batches_of(_on_small_job_engine(encoded, backend), config.settings())
 
 
 def _batches_of(job: EncodedJob, tuning: config.Settings) -> Iterator[pd.DataFrame]:

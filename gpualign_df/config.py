@@ -58,6 +58,11 @@ class Settings:
         (:mod:`gpualign_df.kernels.cpu_wave`: a wavefront of 16 lanes of 4 rows down the
         query); shorter ones row by row, where the wavefront's group of 64 rows and its 15
         steps of ramp would cost more than it saves.
+    auto_cpu_cells : float
+        With ``backend="auto"``, a job from pandas or Python sequences of at most this
+        many DP cells runs on the CPU engine even where a GPU is usable
+        (:func:`gpualign_df.engine.small_job_engine`): the GPU's fixed cost per call, a few
+        milliseconds, exceeds such a job's work on the CPU. 0 keeps every job on the GPU.
     small_job_cells : int
         A CPU job (or batch) of at most this many DP cells runs on the calling thread,
         and a job of at most this many cells makes no progress bar unless one is forced:
@@ -279,6 +284,7 @@ class Settings:
     stream_batch_cells: float = 2e10
     progress_interval: float = 0.25
     small_job_cells: int = 1 << 20
+    auto_cpu_cells: float = 1 << 21
     cpu_wave_min_length: int = 32
     progress_delay: float = 2.0
     gpu_launch_cells: float = 2.0 ** 41

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import replace
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from functools import partial
 from typing import Callable
@@ -98,6 +99,30 @@ def choose_engine(backend: str, scoring: Scoring | None = None, gatk: bool = Fal
             or not gap_delta_fits(scoring.gap_open, scoring.gap_extend)):
         return "cpu"
     return engine
+
+
+def small_job_engine(job: Job, cells: float, backend: str) -> Job:
+    """``job``, on the CPU engine where ``backend="auto"`` chose the GPU for a job from
+    pandas or Python sequences of at most ``auto_cpu_cells`` DP cells: the GPU's fixed
+    cost per call (planning, uploads, launches, the results' trip back) exceeds such a
+    job's work on the CPU. A cuDF job stays on the GPU (its data is there); so does one
+    with ``backend="cuda"``. The frames are the same on either engine.
+
+    Examples
+    --------
+    >>> from gpualign_df.job import Job
+    >>> from gpualign_df.scoring import make_scoring, parse_mode
+    >>> job = Job("rowwise", "pandas", "cuda", make_scoring(match=1, mismatch=-1),
+    ...           parse_mode("sw", None))
+    >>> small_job_engine(job, 420_000, "auto").engine, small_job_engine(job, 1e9, "auto").engine
+    ('cpu', 'cuda')
+    >>> small_job_engine(job, 420_000, "cuda").engine
+    'cuda'
+    """
+    if (backend == "auto" and job.engine == "cuda" and job.library == "pandas"
+            and cells <= config.settings().auto_cpu_cells):
+        return replace(job, engine="cpu")
+    return job
 
 
 def check_score_range(scoring: Scoring, query_lengths: np.ndarray,

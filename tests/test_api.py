@@ -630,6 +630,38 @@ def test_auto_backend_without_a_gpu_runs_on_the_cpu(monkeypatch):
         [16, 2, 10, "8="]
 
 
+def test_auto_backend_keeps_small_jobs_off_the_gpu(monkeypatch):
+    """With a usable GPU (here the simulator, taken for one), backend="auto" runs a job of
+    at most auto_cpu_cells DP cells on the CPU engine and a larger one on the GPU, for
+    align and align_batches alike; backend="cuda" always on the GPU; the frames are the
+    same."""
+    from gpualign_df import config, engine
+
+    monkeypatch.setattr(gpu, "gpu_usable", lambda: True)
+    ran = []
+    real_cpu, real_gpu = engine._run_pairs_cpu, gpu.run_pairs_gpu
+    monkeypatch.setattr(engine, "_run_pairs_cpu",
+                        lambda *args, **kwargs: ran.append("cpu") or real_cpu(*args, **kwargs))
+    monkeypatch.setattr(gpu, "run_pairs_gpu",
+                        lambda *args, **kwargs: ran.append("cuda") or real_gpu(*args, **kwargs))
+    queries, targets = related(6, 6, max_length=40)
+    cells = sum(len(q) * len(t) for q, t in zip(queries, targets))
+    frames = []
+    for backend, limit, expected in (("auto", cells, "cpu"), ("auto", cells - 1, "cuda"),
+                                     ("cuda", cells, "cuda")):
+        with config.override(auto_cpu_cells=limit):
+            ran.clear()
+            frames.append(gpualign_df.align(queries, targets, backend=backend, **OPTIONS))
+            assert ran == [expected], (backend, limit)
+            ran.clear()
+            batches = list(gpualign_df.align_batches(queries, targets, backend=backend,
+                                                     **OPTIONS))
+            assert set(ran) == {expected}, (backend, limit)
+            pd.testing.assert_frame_equal(pd.concat(batches, ignore_index=True), frames[-1])
+    for frame in frames[1:]:
+        pd.testing.assert_frame_equal(frame, frames[0])
+
+
 def test_cpu_and_auto_backends_agree():
     queries, targets = related(15, 20)
     pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, backend="cpu", **OPTIONS),
