@@ -94,15 +94,17 @@ def test_search_and_pairwise_on_the_gpu_equal_cpu():
 
 
 @pytest.mark.parametrize("mode,free_ends", [
-    ("sw", None), pytest.param("nw", None, marks=pytest.mark.slow),
+    pytest.param("sw", None, marks=pytest.mark.slow),
+    pytest.param("nw", None, marks=pytest.mark.slow),
     pytest.param("sg", None, marks=pytest.mark.slow),
     pytest.param("sg", ("target_start", "target_end"), marks=pytest.mark.slow),
     pytest.param("sg", ("query_end",), marks=pytest.mark.slow)])
 def test_long_pair_kernel_equals_cpu(settings, mode, free_ends):
     """Every non-empty pair through the band (long-pair) kernel; under the simulator with
-    bands of 4 lanes (32 rows), so that pairs take several bands. (The quick set keeps
-    local mode here; read-to-reference runs quick in :func:`test_windows_equal_cpu`, score
-    only, and semi-global with traceback in the walk's test.)"""
+    bands of 4 lanes (32 rows), so that pairs take several bands. (Slow set: the quick set
+    runs band fills in every mode elsewhere: local with traceback in the linear-space
+    test, global in the split and rows-a-lane tests, read to reference score only in the
+    windows' test and with traceback in the walk's.)"""
     settings(inter_max_cells=0)
     if gpualign_df.gpu.simulator():
         settings(band_lanes=4)
@@ -665,11 +667,14 @@ def test_grouped_search_equals_cpu(settings, monkeypatch, unroll):
     gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
     pd.testing.assert_frame_equal(cpu, gpu)
     assert "group_search_kernel" in ran and "search_kernel16" in ran
-    # little memory: the database in tiles of one warp, each tile's classes and rest
-    monkeypatch.setattr(gpualign_df.gpu.search, "free_bytes", lambda: 4000)
-    tiled = pd.Series(queries).aln.search(pd.Series(database), backend="cuda",
-                                          traceback=False, **options)
-    pd.testing.assert_frame_equal(tiled, cpu[list(tiled.columns)])
+    if unroll == 1:
+        # little memory: the database in tiles of one warp, each tile's classes and rest
+        # (slow set; the quick set has tiles of one class and the rest in
+        # test_search_streams_a_database_larger_than_the_device)
+        monkeypatch.setattr(gpualign_df.gpu.search, "free_bytes", lambda: 4000)
+        tiled = pd.Series(queries).aln.search(pd.Series(database), backend="cuda",
+                                              traceback=False, **options)
+        pd.testing.assert_frame_equal(tiled, cpu[list(tiled.columns)])
 
 
 def test_search_streams_a_database_larger_than_the_device(monkeypatch, settings):
@@ -831,9 +836,11 @@ def test_keyed_and_selected_row_bests_equal_cpu():
                              mismatch=-1, gap_open=1, gap_extend=1)
 
 
-PACKED_MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
-                ("sg", ("query_start", "query_end")), ("sg", ("query_end",)),
-                ("sg", ("target_end",))]
+# the packed fill is off by default (fill_16bit): the free-ends subsets in the slow set
+PACKED_MODES = [("sw", None), ("nw", None), ("sg", None)] + [
+    pytest.param("sg", ends, marks=pytest.mark.slow)
+    for ends in (("target_start", "target_end"), ("query_start", "query_end"), ("query_end",),
+                 ("target_end",))]
 
 
 @pytest.mark.parametrize("mode,free_ends", PACKED_MODES)
@@ -854,6 +861,7 @@ def test_packed_16bit_fill_equals_cpu(settings, planned, mode, free_ends, sort):
     assert [batch.packed for batches in planned for batch in batches] == [False, True]
 
 
+@pytest.mark.slow  # the packed fill is off by default (fill_16bit)
 def test_packed_16bit_fill_ties_and_zero_gap_costs(settings):
     """Repeats with many equal-scoring end cells and free gaps (gap_open 0): the packed fill
     keeps the CPU engine's row-major first end cell in every mode; one pair is much longer
