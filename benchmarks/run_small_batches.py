@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
-from benchmarks.harness import add_data_dir, read_fasta
+from benchmarks.harness import add_data_dir, read_fasta, timed_runs
 
 #: GATK's NEW_SW_PARAMETERS (haplotype to reference), semi-global with CIGARs.
 OPTIONS = dict(mode="sg", match=200, mismatch=-150, gap_open=260, gap_extend=11,
@@ -72,12 +71,9 @@ def main() -> int:
 
         def median(options=OPTIONS, **changes):
             with config.override(**changes):
-                frame = haplotypes.aln.rowwise(references, **options)
-                times = []
-                for _ in range(args.repeat):
-                    started = time.perf_counter()
-                    frame = haplotypes.aln.rowwise(references, **options)
-                    times.append(time.perf_counter() - started)
+                haplotypes.aln.rowwise(references, **options)
+                times, frame = timed_runs(
+                    lambda: haplotypes.aln.rowwise(references, **options), args.repeat)
             return float(np.median(times)), frame
 
         seconds, frame = median()
@@ -130,22 +126,21 @@ def cpu_only(args) -> int:
     wrong = 0
     for count in BATCHES:
         haplotypes, references, cells = batch_of(hg38, chm13, count)
-        frame = haplotypes.aln.rowwise(references, **options)
-        ours = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            frame = haplotypes.aln.rowwise(references, **options)
-            ours.append(time.perf_counter() - started)
-        theirs, scores = [], []
-        for _ in range(max(1, args.repeat // 4)):
-            started = time.perf_counter()
+        haplotypes.aln.rowwise(references, **options)
+        ours, frame = timed_runs(lambda: haplotypes.aln.rowwise(references, **options),
+                                 args.repeat)
+
+        def parasail_scores():
+            """parasail's score of each pair, its CIGAR made too (as ours is)."""
             scores = []
             for haplotype, reference in zip(haplotypes, references):
                 result = parasail.sg_trace_scan_32(haplotype, reference, OPTIONS["gap_open"],
                                                    OPTIONS["gap_extend"], matrix)
                 result.get_cigar()
                 scores.append(result.score)
-            theirs.append(time.perf_counter() - started)
+            return scores
+
+        theirs, scores = timed_runs(parasail_scores, max(1, args.repeat // 4))
         equal = scores == frame["score"].tolist()
         wrong += not equal
         seconds = float(np.median(ours))

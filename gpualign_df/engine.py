@@ -554,10 +554,10 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
                                 tuning.lane_min_fill),
             query_lengths, target_lengths, numba.get_num_threads(), tuning.lane_speedup,
             tuning.cpu_wave_min_length)
-        return rows, in_lanes, cpu_threads(query_lengths, target_lengths,
-                                           order[~in_lanes[order]], traceback, tuning, rows,
-                                           available), host_traceback_budget(
-            traceback_memory, available, tuning)
+        threads = cpu_threads(query_lengths, target_lengths, order[~in_lanes[order]],
+                              traceback, tuning, rows, available)
+        return rows, in_lanes, threads, host_traceback_budget(traceback_memory, available,
+                                                              tuning)
 
     # A small job reads the free memory first (one system call; never more than the
     # available memory, which psutil parses /proc/meminfo for): where it bounds no choice

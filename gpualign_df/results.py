@@ -81,6 +81,5 @@ def _with_offset(columns: dict, arrays: AlignmentArrays) -> pd.DataFrame:
     """The frame of ``columns``, with GATK's ``offset`` last where the job has one."""
     if arrays.offset is not None:
         columns["offset"] = _nullable_int32(arrays.offset, arrays.valid)
-    # the index given: pandas would otherwise derive it from the label columns (Index
-    # objects), which costs as much as the rest of a small frame
+    # the index given, not derived by pandas from the label columns (Index objects)
     return pd.DataFrame(columns, index=pd.RangeIndex(len(arrays.valid)), copy=False)
