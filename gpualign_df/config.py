@@ -68,6 +68,13 @@ class Settings:
         and a job of at most this many cells makes no progress bar unless one is forced:
         starting threads and a bar would cost longer than such a job's work, which ends
         long before a bar would appear or Ctrl-C would need a worker to stop.
+    cpu_chunk_cells : int
+        Fewest DP cells of a CPU work item (a run of pairs one thread takes at a time), but
+        for a pair larger alone: items of about a 16th of a thread's share of a job, never
+        smaller than this, so that a few medium pairs spread over every thread (a batch of
+        25 pairs of 600 x 700 takes a thread a pair) while many short pairs still go a
+        run at a time (a thread call costs microseconds; this many cells, a tenth of a
+        millisecond or more).
     progress_delay : float
         A progress bar appears once a job has run this many seconds (unless forced).
     gpu_launch_cells : float
@@ -284,6 +291,7 @@ class Settings:
     stream_batch_cells: float = 2e10
     progress_interval: float = 0.25
     small_job_cells: int = 1 << 20
+    cpu_chunk_cells: int = 1 << 17
     auto_cpu_cells: float = 1 << 21
     cpu_wave_min_length: int = 32
     progress_delay: float = 2.0

@@ -601,7 +601,8 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
             work += [partial(cpu_linear.align_pairs_linear, queries.codes, queries.offsets,
                              targets.codes, targets.offsets, pair_query, pair_target, chunk,
                              rows, *scheme, *outputs)
-                     for chunk in _split_by_cells(batch[in_linear], bar_cells, threads)]
+                     for chunk in _split_by_cells(batch[in_linear], bar_cells, threads,
+                                                 tuning.cpu_chunk_cells)]
             alone = batch[~in_lanes & ~in_linear]
             # across the lanes where long enough, and where the wavefront's nibbles (a
             # little more than the full matrix's) keep to the pair's traceback budget
@@ -613,7 +614,8 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
                                    (cpu.align_pairs, alone[~waved])):
                 work += [partial(kernel, queries.codes, queries.offsets, targets.codes,
                                  targets.offsets, pair_query, pair_target, chunk, *arguments)
-                         for chunk in _split_by_cells(chosen, cells, threads)]
+                         for chunk in _split_by_cells(chosen, cells, threads,
+                                                     tuning.cpu_chunk_cells)]
             batch_cells = int(bar_cells[batch].sum())
             run_interruptible(work, threads, lambda done: bar.update(done - bar.n + done_before),
                               tuning.progress_interval,
@@ -678,13 +680,23 @@ def _split_groups(groups: np.ndarray, threads: int) -> list[np.ndarray]:
     return [groups[start:start + chunk] for start in range(0, len(groups), chunk)]
 
 
-def _split_by_cells(order: np.ndarray, cells: np.ndarray, threads: int) -> list[np.ndarray]:
-    """Pairs (longest first) in runs of about a 16th of a thread's share of the cells: a
-    long pair alone, many short ones together (a thread call costs microseconds)."""
+def _split_by_cells(order: np.ndarray, cells: np.ndarray, threads: int,
+                    fewest: int) -> list[np.ndarray]:
+    """Pairs (longest first) in runs of about a 16th of a thread's share of the cells, at
+    least ``fewest`` cells (the ``cpu_chunk_cells`` setting): a long pair alone, many
+    short ones together (a thread call costs microseconds).
+
+    Examples
+    --------
+    >>> [len(run) for run in _split_by_cells(np.arange(25), np.full(25, 420_000), 16, 1 << 17)]
+    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    >>> [len(run) for run in _split_by_cells(np.arange(100), np.full(100, 10_000), 2, 1 << 17)]
+    [14, 13, 13, 13, 13, 13, 13, 8]
+    """
     if len(order) == 0:
         return []
     cumulative = np.cumsum(np.maximum(cells[order], 1))
-    share = max(float(cumulative[-1]) / (threads * 16), 1e6)
+    share = max(float(cumulative[-1]) / (threads * 16), float(fewest))
     cuts = np.searchsorted(cumulative, np.arange(share, float(cumulative[-1]), share))
     bounds = np.unique(np.concatenate(([0], cuts + 1, [len(order)])))
     bounds = bounds[bounds <= len(order)]

@@ -8,6 +8,11 @@ import pyarrow as pa
 
 from .arrays import AlignmentArrays
 
+try:  # pandas >= 3: a frame from its columns as blocks, none of them inspected again
+    from pandas.api.internals import create_dataframe_from_blocks
+except ImportError:  # pragma: no cover (older pandas: the constructor)
+    create_dataframe_from_blocks = None
+
 COORDINATES = ("query_start", "query_end", "target_start", "target_end")
 STATISTICS = ("matches", "mismatches", "gap_opens", "gaps", "length")
 TRACEBACK_COLUMNS = ("query", "target", "score", *COORDINATES, "cigar", *STATISTICS, "identity")
@@ -81,5 +86,33 @@ def _with_offset(columns: dict, arrays: AlignmentArrays) -> pd.DataFrame:
     """The frame of ``columns``, with GATK's ``offset`` last where the job has one."""
     if arrays.offset is not None:
         columns["offset"] = _nullable_int32(arrays.offset, arrays.valid)
-    # the index given, not derived by pandas from the label columns (Index objects)
-    return pd.DataFrame(columns, index=pd.RangeIndex(len(arrays.valid)), copy=False)
+    return frame_of(columns, len(arrays.valid))
+
+
+def frame_of(columns: dict, rows: int) -> pd.DataFrame:
+    """A frame of ``rows`` rows (a ``RangeIndex``) holding ``columns`` as they are: Index
+    objects (the labels) and arrays of their own, none shared.
+
+    Every column becomes a block of its own, as ``pd.DataFrame(columns, copy=False)`` makes
+    them, without the constructor's inference and checks, which cost more than the rest of
+    a small job's frame (:func:`pandas.api.internals.create_dataframe_from_blocks`; the
+    constructor on a pandas without it).
+
+    Examples
+    --------
+    >>> frame_of({"query": pd.Index(["a", "b"]), "score": pd.array([3, None], "Int32")}, 2)
+      query  score
+    0     a      3
+    1     b   <NA>
+    """
+    index = pd.RangeIndex(rows)
+    if create_dataframe_from_blocks is None:
+        return pd.DataFrame(columns, index=index, copy=False)
+    blocks = []
+    for place, values in enumerate(columns.values()):
+        if isinstance(values, pd.Index):
+            values = values.to_numpy() if isinstance(values.dtype, np.dtype) else values.array
+        if isinstance(values, np.ndarray):  # a numpy block is 2-D: (columns, rows)
+            values = values.reshape(1, -1)
+        blocks.append((values, np.array([place])))
+    return create_dataframe_from_blocks(blocks, index=index, columns=pd.Index(list(columns)))

@@ -758,3 +758,44 @@ def test_preset_equals_its_values_everywhere_and_refuses_overrides():
             gpualign_df.align(haplotypes, references, **options, **extra)
     with pytest.raises(ValueError, match="unknown preset 'gatk'.*gatk-original"):
         gpualign_df.align(haplotypes, references, preset="gatk")
+
+
+LABEL_KINDS = {
+    "int": pd.Index([5, 6, 7, 8]),
+    "str": pd.Index(list("abcd")),
+    "object": pd.Index([1, "a", (2, 3), None], dtype=object),
+    "tuples": pd.MultiIndex.from_tuples([(1, "a"), (1, "b"), (2, "a"), (2, "b")]),
+    "datetime": pd.date_range("2020", periods=4),
+    "datetime-tz": pd.date_range("2020", periods=4, tz="UTC"),
+    "category": pd.CategoricalIndex(list("abab")),
+    "Int64": pd.Index(pd.array([1, None, 3, 4], "Int64")),
+    "float": pd.Index([1.5, 2.5, np.nan, 4.0]),
+    "period": pd.period_range("2020", periods=4, freq="D"),
+    "bool": pd.Index([True, False, True, False]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LABEL_KINDS))
+def test_result_frame_equals_the_constructors_for_every_label_kind(kind):
+    """The result frame is built from its columns as blocks: it must equal, dtypes and
+    array types included, what ``pd.DataFrame`` makes of the same columns, and take
+    writes without touching the inputs' labels."""
+    from gpualign_df.results import frame_of
+
+    labels = LABEL_KINDS[kind]
+    queries = pd.Series(["ACGT", "AC", None, "GGTA"], index=labels)
+    targets = pd.Series(["ACGA", "TC", "A", "GGA"], index=labels[::-1])
+    frame = queries.aln.rowwise(targets, mode="sw", backend="cpu", progress=False)
+    columns = {name: (pd.Index(frame[name]) if name in ("query", "target")
+                      else frame[name].array.copy()) for name in frame.columns}
+    built = pd.DataFrame(dict(columns), index=pd.RangeIndex(len(frame)), copy=False)
+    for made in (frame, frame_of(dict(columns), len(frame))):
+        assert made.equals(built) and made.dtypes.equals(built.dtypes)
+        assert [type(made[name].array) for name in made] == \
+            [type(built[name].array) for name in built]
+        for name, expected in (("query", labels), ("target", labels[::-1])):
+            assert pd.Series(list(made[name]), dtype=object).equals(
+                pd.Series(list(expected), dtype=object))
+    before = labels.copy()
+    frame.iloc[0, 0] = frame.iloc[1, 0]
+    assert labels.equals(before)
