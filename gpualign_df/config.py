@@ -241,7 +241,8 @@ class Settings:
         along the bands' critical path, which keeps every band's bottom row and snapshots
         of its registers, then the traceback words in tiles of ``split_tile_steps`` steps
         that all run at once. Such a fill is bound by its bands' critical path, which the
-        traceback's work would lengthen; a batch that fills the GPU is faster in one pass.
+        traceback's work would lengthen; a batch that fills the GPU, or whose bands are
+        each one tile long, is faster in one pass.
         0: never split; tests force the split with a large value.
     split_tile_steps : int
         Steps of a band in one tile of a split traceback fill: a multiple of 32 (of

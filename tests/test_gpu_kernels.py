@@ -429,7 +429,11 @@ def test_split_traceback_follows_the_setting_and_the_budget(settings):
     tight = words + 5000 + 6000 + 8 * 6001 + 6 * 11000 + 96   # the unsplit batch's need
     assert not plan(pairs, m, n, True, tight, None, tuning)[0].split
     assert plan(pairs, m, n, True, tight + extra, None, tuning)[0].split
-    settings(split_traceback=0)
+    short = np.array([6000 - 32 * rows + 1])  # a band of 32 lanes: one tile of 6,000 steps
+    settings(split_tile_steps=6016)
+    assert plan(pairs, m, n, True, 1 << 40, None, config.settings())[0].split
+    assert not plan(pairs, m, short, True, 1 << 40, None, config.settings())[0].split
+    settings(split_traceback=0, split_tile_steps=tuning.split_tile_steps)
     assert not plan(pairs, m, n, True, 1 << 40, None, config.settings())[0].split
     settings(split_traceback=1e9, split_tile_steps=1000)   # not a whole number of batches
     with pytest.raises(ValueError, match="split_tile_steps"):
@@ -441,9 +445,9 @@ def test_a_fill_whose_warps_leave_early_raises(monkeypatch, settings, split):
     """A band fill whose warps leave before every band is done (here its stop flag is set
     before the launch) raises instead of returning end cells no band wrote, whole or split
     in two passes."""
-    settings(inter_max_cells=0, split_traceback=split)
+    settings(inter_max_cells=0, split_traceback=split, split_tile_steps=32)
     if gpualign_df.gpu.simulator():
-        settings(band_lanes=4)
+        settings(band_lanes=4, split_tile_steps=8)
     launch = gpualign_df.gpu.long.BandFill.launch
 
     def stopped(self, *arguments, **options):

@@ -69,7 +69,9 @@ def narrow_fill(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> bool:
     if tuning.narrow_bands <= 0:
         return False
     m, n = np.asarray(m, np.int64), np.asarray(n, np.int64)
-    bands, _ = _band_counts(tuning, m, n, rows)
+    bands, steps = _band_counts(tuning, m, n, rows)
+    if int(steps.max(initial=0)) <= tuning.split_tile_steps:
+        return False
     working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
     schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
     return working == int(bands.sum()) and working < tuning.narrow_bands * schedulers
@@ -114,14 +116,20 @@ def split_bytes(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> int:
 def splits(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> bool:
     """Whether a traceback fill of problems of ``m`` x ``n`` (``rows`` rows a lane) is
     split in two passes: its bands that can work at once are fewer than ``split_traceback``
-    per warp scheduler (the fill is bound by its critical path, not by the GPU)."""
+    per warp scheduler (the fill is bound by its critical path, not by the GPU), and some
+    band is longer than a tile. Where every band is one tile, the second pass would redo
+    every band whole after a first pass along the same critical path as one fill's: one
+    pass, its launches and buffers fewer, ends sooner (small batches of medium pairs, as
+    GATK's, whose cost is mostly the host's)."""
     if tuning.split_traceback <= 0:
         return False
     step_unit = max(tuning.band_lanes, STRIP_ROWS)  # a batch, a group of steps
     if tuning.split_tile_steps <= 0 or tuning.split_tile_steps % step_unit:
         raise ValueError(f"the split_tile_steps setting ({tuning.split_tile_steps}) must be "
                          f"a positive multiple of {step_unit} (band_lanes and 8)")
-    bands, _ = _band_counts(tuning, m, n, rows)
+    bands, steps = _band_counts(tuning, m, n, rows)
+    if int(steps.max(initial=0)) <= tuning.split_tile_steps:
+        return False
     working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
     schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
     return working < tuning.split_traceback * schedulers
