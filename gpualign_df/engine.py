@@ -688,10 +688,11 @@ def _split_by_cells(order: np.ndarray, cells: np.ndarray, threads: int,
 
     Examples
     --------
-    >>> [len(run) for run in _split_by_cells(np.arange(25), np.full(25, 420_000), 16, 1 << 17)]
+    >>> [len(run) for run in _split_by_cells(np.arange(25), np.full(25, 420_000), 16,
+    ...                                      1_000_000)]
+    [3, 2, 3, 2, 2, 3, 2, 3, 2, 2, 1]
+    >>> [len(run) for run in _split_by_cells(np.arange(25), np.full(25, 420_000), 16, 1)]
     [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
-    >>> [len(run) for run in _split_by_cells(np.arange(100), np.full(100, 10_000), 2, 1 << 17)]
-    [14, 13, 13, 13, 13, 13, 13, 8]
     """
     if len(order) == 0:
         return []
