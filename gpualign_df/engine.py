@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from dataclasses import replace
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -634,28 +635,52 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
 def run_interruptible(work: list[Callable[[np.ndarray, int], None]], threads: int,
                       on_progress: Callable[[int], None], interval: float,
                       inline: bool = False) -> None:
-    """Run ``work(control, slot)`` items on ``threads`` worker threads while this thread
-    reports progress every ``interval`` seconds; ``inline``: one after another on this
-    thread, progress reported at the end (for a small job, which would spend longer
-    starting threads than working, and ends long before Ctrl-C needs a worker to stop).
+    """Run ``work(control, slot)`` items on at most ``threads`` worker threads while this
+    thread reports progress every ``interval`` seconds; ``inline``: one after another on
+    this thread, progress reported at the end (for a small job, which would spend longer
+    handing items to threads than working, and ends long before Ctrl-C needs a worker to
+    stop).
 
     ``control`` is one shared ``int64`` array: ``control[0]`` is the stop flag, and item
     ``k`` adds the cells it has done to ``control[1 + k]``. ``on_progress`` receives the total
     of cells done. On an exception in this thread (Ctrl-C) or in an item, the stop flag is
     set, the items still running are waited for (they stop within one DP row or lane group),
-    and the exception propagates. Every call owns its threads and its flag, so concurrent
-    calls from several threads are independent.
+    no other item starts, and the exception propagates. Every call owns its flag and its
+    items, so concurrent calls from several threads are independent; the threads are the
+    process's, kept between calls (:func:`worker_pool`): starting them costs about a
+    millisecond a job, as much as a small job's work. A call made on one of those threads
+    (an item that aligns) runs its items inline, never waiting on the threads it holds.
     """
     if not work:
         return
     control = np.zeros(1 + len(work), dtype=np.int64)
-    if inline:
+    if inline or getattr(_WORKER, "busy", False):
         for slot, item in enumerate(work):
+            if control[0]:
+                break
             item(control, slot)
         on_progress(int(control[1:].sum()))
         return
-    pool = ThreadPoolExecutor(max(1, min(threads, len(work))), thread_name_prefix="gpualign")
-    futures = [pool.submit(item, control, slot) for slot, item in enumerate(work)]
+    items = iter(enumerate(work))
+    taking = threading.Lock()
+
+    def runner() -> None:
+        """Take the job's next item until none is left or the stop flag is set."""
+        _WORKER.busy = True
+        try:
+            while control[0] == 0:
+                with taking:
+                    taken = next(items, None)
+                if taken is None:
+                    return
+                slot, item = taken
+                item(control, slot)
+        finally:
+            _WORKER.busy = False
+
+    count = max(1, min(threads, len(work)))
+    pool = worker_pool(count)
+    futures = [pool.submit(runner) for _ in range(count)]
     try:
         pending = set(futures)
         while pending:
@@ -669,8 +694,36 @@ def run_interruptible(work: list[Callable[[np.ndarray, int], None]], threads: in
             future.cancel()
         wait(futures)
         raise
-    finally:
-        pool.shutdown(wait=True)
+
+
+#: Whether this thread is running a job's items (see :func:`run_interruptible`).
+_WORKER = threading.local()
+#: The process's kept worker pool: [(process id, threads, executor)] (:func:`worker_pool`).
+_POOL: list = []
+_POOL_LOCK = threading.Lock()
+
+
+def worker_pool(threads: int) -> ThreadPoolExecutor:
+    """The CPU engine's worker threads, kept for the process's jobs: a pool of at least
+    ``threads`` (and of every core), started as items first need them. A forked child
+    (whose parent's threads did not come with it) and a call for more threads get a new
+    pool; the one it replaces ends once its items are done.
+
+    Examples
+    --------
+    >>> worker_pool(2) is worker_pool(1)
+    True
+    """
+    process = os.getpid()
+    with _POOL_LOCK:
+        if _POOL and _POOL[0][0] == process and _POOL[0][1] >= threads:
+            return _POOL[0][2]
+        if _POOL and _POOL[0][0] == process:
+            _POOL[0][2].shutdown(wait=False)
+        size = max(threads, os.cpu_count() or 1)
+        pool = ThreadPoolExecutor(size, thread_name_prefix="gpualign")
+        _POOL[:] = [(process, size, pool)]
+        return pool
 
 
 def _split_groups(groups: np.ndarray, threads: int) -> list[np.ndarray]:

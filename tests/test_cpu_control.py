@@ -145,6 +145,43 @@ def test_threads_shrink_so_traceback_matrices_fit(monkeypatch):
     assert threads_used == [1]
 
 
+def test_jobs_keep_their_threads_and_never_run_more_items_than_asked():
+    """run_interruptible: at most ``threads`` items run at once, every item runs once, the
+    worker threads outlive the job (the next job starts none), and an item that itself
+    runs a job runs that job's items inline instead of waiting on the threads it holds."""
+    running, most, ran = [0], [0], []
+    lock = threading.Lock()
+
+    def item(control, slot):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.005)
+        with lock:
+            running[0] -= 1
+            ran.append(slot)
+
+    engine.run_interruptible([item] * 6, 1, lambda done: None, 0.01)
+    assert most[0] == 1 and sorted(ran) == list(range(6))
+    ran.clear()
+    engine.run_interruptible([item] * 12, 3, lambda done: None, 0.01)
+    assert most[0] <= 3 and sorted(ran) == list(range(12))
+    workers = {thread for thread in threading.enumerate() if thread.name.startswith("gpualign")}
+    ran.clear()
+    engine.run_interruptible([item] * 12, 3, lambda done: None, 0.01)
+    assert sorted(ran) == list(range(12))
+    assert {thread for thread in threading.enumerate()
+            if thread.name.startswith("gpualign")} == workers
+    inner = []
+
+    def nested(control, slot):
+        engine.run_interruptible([lambda c, k: inner.append(threading.current_thread())] * 4,
+                                 4, lambda done: None, 0.01)
+
+    engine.run_interruptible([nested] * 2, 2, lambda done: None, 0.01)
+    assert len(inner) == 8 and all(thread.name.startswith("gpualign") for thread in inner)
+
+
 def test_an_error_in_one_worker_stops_the_others():
     """run_interruptible: an item that raises sets the stop flag; the exception propagates
     once every running item has returned."""
@@ -191,7 +228,7 @@ def test_streamed_batches_show_one_bar(bars):
 
 
 def test_a_small_job_runs_on_the_calling_thread_with_no_bar(monkeypatch):
-    """A CPU job of at most ``small_job_cells`` cells starts no worker thread, makes no
+    """A CPU job of at most ``small_job_cells`` cells hands no item to a worker thread, makes no
     progress bar and reads no /proc/meminfo (it would cost longer than the work), and its
     frame is the threaded job's, lanes and one-pair kernels alike; a larger one uses
     threads and a bar."""
@@ -203,8 +240,8 @@ def test_a_small_job_runs_on_the_calling_thread_with_no_bar(monkeypatch):
     with config.override(small_job_cells=0):
         threaded = gpualign_df.align(queries, targets, mode="sg", **DNA)
     pools, RecordingBar.made = [], []
-    real_pool = engine.ThreadPoolExecutor
-    monkeypatch.setattr(engine, "ThreadPoolExecutor",
+    real_pool = engine.worker_pool
+    monkeypatch.setattr(engine, "worker_pool",
                         lambda *args, **kwargs: pools.append(args) or real_pool(*args, **kwargs))
     monkeypatch.setattr(engine, "tqdm", RecordingBar)
     monkeypatch.setattr(engine, "available_host_memory",
@@ -215,7 +252,7 @@ def test_a_small_job_runs_on_the_calling_thread_with_no_bar(monkeypatch):
                                       threaded)
     assert pools == [] and RecordingBar.made == []
     monkeypatch.undo()
-    monkeypatch.setattr(engine, "ThreadPoolExecutor",
+    monkeypatch.setattr(engine, "worker_pool",
                         lambda *args, **kwargs: pools.append(args) or real_pool(*args, **kwargs))
     monkeypatch.setattr(engine, "tqdm", RecordingBar)
     with config.override(small_job_cells=cells - 1):
