@@ -69,9 +69,7 @@ def narrow_fill(tuning, m: np.ndarray, n: np.ndarray, rows: int) -> bool:
     if tuning.narrow_bands <= 0:
         return False
     m, n = np.asarray(m, np.int64), np.asarray(n, np.int64)
-    bands, steps = _band_counts(tuning, m, n, rows)
-    if int(steps.max(initial=0)) <= tuning.split_tile_steps:
-        return False
+    bands, _ = _band_counts(tuning, m, n, rows)
     working = working_bands(bands, n, band.band_trail(rows, tuning.band_lanes))
     schedulers = 1 if simulator() else 4 * multiprocessors(current_device())
     return working == int(bands.sum()) and working < tuning.narrow_bands * schedulers
