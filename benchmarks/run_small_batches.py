@@ -17,8 +17,12 @@ compared); ``--gatk`` adds GATK's own aligner (``overhang=``, CPU engine,
 fastest semi-global traceback (``sg_trace_scan_32``, one pair after another in this
 process, CIGARs included), its scores compared with ours.
 
+``--stages``: after each row, where one call's time goes: the mean wall time of the
+job's stages (:data:`STAGES`, each timed by a wrapper around the function where its
+caller finds it; a stage nested in another counts in both) over ``--repeat`` more calls.
+
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
-[--compare-cpu] [--gatk] [--cpu-only]``
+[--compare-cpu] [--gatk] [--cpu-only] [--stages]``
 """
 
 from __future__ import annotations
@@ -34,6 +38,14 @@ OPTIONS = dict(mode="sg", match=200, mismatch=-150, gap_open=260, gap_extend=11,
 #: GATK's aligner on the same pairs (the overhang strategy added per column).
 GATK_OPTIONS = dict(preset="gatk-haplotype-to-reference", backend="cpu", progress=False)
 BATCHES = (1, 25, 125, 293, 2000)
+#: (module, function) of the stages ``--stages`` times, as their callers find them.
+STAGES = (("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "encode_job"),
+          ("gpualign_df.api", "run_pairs"), ("gpualign_df.api", "build_frame"),
+          ("gpualign_df.engine", "run_interruptible"),
+          ("gpualign_df.gpu.batches", "upload"), ("gpualign_df.gpu.batches", "plan_batches"),
+          ("gpualign_df.gpu.batches", "run_batch"),
+          ("gpualign_df.gpu.batches", "fill_long_batch"),
+          ("gpualign_df.gpu.batches", "_write_cigars"), ("gpualign_df.gpu.batches", "to_host"))
 REFERENCE, HAPLOTYPE, INSET = 700, 600, 50
 
 
@@ -48,6 +60,8 @@ def main() -> int:
                         help="also time GATK's aligner (overhang=..., the CPU engine)")
     parser.add_argument("--cpu-only", action="store_true",
                         help="the CPU engine against parasail, no GPU needed")
+    parser.add_argument("--stages", action="store_true",
+                        help="also print where one call's time goes, by stage")
     add_data_dir(parser)
     args = parser.parse_args()
     if args.cpu_only:
@@ -89,7 +103,45 @@ def main() -> int:
                        for name in strategies)
         print(f"| {count:,} | {cells / seconds / 1e9:,.1f} | {seconds * 1e3:.2f} ms | {other} "
               f"| {same} | {on_cpu} |{gatk}", flush=True)
+        if args.stages:
+            print(f"  stages, {count} pairs: "
+                  f"{stage_times(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
     return 0
+
+
+def stage_times(call, repeat: int) -> str:
+    """Mean milliseconds per call of each of :data:`STAGES` that ``call`` reaches, over
+    ``repeat`` calls (wrappers put in place for them, then taken away)."""
+    import importlib
+    import time
+
+    totals: dict[str, float] = {}
+    saved = []
+
+    def timed(function, name):
+        def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                totals[name] = totals.get(name, 0.0) + time.perf_counter() - started
+        return wrapper
+
+    try:
+        for module_name, name in STAGES:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:  # no GPU stack here: its stages are not reached
+                continue
+            saved.append((module, name, getattr(module, name)))
+            setattr(module, name, timed(getattr(module, name), name))
+        for _ in range(repeat):
+            call()
+    finally:
+        for module, name, function in saved:
+            setattr(module, name, function)
+    return ", ".join(f"{name} {seconds / repeat * 1e3:.3f} ms"
+                     for name, seconds in sorted(totals.items(), key=lambda item: -item[1]))
 
 
 def batch_of(hg38: str, chm13: str, count: int):
@@ -146,6 +198,9 @@ def cpu_only(args) -> int:
         seconds = float(np.median(ours))
         print(f"| {count:,} | {seconds * 1e3:.2f} ms | {cells / seconds / 1e9:,.2f} | "
               f"{float(np.median(theirs)) * 1e3:.2f} ms | {equal} |", flush=True)
+        if args.stages:
+            print(f"  stages, {count} pairs: "
+                  f"{stage_times(lambda: haplotypes.aln.rowwise(references, **options), args.repeat)}")
     return 1 if wrong else 0
 
 
