@@ -477,7 +477,14 @@ PEAK_SCRIPT = textwrap.dedent("""
     started = time.perf_counter()
     frame = gpualign_df.align([first], [second], **options)
     seconds = time.perf_counter() - started
-    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before   # both KiB
+    # this process's own peak (VmHWM, KiB): ru_maxrss would carry the peak of the pytest
+    # process that forked it, however large that had grown
+    try:
+        with open("/proc/self/status") as status:
+            peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM"))
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    grown = peak - before   # both KiB
     row = {{key: (value if isinstance(value, str) else int(value))
            for key, value in frame.iloc[0].drop(["query", "target", "identity"]).items()}}
     print(json.dumps(dict(row=row, seconds=seconds, grown_kib=grown)))
