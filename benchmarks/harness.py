@@ -8,8 +8,9 @@
   the hits), on the 30,000 ADEPT proteins (:data:`SEARCH_OPTIONS`, :func:`read_proteins`),
   and the cluster flag of the Dask scripts (:func:`add_cluster_arguments`);
 * timing: :func:`timed_runs` (wall seconds of repeated calls, optionally with a device
-  synchronize at each end) and :func:`kernel_seconds` (the engine's CUDA-event kernel times
-  of one call).
+  synchronize at each end), :func:`timed_stages` (wall seconds spent in named functions
+  of the engine while a block runs) and :func:`kernel_seconds` (the engine's CUDA-event
+  kernel times of one call).
 
 Import it as ``from benchmarks.harness import ...``, running the scripts from the repository
 root as modules (``python -m benchmarks.run_gpu``). Nothing here imports numpy, pandas,
@@ -20,6 +21,8 @@ method and re-import the modules that define their workers.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import os
 import time
 from pathlib import Path
@@ -137,6 +140,47 @@ def timed_runs(function: Callable[[], Any], repeat: int,
             sync()
         seconds.append(time.perf_counter() - started)
     return seconds, result
+
+
+@contextlib.contextmanager
+def timed_stages(stages, totals: dict[str, float], synchronize: bool = False):
+    """While the block runs, add the wall seconds of every call of each ``(module,
+    function)`` of ``stages`` to ``totals[function]``: each is wrapped where its callers
+    find it (a stage nested in another counts in both), and put back afterwards. With
+    ``synchronize``, a CUDA device synchronize at both ends of each call. A module that
+    cannot be imported here (the GPU's, on a machine without one) is left out."""
+    sync = None
+    if synchronize:
+        from numba import cuda
+
+        sync = cuda.synchronize
+
+    def timed(function, name):
+        def wrapper(*args, **kwargs):
+            if sync:
+                sync()
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                if sync:
+                    sync()
+                totals[name] = totals.get(name, 0.0) + time.perf_counter() - started
+        return wrapper
+
+    saved = []
+    try:
+        for module_name, name in stages:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+            saved.append((module, name, getattr(module, name)))
+            setattr(module, name, timed(getattr(module, name), name))
+        yield totals
+    finally:
+        for module, name, function in saved:
+            setattr(module, name, function)
 
 
 def kernel_seconds(function: Callable[[], Any]) -> dict[str, float]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.harness import add_data_dir, read_fasta, timed_runs
+from benchmarks.harness import add_data_dir, read_fasta, timed_runs, timed_stages
 
 #: GATK's NEW_SW_PARAMETERS (haplotype to reference), semi-global with CIGARs.
 OPTIONS = dict(mode="sg", match=200, mismatch=-150, gap_open=260, gap_extend=11,
@@ -111,35 +111,10 @@ def main() -> int:
 
 def stage_times(call, repeat: int) -> str:
     """Mean milliseconds per call of each of :data:`STAGES` that ``call`` reaches, over
-    ``repeat`` calls (wrappers put in place for them, then taken away)."""
-    import importlib
-    import time
-
-    totals: dict[str, float] = {}
-    saved = []
-
-    def timed(function, name):
-        def wrapper(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                totals[name] = totals.get(name, 0.0) + time.perf_counter() - started
-        return wrapper
-
-    try:
-        for module_name, name in STAGES:
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:  # no GPU stack here: its stages are not reached
-                continue
-            saved.append((module, name, getattr(module, name)))
-            setattr(module, name, timed(getattr(module, name), name))
+    ``repeat`` calls (:func:`benchmarks.harness.timed_stages`)."""
+    with timed_stages(STAGES, {}) as totals:
         for _ in range(repeat):
             call()
-    finally:
-        for module, name, function in saved:
-            setattr(module, name, function)
     return ", ".join(f"{name} {seconds / repeat * 1e3:.3f} ms"
                      for name, seconds in sorted(totals.items(), key=lambda item: -item[1]))
 

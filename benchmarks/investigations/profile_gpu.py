@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import functools
 import pstats
 import statistics
 import sys
 import time
 
-from benchmarks.harness import W1_OPTIONS, add_data_dir, timed_runs, w1_pairs
+from benchmarks.harness import W1_OPTIONS, add_data_dir, timed_runs, timed_stages, w1_pairs
 
 #: (module, function) pairs timed as phases; a phase nested in another counts in both.
 PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
@@ -24,21 +23,6 @@ PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", 
           ("gpualign_df.gpu.batches", "align_on_device"),
           ("gpualign_df.encode", "encode_sequences"), ("gpualign_df.results", "build_frame"),
           ("gpualign_df.gpu.batches", "to_host")]
-
-
-def _timed(function, name, totals):
-    from numba import cuda
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        cuda.synchronize()
-        started = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            cuda.synchronize()
-            totals[name] = totals.get(name, 0.0) + time.perf_counter() - started
-    return wrapper
 
 
 def profiled(run) -> pstats.Stats:
@@ -62,8 +46,6 @@ def main() -> int:
                              "(the gpu_keep_bytes setting)")
     add_data_dir(parser)
     args = parser.parse_args()
-    import importlib
-
     import pandas as pd
     from numba import cuda
 
@@ -86,24 +68,16 @@ def main() -> int:
                           synchronize=True)
     print(f"end to end, no instrumentation: median {statistics.median(whole) * 1e3:.1f} ms "
           f"(min {min(whole) * 1e3:.1f})")
-    totals: dict[str, float] = {}
-    originals = []
-    for module_name, function_name in PHASES:
-        module = importlib.import_module(module_name)
-        original = getattr(module, function_name)
-        originals.append((module, function_name, original))
-        setattr(module, function_name, _timed(original, function_name, totals))
     phase_runs = []
-    for _ in range(args.repeat):
-        totals.clear()
-        cuda.synchronize()
-        started = time.perf_counter()
-        gpualign_df.align(queries, targets, **options)
-        cuda.synchronize()
-        totals["TOTAL"] = time.perf_counter() - started
-        phase_runs.append(dict(totals))
-    for module, function_name, original in originals:
-        setattr(module, function_name, original)
+    with timed_stages(PHASES, {}, synchronize=True) as totals:
+        for _ in range(args.repeat):
+            totals.clear()
+            cuda.synchronize()
+            started = time.perf_counter()
+            gpualign_df.align(queries, targets, **options)
+            cuda.synchronize()
+            totals["TOTAL"] = time.perf_counter() - started
+            phase_runs.append(dict(totals))
     print("phases (synchronized, median ms):")
     for name in phase_runs[0]:
         median = statistics.median(run.get(name, 0) for run in phase_runs)
