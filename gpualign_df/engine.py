@@ -656,8 +656,6 @@ def run_interruptible(work: list[Callable[[np.ndarray, int], None]], threads: in
     control = np.zeros(1 + len(work), dtype=np.int64)
     if inline or getattr(_WORKER, "busy", False):
         for slot, item in enumerate(work):
-            if control[0]:
-                break
             item(control, slot)
         on_progress(int(control[1:].sum()))
         return
