@@ -9,7 +9,9 @@ two assemblies are colinear there). Batches of 1, 25, 125 and 293 pairs (the iss
 2,000; each the median of ``--repeat`` warm calls. ``--compare-one-thread`` also times them
 with every pair on the one-thread-per-pair kernel (the planner's rule before small jobs
 went to the band kernel: ``inter_max_cells`` 2**22, ``inter_min_pairs`` 0), and checks the
-frames are identical. ``--compare-cpu`` times the CPU engine on them too (frames
+frames are identical. ``--compare-batches`` times them on the batch path too (``small_batch_pairs`` 0: the
+planner's kernels, as before small batches ran in one launch), frames compared;
+``--compare-cpu`` times the CPU engine on them too (frames
 compared); ``--gatk`` adds GATK's own aligner (``overhang=``, CPU engine,
 ``preset="gatk-haplotype-to-reference"``) under each overhang strategy.
 
@@ -22,7 +24,7 @@ job's stages (:data:`STAGES`, each timed by a wrapper around the function where 
 caller finds it; a stage nested in another counts in both) over ``--repeat`` more calls.
 
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
-[--compare-cpu] [--gatk] [--cpu-only] [--stages]``
+[--compare-batches] [--compare-cpu] [--gatk] [--cpu-only] [--stages]``
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ STAGES = (("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "encode_job"),
           ("gpualign_df.gpu.batches", "upload"), ("gpualign_df.gpu.batches", "plan_batches"),
           ("gpualign_df.gpu.batches", "run_batch"),
           ("gpualign_df.gpu.batches", "fill_long_batch"),
-          ("gpualign_df.gpu.batches", "_write_cigars"), ("gpualign_df.gpu.batches", "to_host"))
+          ("gpualign_df.gpu.batches", "_write_cigars"), ("gpualign_df.gpu.batches", "to_host"),
+          ("gpualign_df.gpu.batches", "align_small"), ("gpualign_df.gpu.small", "upload_parts"),
+          ("gpualign_df.gpu.small", "launch_kernel"), ("gpualign_df.gpu.small", "to_numpy"))
 REFERENCE, HAPLOTYPE, INSET = 700, 600, 50
 
 
@@ -54,6 +58,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20, help="warm calls (median)")
     parser.add_argument("--compare-one-thread", action="store_true",
                         help="also time every pair on the one-thread-per-pair kernel")
+    parser.add_argument("--compare-batches", action="store_true",
+                        help="also time the batch path (small_batch_pairs 0) and compare "
+                             "frames")
     parser.add_argument("--compare-cpu", action="store_true",
                         help="also time the CPU engine (backend='cpu') and compare frames")
     parser.add_argument("--gatk", action="store_true",
@@ -77,9 +84,10 @@ def main() -> int:
     print(f"device: {name}; haplotypes of {HAPLOTYPE} bp vs {REFERENCE} bp windows, "
           f"semi-global + CIGAR; median of {args.repeat} warm calls")
     strategies = ("softclip", "indel", "leading_indel", "ignore") if args.gatk else ()
-    print("| pairs | GCUPS | ours | every pair one thread | frames identical | CPU engine "
-          "(frames identical) |" + "".join(f" GATK {name} |" for name in strategies))
-    print("|---:|---:|---:|---:|---|---|" + "---:|" * len(strategies))
+    print("| pairs | GCUPS | ours | every pair one thread | frames identical | batch path "
+          "(frames identical) | CPU engine (frames identical) |"
+          + "".join(f" GATK {name} |" for name in strategies))
+    print("|---:|---:|---:|---:|---|---|---|" + "---:|" * len(strategies))
     for count in BATCHES:
         haplotypes, references, cells = batch_of(hg38, chm13, count)
 
@@ -95,6 +103,10 @@ def main() -> int:
         if args.compare_one_thread:
             one_thread, one_frame = median(inter_max_cells=1 << 22, inter_min_pairs=0)
             other, same = f"{one_thread * 1e3:.2f} ms", str(one_frame.equals(frame))
+        on_batches = "-"
+        if args.compare_batches:
+            batch_seconds, batch_frame = median(small_batch_pairs=0)
+            on_batches = f"{batch_seconds * 1e3:.2f} ms ({batch_frame.equals(frame)})"
         on_cpu = "-"
         if args.compare_cpu:
             cpu_seconds, cpu_frame = median(dict(OPTIONS, backend="cpu"))
@@ -102,7 +114,7 @@ def main() -> int:
         gatk = "".join(f" {median(GATK_OPTIONS | dict(overhang=name, cigar_style='M'))[0] * 1e3:.2f} ms |"
                        for name in strategies)
         print(f"| {count:,} | {cells / seconds / 1e9:,.1f} | {seconds * 1e3:.2f} ms | {other} "
-              f"| {same} | {on_cpu} |{gatk}", flush=True)
+              f"| {same} | {on_batches} | {on_cpu} |{gatk}", flush=True)
         if args.stages:
             print(f"  stages, {count} pairs: "
                   f"{stage_times(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")

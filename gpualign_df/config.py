@@ -256,6 +256,15 @@ class Settings:
         Stretches of ``walk_lanes`` diagonal cells such a walk reads at once (a cell a lane
         a stretch): that many reads in flight a pass, and up to that many stretches taken
         per pass along a long diagonal run (at most 32).
+    small_batch_pairs, small_batch_cells : int
+        A GPU job of host-encoded pairs (pandas, numpy) of at most ``small_batch_pairs``
+        pairs and ``small_batch_cells`` cells in all, none longer than ``inter_max_cells``,
+        runs as one small batch (:mod:`gpualign_df.gpu.small`): one upload, one launch that
+        fills, walks and writes the CIGAR of each pair in a block of its own, two copies
+        back. 0 pairs: never.
+    small_batch_threads : int
+        Most threads of a small batch's block (a multiple of 32, at most 1024), each
+        computing a strip of 8 query rows a pass: fewer threads, more passes.
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows
@@ -336,6 +345,9 @@ class Settings:
     split_tile_steps: int = 1024
     walk_lanes: int | None = None
     walk_probes: int = 2
+    small_batch_pairs: int = 4096
+    small_batch_cells: int = 1 << 29
+    small_batch_threads: int = 256
     linear_block_bytes: int = 12 << 30
     top_k_segments: int = 64
     side_stream: bool = True

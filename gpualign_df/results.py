@@ -26,15 +26,18 @@ def _nullable_int32(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerA
     return pd.arrays.IntegerArray(np.array(values, dtype=np.int32), ~valid)
 
 
-def cigar_strings(chars: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pd.Series:
-    """CIGAR characters + offsets -> a pandas string Series (no per-row Python work).
+def cigar_strings(chars: np.ndarray, offsets: np.ndarray,
+                  valid: np.ndarray) -> pd.arrays.ArrowStringArray:
+    """CIGAR characters + offsets -> a pandas string array (no per-row Python work: the
+    Arrow array is made from the buffers and taken as it is).
 
-    The dtype is pandas' ``StringDtype`` with ``pd.NA`` as its missing value, the missing
-    value of every other result column (the default ``str`` dtype would show ``NaN``)."""
+    The dtype is pandas' ``StringDtype`` with ``pd.NA`` as its missing value
+    (:data:`CIGAR_DTYPE`), the missing value of every other result column (the default
+    ``str`` dtype would show ``NaN``)."""
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
     array = pa.LargeStringArray.from_buffers(len(valid), pa.py_buffer(offsets.astype(np.int64)),
                                              pa.py_buffer(chars), bitmap)
-    return pd.Series(pd.array(array, dtype=CIGAR_DTYPE))
+    return pd.arrays.ArrowStringArray(pa.chunked_array([array]))
 
 
 def empty_frame(traceback: bool, query_labels: pd.Index, target_labels: pd.Index,
@@ -62,8 +65,8 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
     """
     valid = arrays.valid
     columns: dict[str, object] = {
-        "query": query_labels.take(pair_query),
-        "target": target_labels.take(pair_target),
+        "query": _labels(query_labels, pair_query),
+        "target": _labels(target_labels, pair_target),
         "score": _nullable_int32(arrays.score, valid),
     }
     if arrays.cigar_chars is None:
@@ -72,7 +75,7 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
         return _with_offset(columns, arrays)
     for name in COORDINATES:
         columns[name] = _nullable_int32(getattr(arrays, name), valid)
-    columns["cigar"] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets, valid).array
+    columns["cigar"] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets, valid)
     for name in STATISTICS:
         columns[name] = _nullable_int32(arrays.stats[name], valid)
     length = arrays.stats["length"]
@@ -80,6 +83,13 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
                          where=length > 0)
     columns["identity"] = pd.arrays.FloatingArray(identity, ~valid)
     return _with_offset(columns, arrays)
+
+
+def _labels(labels: pd.Index, rows: np.ndarray):
+    """``labels.take(rows)``; of a ``RangeIndex``, its values (int64) without an Index."""
+    if isinstance(labels, pd.RangeIndex):
+        return labels.start + labels.step * np.asarray(rows, dtype=np.int64)
+    return labels.take(rows)
 
 
 def _with_offset(columns: dict, arrays: AlignmentArrays) -> pd.DataFrame:

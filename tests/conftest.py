@@ -51,3 +51,14 @@ def bars(monkeypatch):
     monkeypatch.setattr(engine, "tqdm", RecordingBar)
     with config.override(small_job_cells=0):
         yield RecordingBar.made
+
+
+@pytest.fixture
+def batch_path():
+    """GPU jobs on the batch path whatever their size (``small_batch_pairs`` 0), for tests
+    of the planner's kernels, which the tests' small jobs would otherwise not reach (they
+    run as one small batch, :mod:`gpualign_df.gpu.small`)."""
+    from gpualign_df import config
+
+    with config.override(small_batch_pairs=0):
+        yield

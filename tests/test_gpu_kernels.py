@@ -1,7 +1,9 @@
 """The CUDA kernels equal the CPU engine exactly (score, coordinates, CIGAR, statistics).
 
 In CI these run under the CUDA simulator (conftest sets NUMBA_ENABLE_CUDASIM=1), so inputs
-stay tiny; on a GPU machine run them with GPUALIGN_REAL_GPU=1 to use the device.
+stay tiny; on a GPU machine run them with GPUALIGN_REAL_GPU=1 to use the device. Jobs take
+the batch path (the planner's inter-task, band and linear-space kernels) whatever their
+size; the small-batch path has its own tests (``test_small_batches.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import gpualign_df
 import gpualign_df.gpu
 from gpualign_df import config
 from helpers import mutate, random_sequences
+
+# the planner's kernels, which these tests' small jobs reach only off the small-batch path
+pytestmark = pytest.mark.usefixtures("batch_path")
 
 MODES = [("sw", None), ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
          ("sg", ("query_start", "query_end")), ("sg", ("query_end",)), ("sg", ("target_start",))]

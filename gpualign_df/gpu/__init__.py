@@ -16,6 +16,7 @@ Modules, lowest first (each imports only those above it):
 * :mod:`~gpualign_df.gpu.long`: the band kernel's launches for long pairs, and the
   linear-space traceback of a pair whose traceback does not fit;
 * :mod:`~gpualign_df.gpu.plan`: length sort, warps, batches within the free memory;
+* :mod:`~gpualign_df.gpu.small`: a small batch in one launch, a block a pair;
 * :mod:`~gpualign_df.gpu.batches`: a job's pairs through gather, fill, walk and CIGAR
   kernels into result columns in row order;
 * :mod:`~gpualign_df.gpu.search`: every query against a database, top-k on the device.

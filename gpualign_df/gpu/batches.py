@@ -31,6 +31,7 @@ from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
 from .plan import Batch, module_of, plan_batches, to_numpy
+from .small import align_small, small_batch
 from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
 from .streams import beside_default_stream
 
@@ -323,7 +324,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         return None
     runs = scratch("runs", batch.run_words, np.uint32)
     run_count = scratch("run_count", batch.slots, np.int32)
-    lanes = walk_lanes(job) if batch.kind == "long" else 0
+    lanes = walk_lanes(job.flags[0], tuning) if batch.kind == "long" else 0
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip,
                                   batch.kind == "long", lanes, walk_probes(job, lanes))
     # a block of ``lanes`` threads per pair, or a thread per slot
@@ -398,6 +399,16 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
     """
     valid = queries.valid[pair_query] & targets.valid[pair_target]
+    if small_batch(queries.lengths[pair_query], targets.lengths[pair_target], traceback_memory,
+                   config.settings()):
+        table, chars, offsets, cells = align_small(
+            queries, targets, pair_query, pair_target, valid, scoring, mode,
+            traceback=traceback, cigar_style=cigar_style, clip=clip)
+        if progress is not None:
+            progress(cells)
+        results = DeviceResults(dict(zip(RESULT_COLUMNS, table)), chars, offsets, cells,
+                                None if chars is None else len(chars), table)
+        return to_host(results, valid, traceback)
     # (a search's hits: only the database sequences they use go to the device)
     queries, pair_query = used_sequences(queries, pair_query)
     targets, pair_target = used_sequences(targets, pair_target)

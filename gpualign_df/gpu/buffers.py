@@ -156,23 +156,11 @@ def _staging(size: int) -> np.ndarray:
     return buffer[:size]
 
 
-def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
-    """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
-    simulator), one :class:`DeviceSequences` per collection (the same one for a collection
-    passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
-    one buffer, gathered in :func:`_staging`'s pinned memory), larger ones each in their
-    own. A collection that keeps derived data
-    (``keep``, a prepared database) is copied once per device and kept there."""
-    kept = {id(encoded): kept_upload(encoded) for encoded in collections
-            if encoded.keep is not None}
-    distinct = [encoded for encoded in {id(encoded): encoded for encoded in collections}.values()
-                if kept.get(id(encoded)) is None]
-    # offsets (int64, so they come first and stay aligned), then codes (at least one byte)
-    offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
-               for encoded in distinct]
-    codes = [encoded.codes if len(encoded.codes) else np.zeros(1, np.uint8)
-             for encoded in distinct]
-    parts = offsets + codes
+def upload_parts(parts: list[np.ndarray]) -> list[object]:
+    """Device copies of host byte arrays (``uint8``, each a multiple of 8 bytes long where
+    a later part is viewed as 8-byte values): those up to :data:`SHARED_UPLOAD_BYTES` as
+    views of one buffer filled by one transfer from :func:`_staging`'s pinned memory, in
+    order, larger ones each by its own."""
     shared = [part for part in parts if part.nbytes <= SHARED_UPLOAD_BYTES]
     views: dict[int, object] = {}
     if shared:
@@ -191,7 +179,44 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
                 cupy.cuda.runtime.memcpy(device.data.ptr, host.ctypes.data, len(host),
                                          cupy.cuda.runtime.memcpyHostToDevice)
         views = {id(part): device[end - len(part):end] for part, end in zip(shared, ends)}
-    views.update({id(part): to_device(part) for part in parts if id(part) not in views})
+    return [views[id(part)] if id(part) in views else to_device(part) for part in parts]
+
+
+def download(device, size: int) -> np.ndarray:
+    """The first ``size`` bytes of a device ``uint8`` array, as a new host array: on a GPU
+    by one synchronous copy (it waits for the default stream's work) into
+    :func:`_staging`'s pinned memory."""
+    if simulator():
+        return np.array(device[:size])
+    import cupy
+
+    with DEVICE_LOCK:  # (one staging buffer a device)
+        host = _staging(size)
+        if size:
+            cupy.cuda.runtime.memcpy(host.ctypes.data, device.data.ptr, size,
+                                     cupy.cuda.runtime.memcpyDeviceToHost)
+        return host.copy()
+
+
+def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
+    """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
+    simulator), one :class:`DeviceSequences` per collection (the same one for a collection
+    passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
+    one buffer, gathered in :func:`_staging`'s pinned memory), larger ones each in their
+    own. A collection that keeps derived data
+    (``keep``, a prepared database) is copied once per device and kept there."""
+    kept = {id(encoded): kept_upload(encoded) for encoded in collections
+            if encoded.keep is not None}
+    distinct = [encoded for encoded in {id(encoded): encoded for encoded in collections}.values()
+                if kept.get(id(encoded)) is None]
+    # offsets (int64, so they come first and stay aligned), then codes (at least one byte)
+    offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
+               for encoded in distinct]
+    codes = [encoded.codes if len(encoded.codes) else np.zeros(1, np.uint8)
+             for encoded in distinct]
+    parts = offsets + codes
+    device = upload_parts(parts)
+    views = {id(part): view for part, view in zip(parts, device)}
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
                                              int(encoded.codes.max(initial=0)), encoded.keep)
                 for encoded, offset, code in zip(distinct, offsets, codes)}

@@ -30,6 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import config
 from ..kernels import band, simulator, traceback as tb_kernels
 from ..kernels.strip import STRIP_ROWS, mode_shape, skewed_stride
 from ..scoring import MODE_LOCAL
@@ -158,13 +159,13 @@ def multiprocessors(device: int) -> int:
     return int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
 
 
-def walk_lanes(job) -> int:
-    """Threads of one pair's traceback walk of the band layout (``lanes`` of
+def walk_lanes(mode_code: int, tuning: config.Settings) -> int:
+    """Threads of one pair's traceback walk (``lanes`` of
     :func:`gpualign_df.kernels.traceback.walk_functions`; the ``walk_lanes`` setting): 0
     (one thread) in local mode, whose walk tracks H back cell by cell."""
-    if job.flags[0] == MODE_LOCAL:
+    if mode_code == MODE_LOCAL:
         return 0
-    lanes = job.tuning.walk_lanes
+    lanes = tuning.walk_lanes
     if lanes is None:
         return 0 if simulator() else 32
     return lanes
@@ -679,7 +680,7 @@ def align_linear(job, batch, query, target, on_cells):
     state = xp.asarray(np.array([end[0], end[1], 1, end[2], 0, -1, 0, 0, 0, 0, 0, 0],
                                 np.int64))
     runs = xp.empty(m + n + 1, np.uint32)
-    lanes = walk_lanes(job)
+    lanes = walk_lanes(job.flags[0], job.tuning)
     walk_block = tb_kernels.block_walk_kernel(mode_code, fqs, fts, job.merge_matches, lanes,
                                               walk_probes(job, lanes))
     tb = xp.empty(traceback_words(rows, n), np.uint32)

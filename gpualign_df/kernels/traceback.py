@@ -375,23 +375,19 @@ def write_run(chars, pos, length, symbol):
 
 
 @lru_cache(maxsize=None)
-def cigar_kernel(merge_matches: bool, soft_clip: bool):
-    """Runs of each slot -> CIGAR characters at ``offsets[slot]`` of a batch buffer."""
+def cigar_writer(merge_matches: bool, soft_clip: bool):
+    """Device function ``write(chars, pos, runs, base, count, start_i, clip)``: a pair's
+    CIGAR from its ``count`` runs at ``runs[base:]`` (stored end to start) into ``chars``
+    from ``pos``, with soft clips of ``start_i`` and ``clip`` query residues; returns the
+    position after its last character."""
     symbols = (77 if merge_matches else 61, 88, 73, 68)  # M or =, X, I, D
     match_symbol, mismatch_symbol, ins_symbol, del_symbol = symbols
 
-    @cuda.jit
-    def write(runs, run_base, run_count, slot_row, start_i, end_i, query_lengths, offsets,
-              chars):
-        slot = cuda.grid(1)
-        if slot >= run_count.shape[0] or query_lengths[slot] < 0:  # no pair in this slot
-            return
-        row = slot_row[slot]
-        pos = offsets[slot]
-        if soft_clip and start_i[row] > 0:
-            pos = write_run(chars, pos, start_i[row], 83)
-        base = run_base[slot]
-        for k in range(run_count[slot] - 1, -1, -1):
+    @cuda.jit(device=True, inline=True)
+    def write(chars, pos, runs, base, count, start_i, clip):
+        if soft_clip and start_i > 0:
+            pos = write_run(chars, pos, start_i, 83)
+        for k in range(count - 1, -1, -1):
             packed = runs[base + k]
             op = packed & 3
             symbol = match_symbol
@@ -402,9 +398,27 @@ def cigar_kernel(merge_matches: bool, soft_clip: bool):
             elif op == 3:
                 symbol = del_symbol
             pos = write_run(chars, pos, packed >> 2, symbol)
-        clip = query_lengths[slot] - end_i[row]
         if soft_clip and clip > 0:
             pos = write_run(chars, pos, clip, 83)
+        return pos
+
+    return write
+
+
+@lru_cache(maxsize=None)
+def cigar_kernel(merge_matches: bool, soft_clip: bool):
+    """Runs of each slot -> CIGAR characters at ``offsets[slot]`` of a batch buffer."""
+    write_cigar = cigar_writer(merge_matches, soft_clip)
+
+    @cuda.jit
+    def write(runs, run_base, run_count, slot_row, start_i, end_i, query_lengths, offsets,
+              chars):
+        slot = cuda.grid(1)
+        if slot >= run_count.shape[0] or query_lengths[slot] < 0:  # no pair in this slot
+            return
+        row = slot_row[slot]
+        write_cigar(chars, offsets[slot], runs, run_base[slot], run_count[slot], start_i[row],
+                    query_lengths[slot] - end_i[row])
 
     return write
 

@@ -1,0 +1,161 @@
+"""Small GPU batches (:mod:`gpualign_df.gpu.small`): one launch of the block kernel, a
+block a pair, gives the CPU engine's frame row for row in every mode; the planner sends a
+job there only where it fits. Under the CUDA simulator on tiny pairs (on the accelerator
+with GPUALIGN_REAL_GPU=1, where the last test also runs the real GATK shape)."""
+
+import dataclasses
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df  # noqa: F401  (the accessor)
+from gpualign_df import gpu
+from gpualign_df.gpu import batches, small
+
+REAL_GPU = os.environ.get("GPUALIGN_REAL_GPU") == "1"
+SCORES = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, progress=False)
+
+
+def _pairs(count: int, seed: int, longest: int = 40) -> tuple[pd.Series, pd.Series]:
+    """Related DNA pairs (a query, its window with edits), a null, empty sequences and an
+    N, with labels that are not positions."""
+    rng = np.random.default_rng(seed)
+    queries, targets = [], []
+    for _ in range(count):
+        query = "".join(rng.choice(list("ACGT"), int(rng.integers(1, longest))))
+        target = list(query[int(rng.integers(0, 4)):])
+        for _ in range(int(rng.integers(0, 4))):  # substitutions, insertions, deletions
+            at = int(rng.integers(0, len(target) + 1))
+            kind = int(rng.integers(0, 3))
+            if kind == 0 and at < len(target):
+                target[at] = str(rng.choice(list("ACGT")))
+            elif kind == 1:
+                target.insert(at, "".join(rng.choice(list("ACGT"), int(rng.integers(1, 4)))))
+            elif at < len(target):
+                del target[at]
+        queries.append(query)
+        targets.append("".join(target) + "".join(rng.choice(list("ACGT"), 3)))
+    queries += [None, "", "ACGTN", "ACG"]
+    targets += ["ACGT", "ACGT", "ACNTT", ""]
+    labels = [f"p{k}" for k in range(len(queries))]
+    return pd.Series(queries, index=labels), pd.Series(targets, index=labels)
+
+
+def _small_and_cpu(queries, targets, scores=SCORES, **options):
+    """The job's frame on the small-batch path and on the CPU engine."""
+    options = {**scores, **options}
+    calls = []
+    real = batches.align_small
+
+    def recorded(*args, **kwargs):
+        calls.append(len(args[2]))
+        return real(*args, **kwargs)
+
+    try:
+        batches.align_small = recorded
+        on_gpu = queries.aln.rowwise(targets, backend="cuda", **options)
+    finally:
+        batches.align_small = real
+    assert calls == [len(queries)], "the job did not run as one small batch"
+    return on_gpu, queries.aln.rowwise(targets, backend="cpu", **options)
+
+
+@pytest.mark.parametrize("options", [
+    dict(mode="sw"),
+    dict(mode="nw", cigar_style="M"),
+    dict(mode="sg"),
+    dict(mode="sg", free_ends=("query_start", "target_end")),
+    dict(mode="sw", clip="soft", traceback=True),
+    dict(mode="sg", traceback=False),
+])
+def test_a_small_batch_gives_the_cpu_engines_frame(options):
+    queries, targets = _pairs(5, seed=len(str(options)))
+    on_gpu, on_cpu = _small_and_cpu(queries, targets, **options)
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)
+
+
+@pytest.mark.parametrize("mode,lanes", [("sw", None), ("nw", 4), ("sg", 4)])
+def test_strips_in_several_passes_and_tied_ends_across_strips(settings, mode, lanes):
+    """Fewer threads than strips (passes hand their last row down through memory), and
+    a repeat whose best cells tie in several strips (the first in row order wins); the
+    walk in ``lanes`` threads where given."""
+    settings(small_batch_threads=2, walk_lanes=lanes)
+    queries = pd.Series(["ACGTTGCA" * 5, "GATTACA" * 6, "TTTT"])
+    targets = pd.Series(["ACGTTGCA" * 2, "CAGATTACATT", "ACGTTTTACG"])
+    on_gpu, on_cpu = _small_and_cpu(queries, targets, mode=mode)
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)
+
+
+def test_the_planner_takes_small_batches_only_where_they_fit(settings):
+    tuning = settings(small_batch_pairs=3, small_batch_cells=1000, inter_max_cells=400)
+    lengths = np.array([10, 20, 15])
+    assert small.small_batch(lengths, lengths, None, tuning)
+    assert not small.small_batch(np.zeros(0, np.int64), np.zeros(0, np.int64), None, tuning)
+    assert not small.small_batch(np.array([10, 20, 15, 5]), np.array([10, 20, 15, 5]), None,
+                                 tuning), "more pairs than small_batch_pairs"
+    assert not small.small_batch(lengths, np.array([10, 21, 15]), None,
+                                 tuning), "a pair of more than inter_max_cells"
+    assert not small.small_batch(lengths, lengths, None,
+                                 dataclasses.replace(tuning, small_batch_cells=600)), \
+        "more cells in all than small_batch_cells"
+    assert not small.small_batch(lengths, lengths, 100, tuning), \
+        "a pair whose traceback exceeds traceback_memory goes to linear space"
+    assert small.small_batch(lengths, lengths, 200, tuning)
+
+
+def test_jobs_past_the_small_batch_limits_take_the_batch_path(settings):
+    settings(small_batch_pairs=2)
+    queries, targets = _pairs(2, seed=3)
+    with pytest.raises(AssertionError, match="did not run as one small batch"):
+        _small_and_cpu(queries, targets)
+
+
+def test_the_block_kernels_rows_are_the_result_columns():
+    from gpualign_df.kernels import block
+
+    assert block.CHAR_ROW == len(gpu.RESULT_COLUMNS) == block.OUT_ROWS - 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not REAL_GPU, reason="the GATK shape needs a GPU (GPUALIGN_REAL_GPU=1)")
+def test_gatk_haplotypes_on_the_small_path_equal_the_batch_path_and_the_cpu(settings):
+    """600 bp haplotypes against 700 bp windows with GATK's scores (issue #23's shape):
+    the small path, the batch path and the CPU engine agree row for row."""
+    rng = np.random.default_rng(23)
+    reference = "".join(rng.choice(list("ACGT"), 30_000))
+    windows = [reference[k * 700:(k + 1) * 700] for k in range(40)]
+    haplotypes = []
+    for window in windows:
+        haplotype = list(window[50:650])
+        for at in rng.integers(0, 590, 6):
+            haplotype[at] = str(rng.choice(list("ACGT")))
+        del haplotype[300:303]
+        haplotypes.append("".join(haplotype))
+    options = dict(mode="sg", match=200, mismatch=-150, gap_open=260, gap_extend=11,
+                   progress=False)
+    queries, targets = pd.Series(haplotypes), pd.Series(windows)
+    on_small = queries.aln.rowwise(targets, backend="cuda", **options)
+    settings(small_batch_pairs=0)
+    on_batches = queries.aln.rowwise(targets, backend="cuda", **options)
+    on_cpu = queries.aln.rowwise(targets, backend="cpu", **options)
+    pd.testing.assert_frame_equal(on_small, on_cpu)
+    pd.testing.assert_frame_equal(on_batches, on_cpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not REAL_GPU, reason="hundreds of pairs: on a GPU (GPUALIGN_REAL_GPU=1)")
+@pytest.mark.parametrize("scoring", ["dna-2-3-gap10+1", "dna-1-1-linear2", "blosum62-gap11+1"])
+def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(scoring):
+    """Every mode and free-ends subset, pairs of 1-300 residues, half related, with the
+    repeats whose optimal alignments tie (``test_engine_paths``' pairs): the small path
+    gives the CPU engine's frame."""
+    from test_engine_paths import DNA, MODES, PROTEIN, SCORINGS, make_pairs
+
+    queries, targets = make_pairs(PROTEIN if scoring.startswith("blosum") else DNA, seed=27)
+    queries, targets = pd.Series(queries), pd.Series(targets)
+    for mode, free_ends in MODES:
+        on_gpu, on_cpu = _small_and_cpu(queries, targets, dict(SCORINGS[scoring], progress=False),
+                                        mode=mode, free_ends=free_ends)
+        pd.testing.assert_frame_equal(on_gpu, on_cpu, obj=f"{mode} {free_ends}")
