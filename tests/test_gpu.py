@@ -77,6 +77,7 @@ def test_random_sets_with_empty_and_single_residues_gpu_equals_cpu():
                              gap_extend=2)
 
 
+@pytest.mark.usefixtures("batch_path")  # (the planner's batches and kernels)
 def test_batches_split_by_memory_return_every_row(monkeypatch):
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=4000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=4000)
@@ -183,6 +184,7 @@ def test_top_border_words_on_the_device_equal_the_host_ones(mode, free_ends, gap
                                       band.top_row(n, gap_open, gap_extend, free_row0, local))
 
 
+@pytest.mark.usefixtures("batch_path")  # (the planner's batches and kernels)
 @pytest.mark.parametrize("traceback", [True, False])
 def test_fast_launches_equal_numba_launches(traceback):
     """Kernels launched with the arguments laid out here (``gpualign_df.gpu.launch``) give
@@ -221,6 +223,7 @@ def test_search_score_pass_leaves_the_default_stream_free():
     assert len(copies) > 5 and max(copies) < 0.2 * seconds, (max(copies), seconds)
 
 
+@pytest.mark.usefixtures("batch_path")  # (the planner's batches and kernels)
 @pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
 def test_fills_on_the_side_stream_equal_the_default_stream(mode):
     """Every fill kernel (32-bit inter-task, packed 16-bit, intra-task for a long pair) run on

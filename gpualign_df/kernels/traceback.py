@@ -388,7 +388,7 @@ def cigar_writer(merge_matches: bool, soft_clip: bool):
         if soft_clip and start_i > 0:
             pos = write_run(chars, pos, start_i, 83)
         for k in range(count - 1, -1, -1):
-            packed = runs[base + k]
+            packed = int32(runs[base + k])  # (unsigned with signed would compute in float)
             op = packed & 3
             symbol = match_symbol
             if op == 1:
