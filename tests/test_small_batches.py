@@ -116,6 +116,7 @@ def test_the_block_kernels_rows_are_the_result_columns():
     from gpualign_df.kernels import block
 
     assert block.CHAR_ROW == len(gpu.RESULT_COLUMNS) == block.OUT_ROWS - 1
+    assert gpu.RESULT_COLUMNS[block.CIGAR_LENGTH_ROW] == "cigar_length"
 
 
 @pytest.mark.gpu

@@ -31,8 +31,8 @@ from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
 from .plan import Batch, module_of, plan_batches, to_numpy
-from .small import align_small, small_batch
 from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
+from .small import align_small, small_batch
 from .streams import beside_default_stream
 
 #: Result columns the kernels write, by job row (int32), named as the result frame's
@@ -393,7 +393,9 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
                   pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
                   cigar_style: str, clip: str | None, progress,
                   traceback_memory: int | None = None) -> AlignmentArrays:
-    """Align pairs of host-encoded sequences on the GPU; host arrays in pair order.
+    """Align pairs of host-encoded sequences on the GPU; host arrays in pair order. A job
+    that fits one small batch (:func:`gpualign_df.gpu.small.small_batch`) runs in one
+    launch of the block kernel, any other in the planner's batches.
 
     The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.

@@ -156,11 +156,18 @@ def _staging(size: int) -> np.ndarray:
     return buffer[:size]
 
 
+def upload_codes(encoded: EncodedSequences) -> np.ndarray:
+    """A collection's residue codes as an upload takes them (at least one byte: a device
+    array may not be empty)."""
+    return encoded.codes if len(encoded.codes) else np.zeros(1, np.uint8)
+
+
 def upload_parts(parts: list[np.ndarray]) -> list[object]:
-    """Device copies of host byte arrays (``uint8``, each a multiple of 8 bytes long where
-    a later part is viewed as 8-byte values): those up to :data:`SHARED_UPLOAD_BYTES` as
-    views of one buffer filled by one transfer from :func:`_staging`'s pinned memory, in
-    order, larger ones each by its own."""
+    """Device copies of host byte arrays (``uint8``): those up to
+    :data:`SHARED_UPLOAD_BYTES` as views of one buffer filled by one transfer from
+    :func:`_staging`'s pinned memory, in order (a part viewed there as wider values must
+    start at a multiple of their size: put such parts first), larger ones each by its
+    own."""
     shared = [part for part in parts if part.nbytes <= SHARED_UPLOAD_BYTES]
     views: dict[int, object] = {}
     if shared:
@@ -202,8 +209,8 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
     simulator), one :class:`DeviceSequences` per collection (the same one for a collection
     passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
-    one buffer, gathered in :func:`_staging`'s pinned memory), larger ones each in their
-    own. A collection that keeps derived data
+    one buffer: :func:`upload_parts`), larger ones each in their own. A collection that
+    keeps derived data
     (``keep``, a prepared database) is copied once per device and kept there."""
     kept = {id(encoded): kept_upload(encoded) for encoded in collections
             if encoded.keep is not None}
@@ -212,8 +219,7 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     # offsets (int64, so they come first and stay aligned), then codes (at least one byte)
     offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
                for encoded in distinct]
-    codes = [encoded.codes if len(encoded.codes) else np.zeros(1, np.uint8)
-             for encoded in distinct]
+    codes = [upload_codes(encoded) for encoded in distinct]
     parts = offsets + codes
     device = upload_parts(parts)
     views = {id(part): view for part, view in zip(parts, device)}

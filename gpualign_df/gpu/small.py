@@ -17,7 +17,8 @@ from ..job import needs_linear_space
 from ..kernels import block, dpx, simulator
 from ..kernels.strip import STRIP_ROWS, WARP
 from ..scoring import Mode, Scoring
-from .buffers import DEVICE_LOCK, device_table, download, scratch, upload_parts
+from .buffers import (DEVICE_LOCK, device_table, download, scratch, upload_codes,
+                      upload_parts)
 from .launch import launch_kernel
 from .long import walk_lanes
 from .memory import engine_allocations
@@ -82,8 +83,8 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     out_bytes = 4 * block.OUT_ROWS * count
     with DEVICE_LOCK, engine_allocations():
         device_pairs, device_counter, query_codes, target_codes = upload_parts(
-            [pairs.view(np.uint8).ravel(), counter.view(np.uint8), _codes(queries),
-             _codes(targets)])
+            [pairs.view(np.uint8).ravel(), counter.view(np.uint8), upload_codes(queries),
+             upload_codes(targets)])
         device_pairs = device_pairs.view(np.int64).reshape(block.PAIR_FIELDS, count)
         # the result table, then the CIGAR characters: one copy back takes both
         results = scratch("small_results", out_bytes + bound, np.uint8)
@@ -102,7 +103,7 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
         table = first[:out_bytes].view(np.int32).reshape(block.OUT_ROWS, count)
         if not traceback:
             return table[:3], None, None, cells
-        lengths = np.where(valid, table[9], 0).astype(np.int64)
+        lengths = np.where(valid, table[block.CIGAR_LENGTH_ROW], 0).astype(np.int64)
         offsets = np.zeros(count + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         total = int(offsets[-1])
@@ -112,8 +113,3 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     at = np.repeat(table[block.CHAR_ROW].astype(np.int64) - offsets[:-1], lengths) + \
         np.arange(total)
     return table[:block.CHAR_ROW], placed[at], offsets, cells
-
-
-def _codes(sequences: EncodedSequences) -> np.ndarray:
-    """A collection's residue codes for an upload (at least one byte)."""
-    return sequences.codes if len(sequences.codes) else np.zeros(1, np.uint8)

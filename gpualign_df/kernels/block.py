@@ -43,6 +43,7 @@ PAIR_FIELDS = 7
 #: target_start, matches, mismatches, gap_opens, gaps, cigar_length (the engines' result
 #: columns, in that order), then the position of the pair's first CIGAR character.
 OUT_ROWS = 11
+CIGAR_LENGTH_ROW = 9
 CHAR_ROW = 10
 #: Most threads a block (a strip each per pass).
 MAX_THREADS = 1024
@@ -167,7 +168,7 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
             out[6, p] = walk[9]
             out[7, p] = n_open
             out[8, p] = walk[11]
-            out[9, p] = size
+            out[CIGAR_LENGTH_ROW, p] = size
             out[CHAR_ROW, p] = position
 
     return align
