@@ -375,7 +375,9 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
         raw = dict(zip(results.columns, to_numpy(results.table[:, :rows])))
     else:
         raw = {name: to_numpy(array)[:rows] for name, array in results.columns.items()}
-    host = {name: np.where(valid, raw[name], 0) for name in results.columns}
+    # rows not valid hold anything until zeroed (the host copies are the engine's own)
+    host = raw if valid.all() else {name: np.where(valid, raw[name], 0)
+                                    for name in results.columns}
     out = AlignmentArrays(valid=valid, score=host["score"], query_end=host["query_end"],
                           target_end=host["target_end"], cells=results.cells)
     if traceback:
