@@ -263,8 +263,9 @@ class Settings:
         fills, walks and writes the CIGAR of each pair in a block of its own, two copies
         back. 0 pairs: never.
     small_batch_threads : int
-        Most threads of a small batch's block (a multiple of 32, at most 1024), each
-        computing a strip of 8 query rows a pass: fewer threads, more passes.
+        Most threads of a small batch's block (at most 1024; a multiple of 32 leaves no
+        lane of a warp idle), each computing a strip of 8 query rows a pass: fewer threads,
+        more passes.
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows

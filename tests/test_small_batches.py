@@ -70,7 +70,8 @@ def _small_and_cpu(queries, targets, scores=SCORES, **options):
     dict(mode="sw", clip="soft", traceback=True),
     dict(mode="sg", traceback=False),
 ])
-def test_a_small_batch_gives_the_cpu_engines_frame(options):
+def test_a_small_batch_gives_the_cpu_engines_frame(settings, options):
+    settings(small_batch_threads=8)  # (every strip in one pass; fewer threads to simulate)
     queries, targets = _pairs(5, seed=len(str(options)))
     on_gpu, on_cpu = _small_and_cpu(queries, targets, **options)
     pd.testing.assert_frame_equal(on_gpu, on_cpu)
