@@ -260,8 +260,8 @@ class Settings:
         A GPU job of host-encoded pairs (pandas, numpy) of at most ``small_batch_pairs``
         pairs and ``small_batch_cells`` cells in all, none longer than ``inter_max_cells``,
         runs as one small batch (:mod:`gpualign_df.gpu.small`): one upload, one launch that
-        fills, walks and writes the CIGAR of each pair in a block of its own, two copies
-        back. 0 pairs: never.
+        fills, walks and writes the CIGAR of each pair in a block of its own, one copy
+        back (two for long CIGARs). 0 pairs: never.
     small_batch_threads : int
         Most threads of a small batch's block (at most 1024; a multiple of 32 leaves no
         lane of a warp idle), each computing a strip of 8 query rows a pass: fewer threads,

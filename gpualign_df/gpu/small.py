@@ -1,7 +1,7 @@
 """Small batches on the device: a few hundred pairs of at most a few thousand residues
 (GATK HaplotypeCaller's calls) in one upload, one launch of the block kernel
-(:mod:`gpualign_df.kernels.block`: fill, walk and CIGAR of a pair in one block) and two
-copies back, where the batch path (:mod:`gpualign_df.gpu.batches`) spends more on its
+(:mod:`gpualign_df.kernels.block`: fill, walk and CIGAR of a pair in one block) and one
+copy back (a second where its CIGARs are long), where the batch path (:mod:`gpualign_df.gpu.batches`) spends more on its
 launches, planning and copies than on the cells of such a batch.
 
 The results are the batch path's: the same cells, end cells, walk and CIGARs.

@@ -4,7 +4,7 @@ its traceback and writes its CIGAR characters, all in one launch.
 A batch of a few dozen pairs of a few hundred residues (GATK HaplotypeCaller's calls) is
 too small to fill the GPU with one thread a pair, and a job's fixed cost (launches,
 copies, host work between them) outweighs its cells: here a job is one upload, one launch
-and two copies back.
+and one copy back (a second where its CIGARs are long).
 
 Thread ``t`` of the block computes strip ``k * threads + t`` (``STRIP_ROWS`` = 8 query
 rows, :func:`gpualign_df.kernels.strip.strip_functions`: the cells, tie-breaks and
