@@ -210,8 +210,8 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     simulator), one :class:`DeviceSequences` per collection (the same one for a collection
     passed twice). Arrays up to :data:`SHARED_UPLOAD_BYTES` go in one transfer (views of
     one buffer: :func:`upload_parts`), larger ones each in their own. A collection that
-    keeps derived data
-    (``keep``, a prepared database) is copied once per device and kept there."""
+    keeps derived data (``keep``, a prepared database) is copied once per device and kept
+    there."""
     kept = {id(encoded): kept_upload(encoded) for encoded in collections
             if encoded.keep is not None}
     distinct = [encoded for encoded in {id(encoded): encoded for encoded in collections}.values()

@@ -63,11 +63,12 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     count = len(pair_query)
     m = np.where(valid, queries.lengths[pair_query], -1)
     n = np.where(valid, targets.lengths[pair_target], 0)
-    strips = (np.maximum(m, 0) + STRIP_ROWS - 1) // STRIP_ROWS
+    rows = np.maximum(m, 0)
+    strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
     pairs = np.stack([queries.offsets[pair_query], targets.offsets[pair_target], m, n,
                       _exclusive_cumsum(strips * n if traceback else np.zeros(count, np.int64)),
                       _exclusive_cumsum(2 * (n + 1)),
-                      _exclusive_cumsum(np.maximum(m, 0) + n + 1)]).astype(np.int64)
+                      _exclusive_cumsum(rows + n + 1)]).astype(np.int64)
     counter = np.zeros(1, np.int64)
     lanes = walk_lanes(mode.code, tuning)
     if simulator() and lanes:  # (the simulator's warp ballot is a block barrier)
@@ -78,8 +79,8 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
                                 clip == "soft", dpx.available(), lanes,
                                 tuning.walk_probes if lanes else 1)
-    cells = int((np.maximum(m, 0) * n).sum())
-    bound = int(2 * (np.maximum(m, 0) + n).sum()) + 1 if traceback else 0
+    cells = int((rows * n).sum())
+    bound = int(2 * (rows + n).sum()) + 1 if traceback else 0
     out_bytes = 4 * block.OUT_ROWS * count
     with DEVICE_LOCK, engine_allocations():
         device_pairs, device_counter, query_codes, target_codes = upload_parts(
@@ -91,8 +92,7 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
         out = results[:out_bytes].view(np.int32).reshape(block.OUT_ROWS, count)
         tb = scratch("small_tb", int((strips * n).sum()) if traceback else 1, np.uint32)
         rows_above = scratch("small_rows_above", int(2 * (n + 1).sum()), np.int32)
-        runs = scratch("small_runs", int((np.maximum(m, 0) + n + 1).sum()) if traceback else 1,
-                       np.uint32)
+        runs = scratch("small_runs", int((rows + n + 1).sum()) if traceback else 1, np.uint32)
         launch_kernel("small", kernel, count, threads, query_codes, target_codes, device_pairs,
                       device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
                       len(scoring.alphabet), scoring.gap_open, scoring.gap_extend,
