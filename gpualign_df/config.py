@@ -179,6 +179,15 @@ class Settings:
         shared; but more rows take more registers, and beyond 128 a thread only one block
         of 256 threads fits an SM instead of two (at 26 columns: 151 registers at 4 rows,
         124 at 2, from the offline sm_90 build).
+    pair_group_fill : bool or None
+        Local score-only fills of 1:1 pairs on the grouped packed 16-bit kernel
+        (:func:`gpualign_df.kernels.pairs16.pair_group_kernel`: a group of lanes per two
+        pairs, query rows in registers, the targets streamed) where it is exact
+        (:func:`gpualign_df.gpu.policy.pair_group_class`). None: where DPX runs;
+        True/False: always/never (True runs the plain form elsewhere, as tests do).
+    pair_groups : tuple of (int, int) pairs
+        Its classes as (lanes, query rows a lane): a batch takes the smallest class whose
+        ``lanes * rows`` holds its longest query; one compiled kernel each. Empty: never.
     keyed_best : bool
         The GPU fills keep each row's running best as one int32 key (``H * 2**16 - j``)
         where scores and columns fit (:func:`gpualign_df.gpu.policy.keyed_best_fits`),
@@ -332,6 +341,9 @@ class Settings:
     search_groups: tuple[tuple[int, int], ...] = tuple(
         (8, columns) for columns in range(4, 27, 2)) + ((16, 26), (32, 26))
     search_unroll: tuple[tuple[int, int], ...] = ((24, 4), (26, 2))
+    pair_group_fill: bool | None = None
+    pair_groups: tuple[tuple[int, int], ...] = ((8, 8), (8, 12), (8, 16), (8, 19), (8, 24),
+                                                (8, 32))
     keyed_best: bool = True
     fill_strip_rows: int = 16
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))

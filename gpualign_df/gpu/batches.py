@@ -20,10 +20,11 @@ from .. import config
 from ..arrays import AlignmentArrays
 from ..encode import EncodedSequences
 from ..job import traceback_budget
-from ..kernels import band, dpx, inter, inter16, traceback as tb_kernels
+from ..kernels import band, dpx, inter, inter16, pairs16, traceback as tb_kernels
+from ..kernels.search import GROUP_BLOCK
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
-from ..scoring import Mode, Scoring
+from ..scoring import MODE_LOCAL, Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload,
                       used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks
@@ -31,7 +32,8 @@ from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
 from .plan import Batch, module_of, plan_batches, to_numpy
-from .policy import fill_fits_16bit, fill_shape, keyed_best_fits, table16, use_fill_16bit
+from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_class,
+                     pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
 from .streams import beside_default_stream
 
@@ -68,6 +70,16 @@ class DeviceResults:
 
 
 @dataclass(frozen=True)
+class PairGroup:
+    """A job's grouped pair kernel tables on the device (``table``, ``query_pair``,
+    ``target_pair`` of :func:`~gpualign_df.gpu.policy.pair_group_table`) and its scoring,
+    whose bounds each batch checks (:func:`group_class`)."""
+
+    scoring: Scoring
+    tables: tuple
+
+
+@dataclass(frozen=True)
 class DeviceJob:
     """What every batch of one job shares: sequences and pair lists on the device, the
     scoring tables, what the kernels are specialised for, the result columns, and the
@@ -92,6 +104,7 @@ class DeviceJob:
     sub_range: tuple            # (lowest, highest) substitution score
     symmetric: bool             # s(a, b) == s(b, a) for every pair of codes
     tuning: config.Settings
+    pair_group: PairGroup | None = None   # where the job may take the grouped pair kernel
 
     @property
     def traceback(self) -> bool:
@@ -149,6 +162,7 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     table = xp.empty((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
     use_16bit = use_fill_16bit(tuning.fill_16bit, traceback)
+    pair_group = _pair_group_tables(scoring, mode, traceback, tuning)
     job = DeviceJob(
         queries=queries, targets=targets, pair_query=pair_query, pair_target=pair_target,
         sub=device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
@@ -161,17 +175,20 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         byte_scores=band.byte_scores_fit(scoring.matrix, scoring.gap_extend,
                                          mode_shape(mode.code, *mode.flags())[0]),
         sub_range=(int(scoring.matrix.min()), int(scoring.matrix.max())),
-        symmetric=bool(np.array_equal(scoring.matrix, scoring.matrix.T)), tuning=tuning)
+        symmetric=bool(np.array_equal(scoring.matrix, scoring.matrix.T)), tuning=tuning,
+        pair_group=pair_group)
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
-        return fill_fits_16bit(scoring, longest_query, longest_target)
+        return (group_class(job, longest_query, longest_target) is not None
+                or (use_16bit and fill_fits_16bit(scoring, longest_query, longest_target)))
 
     pairs = None if all_valid else module_of(valid).flatnonzero(valid)  # None: every row
     free = free_bytes()
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(free * tuning.gpu_memory_share),
                            sort=tuning.sort_by_length,
-                           fits_16bit=fits_16bit if use_16bit else None, longest=longest,
+                           fits_16bit=fits_16bit if use_16bit or pair_group else None,
+                           longest=longest,
                            inter_max_cells=tuning.inter_max_cells,
                            traceback_budget=traceback_budget(traceback_memory, free, tuning),
                            device=xp)
@@ -213,6 +230,31 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
                       THREADS_PER_BLOCK, batch_chars, batch_offsets, slot_row, slot_lengths,
                       chars, offsets)
     return DeviceResults(columns, chars, offsets, cells, total, table)
+
+
+def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
+                       tuning: config.Settings) -> PairGroup | None:
+    """The grouped pair kernel's tables on the device for a local score-only job where the
+    ``pair_group_fill`` setting allows it (None: where DPX runs) and they fit; else None
+    (each batch still checks :func:`group_class`)."""
+    allowed = dpx.available() if tuning.pair_group_fill is None else tuning.pair_group_fill
+    if traceback or not allowed or not tuning.pair_groups or mode.code != MODE_LOCAL:
+        return None
+    tables = pair_group_table(scoring)
+    if tables is None:
+        return None
+    return PairGroup(scoring, tuple(
+        device_table(name, values) for name, values in
+        zip(("pair_group_table", "pair_group_query", "pair_group_target"), tables)))
+
+
+def group_class(job: DeviceJob, longest_query: int, longest_target: int):
+    """The grouped pair kernel's ``(lanes, rows)`` for a batch of the job's pairs up to
+    these lengths, or None where the job or the batch does not take it."""
+    if job.pair_group is None:
+        return None
+    return pair_group_class(job.pair_group.scoring, longest_query, longest_target,
+                            job.tuning.pair_groups)
 
 
 def _offsets(xp, lengths):
@@ -304,7 +346,19 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         else:
             h_buffer = scratch("h_row", batch.row_words, np.int32)
             i_buffer = scratch("i_row", batch.row_words, np.int32)
-            if batch.packed:  # two pairs per thread; the table has a padding code
+            shape = group_class(job, batch.longest_query, batch.longest_target) \
+                if batch.packed else None
+            if shape is not None:  # a group of lanes per two pairs
+                lanes, rows = shape
+                table, query_pair, target_pair = job.pair_group.tables
+                kernel = pairs16.pair_group_kernel(lanes, rows, job.use_dpx)
+                threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
+                launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK, query, target, query_lengths,
+                              target_lengths, *(warps[k] for k in (0, 1, 5)), table,
+                              len(table), query_pair, target_pair, job.alphabet_size + 1,
+                              *alphabet_and_gaps[1:], slot_row, columns["score"],
+                              columns["query_end"], columns["target_end"], stream=stream)
+            elif batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
                               query, target, query_lengths, target_lengths,

@@ -12,6 +12,8 @@ import numpy as np
 from .. import config
 from ..kernels import dpx
 from ..kernels.cpu import MODE_LOCAL
+from ..kernels.pairs16 import COPIES, group_rows_fit
+from ..kernels.search import PAIR_TABLE_WORDS
 from ..kernels.strip import PAD16
 from ..scoring import Mode, Scoring
 
@@ -107,3 +109,78 @@ def table16(scoring: Scoring) -> np.ndarray:
     table = np.full((size + 1, size + 1), PAD16, dtype=np.int32)
     table[:size, :size] = scoring.matrix
     return table.ravel()
+
+
+def pair_group_table(scoring: Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The grouped pair kernel's tables (:func:`gpualign_df.kernels.pairs16.pair_group_kernel`),
+    or None where they do not fit: ``(table, query_pair, target_pair)``.
+
+    Codes whose rows of the matrix are equal score alike as query residues, codes whose
+    columns are equal alike as target residues (with match/mismatch scoring every
+    ambiguity code is one class), so the table is indexed by classes: ``[target class of
+    the low pair, of the high pair][query class of the low pair, of the high pair]``, each
+    entry both halves' ``score + go`` (the padding class, last, an entry 0), in
+    ``COPIES`` interleaved copies. ``query_pair[low * codes + high]`` gives the entry of two
+    query codes, ``target_pair[low * codes + high]`` the first word of two target codes'
+    row, ``codes`` = alphabet size + 1 (the last code is the padding). None where the
+    copies pass the shared table, an entry would be negative (a substitution below
+    ``-gap_open``) or the code pairs pass 256.
+
+    >>> from gpualign_df.scoring import make_scoring
+    >>> table, query_pair, target_pair = pair_group_table(
+    ...     make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1))
+    >>> len(table) // 8, len(query_pair)      # 6**4 entries: A, C, G, T, the rest, padding
+    (1296, 256)
+    >>> pair_group_table(make_scoring("BLOSUM62")) is None
+    True
+    """
+    matrix = scoring.matrix.astype(np.int64)
+    size = len(matrix)
+    codes = size + 1
+    if codes * codes > 256:
+        return None
+    _, query_class = np.unique(matrix, axis=0, return_inverse=True)
+    _, target_class = np.unique(matrix, axis=1, return_inverse=True)
+    query_class, target_class = query_class.ravel(), target_class.ravel()
+    query_classes, target_classes = int(query_class.max()) + 2, int(target_class.max()) + 2
+    entries = (query_classes * target_classes) ** 2
+    if entries * COPIES > PAIR_TABLE_WORDS:
+        return None
+    shifted = np.zeros((query_classes, target_classes), np.int64)  # padding: 0 (-go)
+    shifted[query_class[:, None], target_class[None, :]] = matrix + scoring.gap_open
+    if shifted.min() < 0 or shifted.max() >= 1 << 15:
+        return None
+    # [low target, high target, low query, high query] -> low | high << 16
+    table = (shifted.T[:, None, :, None] | (shifted.T[None, :, None, :] << 16)).astype(
+        np.int32).ravel()
+    query_of = np.append(query_class, query_classes - 1)
+    target_of = np.append(target_class, target_classes - 1)
+    query_pair = (query_of[:, None] * query_classes + query_of[None, :]).astype(np.int32)
+    target_pair = ((target_of[:, None] * target_classes + target_of[None, :])
+                   * query_classes ** 2 * COPIES).astype(np.int32)
+    return np.repeat(table, COPIES), query_pair.ravel(), target_pair.ravel()
+
+
+def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
+                     classes: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
+    """The class ``(lanes, rows)`` of the grouped pair kernel for a batch of local
+    score-only pairs up to these lengths (the smallest of ``classes`` holding its longest
+    query), or None where none does or the kernel would not be exact: every value within
+    16 bits (as :func:`use_search_16bit`'s bound), H below 1023 (its running-best keys) and
+    a positive gap open (padding cells stay below the cell they come from).
+
+    >>> from gpualign_df.scoring import make_scoring
+    >>> scoring = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    >>> pair_group_class(scoring, 150, 277, ((8, 16), (8, 19), (8, 24)))
+    (8, 19)
+    >>> pair_group_class(scoring, 1500, 1600, ((8, 16), (8, 19), (8, 24))) is None
+    True
+    """
+    largest = largest_entry(scoring)
+    high = largest * min(longest_query, longest_target)
+    if (scoring.gap_open <= 0 or high + largest + scoring.gap_open >= (1 << 15) - 1
+            or high > 1022 or longest_target >= 1 << 15):
+        return None
+    fitting = [(lanes * rows, lanes, rows) for lanes, rows in classes
+               if lanes * rows >= longest_query and group_rows_fit(lanes, rows)]
+    return min(fitting)[1:] if fitting else None

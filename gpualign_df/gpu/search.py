@@ -20,7 +20,7 @@ from numba import cuda
 
 from .. import config
 from ..encode import EncodedSequences, codes_present
-from ..kernels import dpx, search as search_kernels, simulator
+from ..kernels import dpx, search as search_kernels
 from ..kernels.gather import gather_residues
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
@@ -220,11 +220,6 @@ def _cells(query_lengths, query_valid, queries, residues: int) -> int:
     return int((query_lengths[queries] * query_valid[queries]).sum()) * residues
 
 
-#: Threads of a block of the grouped search kernel (the shared pair table is loaded once
-#: per block, so blocks are large; the simulator runs a thread per CUDA thread).
-GROUP_BLOCK = 32 if simulator() else 256
-
-
 @dataclass(frozen=True)
 class GroupSetup:
     """What every tile of a grouped search shares: the shared pair table (both halves'
@@ -373,7 +368,8 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                                          tuning.gpu_launch_cells):
             chunk_queries = query_order[first:stop]
             threads = per_query * (stop - first)
-            launch_kernel("search", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,
+            launch_kernel("search", kernel, -(-threads // search_kernels.GROUP_BLOCK),
+                          search_kernels.GROUP_BLOCK,
                           setup.query_rows, queries.offsets, valid_device, chunk_queries,
                           pair_codes, count, pair_row, setup.table, len(setup.table),
                           scoring.gap_open, scoring.gap_extend, setup.pad_row, scores,

@@ -252,22 +252,30 @@ def search_kernel16(use_dpx: bool = False):
     return search16
 
 
+#: Threads of a block of the grouped kernels (a block loads the shared pair table once, so
+#: blocks are large; under the simulator a block is one warp, whose shuffles go through
+#: shared memory).
+GROUP_BLOCK = 32 if simulator() else 256
+
 #: Words of the grouped search kernel's shared pair table (48,000 bytes, within a block's
 #: static shared memory): ``(query letters + 1) * (database letters + 1) ** 2`` must fit.
 PAIR_TABLE_WORDS = 12000
 
 
-def _group_shuffles():
+def group_shuffles():
     """(up, xor) of the grouped kernel: the value of the lane one below (a lane's own at
     lane 0) and of lane ``lane ^ offset``; shuffles on a GPU, shared memory under the
-    simulator (which has no shuffles; there a block is one warp)."""
+    simulator (which has no shuffles; there a block is one warp; device functions, so that
+    the simulator's CUDA module is theirs whichever module's kernel calls them)."""
     if simulator():
+        @cuda.jit(device=True)
         def up(value, scratch, lane):
             cuda.syncthreads()
             scratch[lane] = value
             cuda.syncthreads()
             return scratch[lane - 1] if lane > 0 else value
 
+        @cuda.jit(device=True)
         def across(value, offset, scratch, lane):
             cuda.syncthreads()
             scratch[lane] = value
@@ -337,7 +345,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
     table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
                                                                          PAIR_TABLE_WORDS)
-    shuffle_up, shuffle_across = _group_shuffles()
+    shuffle_up, shuffle_across = group_shuffles()
     scratch_size = WARP if simulator() else 1
     group, width = lanes, columns
     group_mask = uint32(group - 1)

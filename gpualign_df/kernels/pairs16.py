@@ -1,0 +1,220 @@
+"""Grouped local score-only kernel for 1:1 pairs on packed 16-bit cells: a group of lanes
+per pair of pairs (one pair in each 16-bit half of every int32, ``*_s16x2`` DPX on sm_90),
+each lane holding a strip of query rows in registers while both pairs' targets stream
+through the group as a wavefront (lane k on column s - k at step s). Same recurrences,
+tie-breaks and end cells as :mod:`gpualign_df.kernels.inter` (the contract is in
+:mod:`gpualign_df.kernels.cpu`): the end cell is the highest H, ties to the lowest row,
+then the lowest column.
+
+Slots come in the packed inter layout (:func:`gpualign_df.gpu.plan.plan_batches`): slot
+``a = 64p + l`` of warp ``2p`` pairs with slot ``b = a + 32`` of warp ``2p + 1``, both warps
+having the same columns, residues interleaved (``base[warp] + 32 * i + l``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from numba import cuda, int32, int64, uint32, uint64
+
+from . import dpx, inlined, simulator
+from .dpx import high_half, low_half
+from .search import PAIR_TABLE_WORDS, group_shuffles
+from .strip import WARP, pack_pair
+
+
+#: Copies of the pair table in shared memory, interleaved word by word (entry ``e`` of copy
+#: ``c`` at word ``COPIES * e + c``): lane ``k`` of a group reads copy ``k``, so the lanes
+#: of a warp spread their reads over ``32 / COPIES``-bank sets (fewer bank conflicts).
+COPIES = 8
+
+#: Bits of a running-best key below H: ``key = H * 32 + (31 - r)`` for a lane's row ``r``,
+#: so the highest key is the highest H, ties to the lowest row; H must stay below 1023.
+KEY_BITS = 5
+ROW_BITS = 13   # (H, row) across a group: ``H * 2**13 + (2**13 - 1 - row)``
+
+
+def group_rows_fit(lanes: int, rows: int) -> bool:
+    """Whether a group's rows fit the keys: a lane's rows below 2**KEY_BITS, a group's
+    below 2**ROW_BITS."""
+    return rows <= 1 << KEY_BITS and lanes * rows < 1 << ROW_BITS
+
+
+@lru_cache(maxsize=None)
+def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4):
+    """The kernel for query strips of ``lanes * rows`` rows (launch ``lanes * slots / 2``
+    threads, any multiple of 32 a block): group ``g`` aligns slots ``a = 64 (g // 32) +
+    g % 32`` and ``b = a + 32``, lane ``k`` holding query rows ``k * rows + r``.
+
+    Values are kept in the shifted form of
+    :func:`gpualign_df.kernels.search.group_search_kernel` (H itself, E* = E + go,
+    F* = F + go, table entries ``score + go``), with a lane's rows and the streamed columns
+    in the roles that kernel gives its columns and query rows. ``table`` holds
+    ``COPIES`` interleaved copies of ``[target class pair][query class pair]`` (both
+    halves' ``score + go``; the padding class scores ``-go``, an entry 0); ``query_pair``
+    maps ``low code * codes + high code`` of the two queries' residues (``codes - 1``:
+    padding) to its table entry, ``target_pair`` the two targets' to their table row.
+    Padding cells (rows past a query, columns past a target) are reached from a real cell
+    through a gap or a padding score, so they stay at least ``go`` (> 0) below it and are
+    never the end cell. Each cell's key ``H * 32 + (31 - r)`` folds into a running best
+    whose column is noted whenever a step raises it, so equal keys keep the first column;
+    the group then takes the highest H, ties to the lowest row. Exact where no value
+    leaves 16 bits and H stays below 1023 (the caller checks both)."""
+    assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
+    add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
+    table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
+                                                                         PAIR_TABLE_WORDS)
+    shuffle_up, shuffle_across = group_shuffles()
+    scratch_size = WARP if simulator() else 1
+    group, height = lanes, rows
+    group_mask = uint32(group - 1)
+    key_scale = int32(1 << KEY_BITS)
+    row_span = int32(1 << ROW_BITS)
+
+    @inlined
+    def step(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
+             held, h, e, carried, starts, scratch, warp_lane, go2, ge2):
+        """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
+        down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
+        H the first row takes as diagonal) before and after."""
+        best, j_a, j_b, h_last, f_last, diag_first = carried
+        zero = int32(0)
+        h_in = shuffle_up(h_last, scratch, warp_lane)
+        f_in = shuffle_up(f_last, scratch, warp_lane)
+        if starts:
+            h_in = zero
+            f_in = zero
+        j = int32(s - lane)
+        low = int32(target[uint64(t0_a) + uint64(WARP * j)]) if uint32(j) < uint32(n_a) \
+            else pad
+        high = int32(target[uint64(t0_b) + uint64(WARP * j)]) if uint32(j) < uint32(n_b) \
+            else pad
+        row = base + (target_pair[low * codes + high] << shift)
+        h_up = h_in
+        f = f_in
+        diag = diag_first
+        before = best
+        key_low = zero
+        for r in range(height):
+            h_left = h[r]
+            f = add_max2(f, ge2, h_up)
+            e_r = add_max2(e[r], ge2, h_left)
+            shifted = max3_2(diag + table_at(shared, int32(row + held[r])), e_r, f)
+            value = add_max_zero2(shifted, go2, zero)
+            # both halves' key H * 32 + (31 - r): no carry (H < 1023)
+            key = int32(int64(value) * key_scale + pack_pair(31 - r))
+            if r % 2 == 1:
+                best = max3_2(best, key_low, key)
+            elif r == height - 1:
+                best = max3_2(best, key, key)
+            else:
+                key_low = key
+            e[r] = e_r
+            diag = h_left
+            h[r] = value
+            h_up = value
+        if best != before:
+            if low_half(best) != low_half(before):
+                j_a = j
+            if high_half(best) != high_half(before):
+                j_b = j
+        return best, j_a, j_b, h_up, f, h_in
+
+    @inlined
+    def steps(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
+              held, h, e, carried, starts, scratch, warp_lane, go2, ge2):
+        """``unroll`` steps from ``s`` (the rows' registers change roles by renaming)."""
+        for u in range(unroll):
+            carried = step(int32(s + u), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
+                           target_pair, base, shared, held, h, e, carried, starts, scratch,
+                           warp_lane, go2, ge2)
+        return carried
+
+    @inlined
+    def group_end(best, j, lane, scratch, warp_lane):
+        """A half's (H, row, column) over the group: each lane's best key as
+        ``H * 2**13 + (2**13 - 1 - row)`` (0 where no cell passed 0), the highest kept
+        with its column (rows differ between lanes, so keys never tie above 0)."""
+        key = int32(0)
+        if best >= key_scale:
+            row = lane * height + (key_scale - 1 - (best & (key_scale - 1)))
+            key = (best >> KEY_BITS) * row_span + (row_span - 1 - row)
+        for offset in (1, 2, 4, 8, 16):
+            if offset < group:
+                other = shuffle_across(key, offset, scratch, warp_lane)
+                other_j = shuffle_across(j, offset, scratch, warp_lane)
+                if other > key:
+                    key = other
+                    j = other_j
+        return key, j
+
+    @cuda.jit
+    def fill(query, target, query_lengths, target_lengths, query_base, target_base,
+             warp_columns, table, used_words, query_pair, target_pair, codes, go, ge,
+             slot_row, score, query_end, target_end):
+        shared = cuda.shared.array(table_words, int32)
+        pairs_of_target = cuda.shared.array(256, int32)
+        scratch = cuda.shared.array(scratch_size, int32)
+        warp_lane = cuda.threadIdx.x % WARP
+        for k in range(cuda.threadIdx.x, used_words, cuda.blockDim.x):
+            table_put(shared, k, table[k])
+        for k in range(cuda.threadIdx.x, codes * codes, cuda.blockDim.x):
+            pairs_of_target[k] = target_pair[k]
+        cuda.syncthreads()
+        base = table_base(shared)
+        thread = cuda.grid(1)
+        group_index = thread // group
+        lane = int32(thread & group_mask)
+        slots = slot_row.shape[0]
+        if group_index >= slots // 2:
+            return
+        warp_a = 2 * (group_index // WARP)
+        slot_a = warp_a * WARP + group_index % WARP
+        slot_b = slot_a + WARP
+        m_a = int32(query_lengths[slot_a])
+        m_b = int32(query_lengths[slot_b])
+        n_a = max(int32(target_lengths[slot_a]), 0)   # -1: an unused slot
+        n_b = max(int32(target_lengths[slot_b]), 0)
+        pad = int32(codes - 1)
+        q0_a = query_base[warp_a] + group_index % WARP
+        q0_b = query_base[warp_a + 1] + group_index % WARP
+        t0_a = target_base[warp_a] + group_index % WARP
+        t0_b = target_base[warp_a + 1] + group_index % WARP
+        held = cuda.local.array(height, int32)
+        h = cuda.local.array(height, int32)
+        e = cuda.local.array(height, int32)
+        for r in range(height):
+            i = lane * height + r
+            low = int32(query[uint64(q0_a + WARP * i)]) if i < m_a else pad
+            high = int32(query[uint64(q0_b + WARP * i)]) if i < m_b else pad
+            held[r] = int32(query_pair[low * codes + high] * COPIES + lane % COPIES) << shift
+            h[r] = 0
+            e[r] = 0
+        go2 = pack_pair(-go)
+        ge2 = pack_pair(-ge)
+        zero = int32(0)
+        starts = lane == 0
+        # best key (31: H 0, below every key of a cell above 0), its columns, the last
+        # row's H and F*, the diagonal of the first row
+        carried = (int32(pack_pair(key_scale - 1)), zero, zero, zero, zero, zero)
+        # the warp's columns hold both targets; steps past them read padding only
+        for s in range(0, int32(warp_columns[warp_a]) + group - 1, unroll):
+            carried = steps(int32(s), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
+                            pairs_of_target, base, shared, held, h, e, carried, starts,
+                            scratch, warp_lane, go2, ge2)
+        best, j_a, j_b = carried[0], carried[1], carried[2]
+        for half in range(2):
+            key, j = group_end(low_half(best) if half == 0 else high_half(best),
+                               j_a if half == 0 else j_b, lane, scratch, warp_lane)
+            row = slot_row[slot_a if half == 0 else slot_b]
+            if lane == 0 and row >= 0:
+                if key > 0:
+                    score[row] = key >> ROW_BITS
+                    query_end[row] = row_span - (key & (row_span - 1))
+                    target_end[row] = j + 1
+                else:
+                    score[row] = 0
+                    query_end[row] = 0
+                    target_end[row] = 0
+
+    return fill

@@ -1,0 +1,119 @@
+"""The grouped pair kernel (local score-only 1:1 pairs on packed 16-bit cells: a group of
+lanes per two pairs, query rows in registers, the targets streamed) equals the CPU engine:
+scores and end cells, ties to the row-major first cell, on every planned layout.
+
+In CI the kernel runs under the CUDA simulator in its plain half-by-half form on tiny
+inputs; the ``gpu`` tests run the DPX form on the device on real reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gpualign_df
+from gpualign_df.gpu.policy import pair_group_class, pair_group_table
+from gpualign_df.scoring import make_scoring
+from helpers import mutate, random_sequences, read_fasta, shared_file
+
+pytestmark = pytest.mark.usefixtures("batch_path")
+
+
+@pytest.fixture
+def kernels_run(monkeypatch):
+    """The (lanes, rows, DPX) of every grouped pair kernel the engine builds from here on."""
+    from gpualign_df.kernels import pairs16
+
+    shapes = []
+    real = pairs16.pair_group_kernel
+    monkeypatch.setattr(pairs16, "pair_group_kernel",
+                        lambda *args: shapes.append(args) or real(*args))
+    return shapes
+
+
+def both_engines(queries, targets, **options):
+    options = dict(mode="sw", traceback=False, **options)
+    cpu = gpualign_df.align(queries, targets, backend="cpu", **options)
+    gpu = gpualign_df.align(queries, targets, backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    return cpu
+
+
+def test_pair_groups_equal_cpu(settings, kernels_run):
+    """Random reads with N and IUPAC codes (one class of the table with match/mismatch
+    scoring), empty and one-residue sequences, queries shorter than the class (padding
+    rows) and pairs whose targets differ in length (padding columns in one half)."""
+    settings(pair_group_fill=True, pair_groups=((4, 3), (8, 4)))
+    rng = np.random.default_rng(3)
+    alphabet = "ACGTNRY"
+    queries = random_sequences(rng, 9, alphabet, 12)
+    targets = [mutate(rng, query, alphabet, 0.2) + "ACGT"[:k % 4] for k, query in
+               enumerate(queries)]
+    queries[:3] = ["", "A", "ACGTACGTACGT"]
+    targets[:3] = ["ACG", "", "TTACGTACGAACGTTT"]
+    both_engines(queries, targets, match=2, mismatch=-3, gap_open=3, gap_extend=1)
+    assert kernels_run == [(4, 3, False)]
+
+
+def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run):
+    """Repeats with many end cells of the best score: the lowest row, then the lowest
+    column, as every engine."""
+    settings(pair_group_fill=True, pair_groups=((4, 3),))
+    queries = ["ACACACACAC", "AAAAAAAA", "ACGTACGT", "GGGG", "CACACA"]
+    targets = ["ACAC", "AAAA" * 3, "ACGTAACGT", "CCCCGGGGCCCC", "CA"]
+    frame = both_engines(queries, targets, match=1, mismatch=-1, gap_open=1, gap_extend=1)
+    assert kernels_run == [(4, 3, False)]
+    assert frame[["score", "query_end", "target_end"]].iloc[0].tolist() == [4, 4, 4]
+
+
+def test_pair_group_kernel_only_where_exact():
+    """The class holds the longest query; no class where a value could leave 16 bits, an H
+    reach 1023 (the running-best keys), the gap open is 0, or the table passes shared
+    memory (protein matrices: 25 classes)."""
+    dna = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    classes = ((8, 8), (8, 19), (8, 32))
+    assert pair_group_class(dna, 150, 277, classes) == (8, 19)
+    assert pair_group_class(dna, 64, 277, classes) == (8, 8)
+    assert pair_group_class(dna, 257, 300, classes) is None          # past every class
+    assert pair_group_class(dna, 200, 1022, classes) == (8, 32)
+    high = make_scoring(match=5, mismatch=-4, gap_open=7, gap_extend=1)
+    assert pair_group_class(high, 204, 300, classes) == (8, 32)       # H <= 1020
+    assert pair_group_class(high, 205, 300, classes) is None          # H could be 1025
+    free = make_scoring(match=1, mismatch=-1, gap_open=0, gap_extend=0)
+    assert pair_group_class(free, 10, 10, classes) is None
+    assert pair_group_table(dna) is not None
+    assert pair_group_table(make_scoring("BLOSUM62", gap_open=11, gap_extend=1)) is None
+    # a mismatch below -gap_open would make a shifted entry negative
+    assert pair_group_table(make_scoring(match=1, mismatch=-9, gap_open=7,
+                                         gap_extend=1)) is None
+
+
+def test_pair_group_table_scores_each_pair():
+    """Every entry of the table is both halves' ``score + gap_open`` for the codes'
+    classes, the padding code scoring ``-gap_open`` (an entry 0)."""
+    from gpualign_df.kernels.pairs16 import COPIES
+
+    scoring = make_scoring(match=2, mismatch=-3, gap_open=5, gap_extend=1)
+    table, query_pair, target_pair = pair_group_table(scoring)
+    codes = len(scoring.alphabet) + 1
+    matrix = np.zeros((codes, codes), np.int64)
+    matrix[:-1, :-1] = scoring.matrix + scoring.gap_open
+    rng = np.random.default_rng(0)
+    for a, b, x, y in rng.integers(0, codes, (300, 4)):
+        entry = target_pair[x * codes + y] + query_pair[a * codes + b] * COPIES
+        for copy in range(COPIES):
+            word = int(table[entry + copy])
+            assert (word & 0xFFFF, word >> 16) == (matrix[a, x], matrix[b, y])
+        assert (matrix[a, x] == 0) == (a == codes - 1 or x == codes - 1)
+
+
+@pytest.mark.gpu
+def test_pair_groups_on_real_reads_equal_cpu(kernels_run):
+    """The GASAL2 reads against their windows (W1's pairs, 150 x 152-277 bp), local score
+    only with W1's scoring: the default settings take the grouped kernel with DPX, and
+    every score and end cell equals the CPU engine's."""
+    queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=6000)
+    targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=6000)
+    both_engines(queries, targets, match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    assert kernels_run and all(shape[2] for shape in kernels_run)
