@@ -644,7 +644,7 @@ def test_auto_backend_keeps_small_jobs_off_the_gpu(monkeypatch):
                         lambda *args, **kwargs: ran.append("cpu") or real_cpu(*args, **kwargs))
     monkeypatch.setattr(gpu, "run_pairs_gpu",
                         lambda *args, **kwargs: ran.append("cuda") or real_gpu(*args, **kwargs))
-    queries, targets = related(6, 6, max_length=40)
+    queries, targets = related(6, 6, max_length=12)
     cells = sum(len(q) * len(t) for q, t in zip(queries, targets))
     frames = []
     for backend, limit, expected in (("auto", cells, "cpu"), ("auto", cells - 1, "cuda"),

@@ -78,7 +78,7 @@ def test_windows_of_the_hg38_pair_equal_gatks():
     (SNVs, indels, ends past the window), under GATK's haplotype-to-reference and
     read-to-haplotype presets."""
     hg38, chm13 = read_fasta(shared_file("hg38_chm13_51kbp_pair.fasta.gz"))
-    starts = np.linspace(0, min(len(hg38), len(chm13)) - 800, 40).astype(int)
+    starts = np.linspace(0, min(len(hg38), len(chm13)) - 800, 16).astype(int)
     references = [hg38[start:start + 400] for start in starts]
     haplotypes = [chm13[start + shift:start + shift + 300]
                   for start, shift in zip(starts, np.resize([-30, 0, 50, 120], len(starts)))]

@@ -40,6 +40,23 @@ def group_rows_fit(lanes: int, rows: int) -> bool:
     return rows <= 1 << KEY_BITS and lanes * rows < 1 << ROW_BITS
 
 
+def _twice(steps, offset: int):
+    """``steps`` on step s, then on step s + ``offset`` (unrolled: two calls, so the rows'
+    registers change roles by renaming instead of moves)."""
+    offset32 = int32(offset)
+
+    @inlined
+    def twice(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
+              held, h, e, carried, starts, scratch, warp_lane, go2, ge2):
+        carried = steps(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
+                        shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2)
+        return steps(int32(s + offset32), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
+                     target_pair, base, shared, held, h, e, carried, starts, scratch,
+                     warp_lane, go2, ge2)
+
+    return twice
+
+
 @lru_cache(maxsize=None)
 def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4):
     """The kernel for query strips of ``lanes * rows`` rows (launch ``lanes * slots / 2``
@@ -85,11 +102,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             h_in = zero
             f_in = zero
         j = int32(s - lane)
-        low = int32(target[uint64(t0_a) + uint64(WARP * j)]) if uint32(j) < uint32(n_a) \
-            else pad
-        high = int32(target[uint64(t0_b) + uint64(WARP * j)]) if uint32(j) < uint32(n_b) \
-            else pad
-        row = base + (target_pair[low * codes + high] << shift)
+        low = int32(target[t0_a + uint64(WARP * j)]) if uint32(j) < uint32(n_a) else pad
+        high = int32(target[t0_b + uint64(WARP * j)]) if uint32(j) < uint32(n_b) else pad
+        row = base + (target_pair[int32(low * codes + high)] << shift)
         h_up = h_in
         f = f_in
         diag = diag_first
@@ -120,15 +135,11 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 j_b = j
         return best, j_a, j_b, h_up, f, h_in
 
-    @inlined
-    def steps(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-              held, h, e, carried, starts, scratch, warp_lane, go2, ge2):
-        """``unroll`` steps from ``s`` (the rows' registers change roles by renaming)."""
-        for u in range(unroll):
-            carried = step(int32(s + u), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
-                           target_pair, base, shared, held, h, e, carried, starts, scratch,
-                           warp_lane, go2, ge2)
-        return carried
+    steps = step
+    width = 1
+    while width < unroll:   # nested calls: LLVM leaves a loop of such a body rolled
+        steps = _twice(steps, width)
+        width *= 2
 
     @inlined
     def group_end(best, j, lane, scratch, warp_lane):
@@ -175,11 +186,12 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         m_b = int32(query_lengths[slot_b])
         n_a = max(int32(target_lengths[slot_a]), 0)   # -1: an unused slot
         n_b = max(int32(target_lengths[slot_b]), 0)
+        codes = int32(codes)
         pad = int32(codes - 1)
         q0_a = query_base[warp_a] + group_index % WARP
         q0_b = query_base[warp_a + 1] + group_index % WARP
-        t0_a = target_base[warp_a] + group_index % WARP
-        t0_b = target_base[warp_a + 1] + group_index % WARP
+        t0_a = uint64(target_base[warp_a] + group_index % WARP)
+        t0_b = uint64(target_base[warp_a + 1] + group_index % WARP)
         held = cuda.local.array(height, int32)
         h = cuda.local.array(height, int32)
         e = cuda.local.array(height, int32)
