@@ -10,6 +10,7 @@ Usage::
 
     python -m benchmarks.run_gpu [--data-dir DIR] [--replicate 10] [--repeat 3]
                                  [--parasail-processes N] [--markdown BENCHMARKS.md]
+                                 [--compare-fills]
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, default=None)
     parser.add_argument("--cudf-only", action="store_true",
                         help="only the cuDF rows (skip the pandas rows)")
+    parser.add_argument("--compare-fills", action="store_true",
+                        help="also local score-only on the 32-bit fill (pair_group_fill off), "
+                             "frames checked equal")
     parser.add_argument("--rmm", choices=["default", "async"], default="default",
                         help="async: RMM's cudaMallocAsync resource for the whole process "
                              "(cuDF's and our allocations) instead of RMM's default")
@@ -99,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
                 frame = measure(name, name, "yes" if sort else "no", run)
                 if name == "local + traceback" and sort:
                     local_scores = frame["score"].to_numpy(dtype=np.int64)
+                if not traceback and args.compare_fills:
+                    with config.override(pair_group_fill=False):
+                        run(pairs=3000)
+                        other = measure(name + ", 32-bit fill", name, "yes" if sort else "no",
+                                        run)
+                    pd.testing.assert_frame_equal(frame, other)
     try:
         import cudf
     except ImportError:
@@ -117,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             run()  # compile
             frame = measure(name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"), name, "yes",
                             run)
+            if not traceback and use_dpx and args.compare_fills:
+                with config.override(pair_group_fill=False):
+                    run()
+                    other = measure(name + " (cuDF, 32-bit fill)", name, "yes", run)
+                assert frame.equals(other)
             if name == "local + traceback" and local_scores is None:
                 local_scores = frame["score"].to_numpy().astype(np.int64)
     os.environ.pop("GPUALIGN_DPX", None)
