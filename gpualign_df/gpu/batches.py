@@ -293,6 +293,23 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     if batch.kind == "inter":  # planned on the device
         slot_row, query_lengths, target_lengths = (device64(values) for values in (
             batch.slot_row, batch.query_lengths, batch.target_lengths))
+        shape = group_class(job, batch.longest_query, batch.longest_target) \
+            if batch.packed else None
+        if shape is not None:  # a group of lanes per two pairs, residues read in place
+            lanes, rows = shape
+            table, query_pair, target_pair = job.pair_group.tables
+            kernel = pairs16.pair_group_kernel(lanes, rows, job.use_dpx)
+            threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
+            with beside_default_stream(batch.cells, tuning) as stream:
+                launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,
+                              job.queries.codes, job.queries.offsets, job.pair_query,
+                              job.targets.codes, job.targets.offsets, job.pair_target,
+                              query_lengths, target_lengths, batch.warp_table[5], table,
+                              len(table), query_pair, target_pair, job.alphabet_size + 1,
+                              job.gap_open, job.gap_extend, pairs16.KEY_UNIT, slot_row,
+                              columns["score"], columns["query_end"], columns["target_end"],
+                              stream=stream)
+            return None
     else:  # planned on the host: one upload of every per-slot row
         table = device64(np.stack([batch.slot_row, batch.query_lengths, batch.target_lengths,
                                    batch.query_start, batch.target_start, batch.tb_start,
@@ -346,19 +363,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         else:
             h_buffer = scratch("h_row", batch.row_words, np.int32)
             i_buffer = scratch("i_row", batch.row_words, np.int32)
-            shape = group_class(job, batch.longest_query, batch.longest_target) \
-                if batch.packed else None
-            if shape is not None:  # a group of lanes per two pairs
-                lanes, rows = shape
-                table, query_pair, target_pair = job.pair_group.tables
-                kernel = pairs16.pair_group_kernel(lanes, rows, job.use_dpx)
-                threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
-                launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK, query, target, query_lengths,
-                              target_lengths, *(warps[k] for k in (0, 1, 5)), table,
-                              len(table), query_pair, target_pair, job.alphabet_size + 1,
-                              *alphabet_and_gaps[1:], slot_row, columns["score"],
-                              columns["query_end"], columns["target_end"], stream=stream)
-            elif batch.packed:  # two pairs per thread; the table has a padding code
+            if batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
                               query, target, query_lengths, target_lengths,

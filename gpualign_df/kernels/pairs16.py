@@ -8,7 +8,8 @@ then the lowest column.
 
 Slots come in the packed inter layout (:func:`gpualign_df.gpu.plan.plan_batches`): slot
 ``a = 64p + l`` of warp ``2p`` pairs with slot ``b = a + 32`` of warp ``2p + 1``, both warps
-having the same columns, residues interleaved (``base[warp] + 32 * i + l``).
+having the same columns. Residues are read where the sequences are (no gather): a lane's
+query rows once, and each step the group's lanes read neighbouring residues of a target.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ COPIES = 8
 #: Bits of a running-best key below H: ``key = H * 32 + (31 - r)`` for a lane's row ``r``,
 #: so the highest key is the highest H, ties to the lowest row; H must stay below 1023.
 KEY_BITS = 5
+#: ``2**KEY_BITS``, which the kernel takes as an argument: multiplied by a value the
+#: compiler cannot see, a key is one IMAD on the FMA pipe instead of a shift and add on the
+#: ALU pipe, which the cells' DPX instructions keep busy.
+KEY_UNIT = 1 << KEY_BITS
 ROW_BITS = 13   # (H, row) across a group: ``H * 2**13 + (2**13 - 1 - row)``
 
 
@@ -47,12 +52,13 @@ def _twice(steps, offset: int):
 
     @inlined
     def twice(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-              held, h, e, carried, starts, scratch, warp_lane, go2, ge2):
+              held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit):
         carried = steps(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
-                        shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2)
+                        shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2,
+                        unit)
         return steps(int32(s + offset32), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
                      target_pair, base, shared, held, h, e, carried, starts, scratch,
-                     warp_lane, go2, ge2)
+                     warp_lane, go2, ge2, unit)
 
     return twice
 
@@ -76,7 +82,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     never the end cell. Each cell's key ``H * 32 + (31 - r)`` folds into a running best
     whose column is noted whenever a step raises it, so equal keys keep the first column;
     the group then takes the highest H, ties to the lowest row. Exact where no value
-    leaves 16 bits and H stays below 1023 (the caller checks both)."""
+    leaves 16 bits and H stays below 1023 (the caller checks both); ``key_unit`` must be
+    :data:`KEY_UNIT`."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
     add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
     table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
@@ -90,7 +97,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
 
     @inlined
     def step(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-             held, h, e, carried, starts, scratch, warp_lane, go2, ge2):
+             held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit):
         """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
         H the first row takes as diagonal) before and after."""
@@ -102,8 +109,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             h_in = zero
             f_in = zero
         j = int32(s - lane)
-        low = int32(target[t0_a + uint64(WARP * j)]) if uint32(j) < uint32(n_a) else pad
-        high = int32(target[t0_b + uint64(WARP * j)]) if uint32(j) < uint32(n_b) else pad
+        low = int32(target[t0_a + uint64(j)]) if uint32(j) < uint32(n_a) else pad
+        high = int32(target[t0_b + uint64(j)]) if uint32(j) < uint32(n_b) else pad
         row = base + (target_pair[int32(low * codes + high)] << shift)
         h_up = h_in
         f = f_in
@@ -117,7 +124,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             shifted = max3_2(diag + table_at(shared, int32(row + held[r])), e_r, f)
             value = add_max_zero2(shifted, go2, zero)
             # both halves' key H * 32 + (31 - r): no carry (H < 1023)
-            key = int32(int64(value) * key_scale + pack_pair(31 - r))
+            key = int32(int64(value) * unit + pack_pair(31 - r))
             if r % 2 == 1:
                 best = max3_2(best, key_low, key)
             elif r == height - 1:
@@ -160,9 +167,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         return key, j
 
     @cuda.jit
-    def fill(query, target, query_lengths, target_lengths, query_base, target_base,
-             warp_columns, table, used_words, query_pair, target_pair, codes, go, ge,
-             slot_row, score, query_end, target_end):
+    def fill(query_codes, query_offsets, pair_query, target_codes, target_offsets, pair_target,
+             query_lengths, target_lengths, warp_columns, table, used_words, query_pair,
+             target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end):
         shared = cuda.shared.array(table_words, int32)
         pairs_of_target = cuda.shared.array(256, int32)
         scratch = cuda.shared.array(scratch_size, int32)
@@ -188,17 +195,19 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         n_b = max(int32(target_lengths[slot_b]), 0)
         codes = int32(codes)
         pad = int32(codes - 1)
-        q0_a = query_base[warp_a] + group_index % WARP
-        q0_b = query_base[warp_a + 1] + group_index % WARP
-        t0_a = uint64(target_base[warp_a] + group_index % WARP)
-        t0_b = uint64(target_base[warp_a + 1] + group_index % WARP)
+        row_a = slot_row[slot_a]
+        row_b = slot_row[slot_b]
+        q0_a = query_offsets[pair_query[row_a]] if row_a >= 0 else 0
+        q0_b = query_offsets[pair_query[row_b]] if row_b >= 0 else 0
+        t0_a = uint64(target_offsets[pair_target[row_a]] if row_a >= 0 else 0)
+        t0_b = uint64(target_offsets[pair_target[row_b]] if row_b >= 0 else 0)
         held = cuda.local.array(height, int32)
         h = cuda.local.array(height, int32)
         e = cuda.local.array(height, int32)
         for r in range(height):
             i = lane * height + r
-            low = int32(query[uint64(q0_a + WARP * i)]) if i < m_a else pad
-            high = int32(query[uint64(q0_b + WARP * i)]) if i < m_b else pad
+            low = int32(query_codes[q0_a + i]) if i < m_a else pad
+            high = int32(query_codes[q0_b + i]) if i < m_b else pad
             held[r] = int32(query_pair[low * codes + high] * COPIES + lane % COPIES) << shift
             h[r] = 0
             e[r] = 0
@@ -211,14 +220,14 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         carried = (int32(pack_pair(key_scale - 1)), zero, zero, zero, zero, zero)
         # the warp's columns hold both targets; steps past them read padding only
         for s in range(0, int32(warp_columns[warp_a]) + group - 1, unroll):
-            carried = steps(int32(s), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
+            carried = steps(int32(s), lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes,
                             pairs_of_target, base, shared, held, h, e, carried, starts,
-                            scratch, warp_lane, go2, ge2)
+                            scratch, warp_lane, go2, ge2, int32(key_unit))
         best, j_a, j_b = carried[0], carried[1], carried[2]
         for half in range(2):
             key, j = group_end(low_half(best) if half == 0 else high_half(best),
                                j_a if half == 0 else j_b, lane, scratch, warp_lane)
-            row = slot_row[slot_a if half == 0 else slot_b]
+            row = row_a if half == 0 else row_b
             if lane == 0 and row >= 0:
                 if key > 0:
                     score[row] = key >> ROW_BITS
