@@ -56,21 +56,22 @@ def test_pair_groups_equal_cpu(settings, kernels_run):
     assert [shape[:2] for shape in kernels_run] == [(4, 3)]
 
 
-def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run):
+@pytest.mark.parametrize("shape", [(4, 3), (2, 33)])
+def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run, shape):
     """Repeats with many end cells of the best score: the lowest row, then the lowest
-    column, as every engine."""
-    settings(pair_group_fill=True, pair_groups=((4, 3),))
+    column, as every engine; lanes of 33 rows take keys of 6 bits below H."""
+    settings(pair_group_fill=True, pair_groups=(shape,))
     queries = ["ACACACACAC", "AAAAAAAA", "ACGTACGT", "GGGG", "CACACA"]
     targets = ["ACAC", "AAAA" * 3, "ACGTAACGT", "CCCCGGGGCCCC", "CA"]
     frame = both_engines(queries, targets, match=1, mismatch=-1, gap_open=1, gap_extend=1)
-    assert [shape[:2] for shape in kernels_run] == [(4, 3)]
+    assert [built[:2] for built in kernels_run] == [shape]
     assert frame[["score", "query_end", "target_end"]].iloc[0].tolist() == [4, 4, 4]
 
 
 def test_pair_group_kernel_only_where_exact():
     """The class holds the longest query; no class where a value could leave 16 bits, an H
-    reach 1023 (the running-best keys), the gap open is 0, or the table passes shared
-    memory (protein matrices: 25 classes)."""
+    pass the running-best keys (1022 at up to 32 rows a lane, 510 at up to 64), the gap
+    open is 0, or the table passes shared memory (protein matrices: 25 classes)."""
     dna = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
     classes = ((8, 8), (8, 19), (8, 32))
     assert pair_group_class(dna, 150, 277, classes) == (8, 19)
@@ -80,6 +81,9 @@ def test_pair_group_kernel_only_where_exact():
     high = make_scoring(match=5, mismatch=-4, gap_open=7, gap_extend=1)
     assert pair_group_class(high, 204, 300, classes) == (8, 32)       # H <= 1020
     assert pair_group_class(high, 205, 300, classes) is None          # H could be 1025
+    assert pair_group_class(high, 100, 300, ((4, 40),)) == (4, 40)    # 500 <= 510
+    assert pair_group_class(high, 103, 300, ((4, 40),)) is None       # 40 rows: 6 key bits
+    assert pair_group_class(dna, 150, 300, ((4, 38),)) == (4, 38)     # 150 <= 510
     free = make_scoring(match=1, mismatch=-1, gap_open=0, gap_extend=0)
     assert pair_group_class(free, 10, 10, classes) is None
     assert pair_group_table(dna) is not None

@@ -306,7 +306,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                               job.targets.codes, job.targets.offsets, job.pair_target,
                               query_lengths, target_lengths, batch.warp_table[5], table,
                               len(table), query_pair, target_pair, job.alphabet_size + 1,
-                              job.gap_open, job.gap_extend, pairs16.KEY_UNIT, slot_row,
+                              job.gap_open, job.gap_extend, 1 << pairs16.key_bits(rows), slot_row,
                               columns["score"], columns["query_end"], columns["target_end"],
                               stream=stream)
             return None

@@ -12,7 +12,7 @@ import numpy as np
 from .. import config
 from ..kernels import dpx
 from ..kernels.cpu import MODE_LOCAL
-from ..kernels.pairs16 import COPIES, group_rows_fit
+from ..kernels.pairs16 import COPIES, group_rows_fit, highest_score
 from ..kernels.search import PAIR_TABLE_WORDS
 from ..kernels.strip import PAD16
 from ..scoring import Mode, Scoring
@@ -166,8 +166,9 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     """The class ``(lanes, rows)`` of the grouped pair kernel for a batch of local
     score-only pairs up to these lengths (the smallest of ``classes`` holding its longest
     query), or None where none does or the kernel would not be exact: every value within
-    16 bits (as :func:`use_search_16bit`'s bound), H below 1023 (its running-best keys) and
-    a positive gap open (padding cells stay below the cell they come from).
+    16 bits (as :func:`use_search_16bit`'s bound), H within the class's running-best keys
+    (:func:`~gpualign_df.kernels.pairs16.highest_score`) and a positive gap open (padding
+    cells stay below the cell they come from).
 
     >>> from gpualign_df.scoring import make_scoring
     >>> scoring = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
@@ -179,8 +180,9 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     largest = largest_entry(scoring)
     high = largest * min(longest_query, longest_target)
     if (scoring.gap_open <= 0 or high + largest + scoring.gap_open >= (1 << 15) - 1
-            or high > 1022 or longest_target >= 1 << 15):
+            or longest_target >= 1 << 15):
         return None
     fitting = [(lanes * rows, lanes, rows) for lanes, rows in classes
-               if lanes * rows >= longest_query and group_rows_fit(lanes, rows)]
+               if lanes * rows >= longest_query and group_rows_fit(lanes, rows)
+               and high <= highest_score(rows)]
     return min(fitting)[1:] if fitting else None

@@ -29,20 +29,28 @@ from .strip import WARP, pack_pair
 #: of a warp spread their reads over ``32 / COPIES``-bank sets (fewer bank conflicts).
 COPIES = 8
 
-#: Bits of a running-best key below H: ``key = H * 32 + (31 - r)`` for a lane's row ``r``,
-#: so the highest key is the highest H, ties to the lowest row; H must stay below 1023.
-KEY_BITS = 5
-#: ``2**KEY_BITS``, which the kernel takes as an argument: multiplied by a value the
-#: compiler cannot see, a key is one IMAD on the FMA pipe instead of a shift and add on the
-#: ALU pipe, which the cells' DPX instructions keep busy.
-KEY_UNIT = 1 << KEY_BITS
 ROW_BITS = 13   # (H, row) across a group: ``H * 2**13 + (2**13 - 1 - row)``
 
 
+def key_bits(rows: int) -> int:
+    """Bits of a running-best key below H for lanes of ``rows`` rows: ``key = H * 2**b +
+    (2**b - 1 - r)`` for a lane's row ``r``, so the highest key is the highest H, ties to
+    the lowest row; both halves' keys must stay within 16 bits (:func:`highest_score`).
+    The kernel takes ``2**b`` as an argument: multiplied by a value the compiler cannot
+    see, a key is one IMAD on the FMA pipe instead of a shift and add on the ALU pipe,
+    which the cells' DPX instructions keep busy."""
+    return max(5, (rows - 1).bit_length())
+
+
+def highest_score(rows: int) -> int:
+    """The highest H the keys of lanes of ``rows`` rows hold."""
+    return (1 << (15 - key_bits(rows))) - 2
+
+
 def group_rows_fit(lanes: int, rows: int) -> bool:
-    """Whether a group's rows fit the keys: a lane's rows below 2**KEY_BITS, a group's
-    below 2**ROW_BITS."""
-    return rows <= 1 << KEY_BITS and lanes * rows < 1 << ROW_BITS
+    """Whether a group's rows fit the keys: a lane's at most 64, a group's below
+    2**ROW_BITS."""
+    return rows <= 64 and lanes * rows < 1 << ROW_BITS
 
 
 def _twice(steps, offset: int):
@@ -79,11 +87,11 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     padding) to its table entry, ``target_pair`` the two targets' to their table row.
     Padding cells (rows past a query, columns past a target) are reached from a real cell
     through a gap or a padding score, so they stay at least ``go`` (> 0) below it and are
-    never the end cell. Each cell's key ``H * 32 + (31 - r)`` folds into a running best
+    never the end cell. Each cell's key (:func:`key_bits`) folds into a running best
     whose column is noted whenever a step raises it, so equal keys keep the first column;
     the group then takes the highest H, ties to the lowest row. Exact where no value
-    leaves 16 bits and H stays below 1023 (the caller checks both); ``key_unit`` must be
-    :data:`KEY_UNIT`."""
+    leaves 16 bits and H stays within :func:`highest_score` (the caller checks both);
+    ``key_unit`` must be ``2**key_bits(rows)``."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
     add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
     table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
@@ -92,7 +100,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     scratch_size = WARP if simulator() else 1
     group, height = lanes, rows
     group_mask = uint32(group - 1)
-    key_scale = int32(1 << KEY_BITS)
+    bits = key_bits(rows)
+    key_scale = int32(1 << bits)
     row_span = int32(1 << ROW_BITS)
 
     @inlined
@@ -111,7 +120,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         j = int32(s - lane)
         low = int32(target[t0_a + uint64(j)]) if uint32(j) < uint32(n_a) else pad
         high = int32(target[t0_b + uint64(j)]) if uint32(j) < uint32(n_b) else pad
-        row = base + (target_pair[int32(low * codes + high)] << shift)
+        row = base + (target_pair[uint32(low * codes + high)] << shift)
         h_up = h_in
         f = f_in
         diag = diag_first
@@ -123,8 +132,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             e_r = add_max2(e[r], ge2, h_left)
             shifted = max3_2(diag + table_at(shared, int32(row + held[r])), e_r, f)
             value = add_max_zero2(shifted, go2, zero)
-            # both halves' key H * 32 + (31 - r): no carry (H < 1023)
-            key = int32(int64(value) * unit + pack_pair(31 - r))
+            # both halves' key H * unit + (unit - 1 - r): no carry (H <= highest_score)
+            key = int32(int64(value) * unit + pack_pair(key_scale - 1 - r))
             if r % 2 == 1:
                 best = max3_2(best, key_low, key)
             elif r == height - 1:
@@ -156,7 +165,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         key = int32(0)
         if best >= key_scale:
             row = lane * height + (key_scale - 1 - (best & (key_scale - 1)))
-            key = (best >> KEY_BITS) * row_span + (row_span - 1 - row)
+            key = (best >> bits) * row_span + (row_span - 1 - row)
         for offset in (1, 2, 4, 8, 16):
             if offset < group:
                 other = shuffle_across(key, offset, scratch, warp_lane)
