@@ -10,7 +10,7 @@ Usage::
 
     python -m benchmarks.run_gpu [--data-dir DIR] [--replicate 10] [--repeat 3]
                                  [--parasail-processes N] [--markdown BENCHMARKS.md]
-                                 [--compare-fills]
+                                 [--compare-fills] [--pair-group-classes 8x19 16x10 ...]
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-fills", action="store_true",
                         help="also local score-only on the 32-bit fill (pair_group_fill off), "
                              "frames checked equal")
+    parser.add_argument("--pair-group-classes", nargs="*", default=[], metavar="LANESxROWS",
+                        help="also local score-only with the grouped pair kernel's classes "
+                             "set to each of these alone (e.g. 8x19 16x10), frames checked "
+                             "equal")
     parser.add_argument("--rmm", choices=["default", "async"], default="default",
                         help="async: RMM's cudaMallocAsync resource for the whole process "
                              "(cuDF's and our allocations) instead of RMM's default")
@@ -103,11 +107,12 @@ def main(argv: list[str] | None = None) -> int:
                 frame = measure(name, name, "yes" if sort else "no", run)
                 if name == "local + traceback" and sort:
                     local_scores = frame["score"].to_numpy(dtype=np.int64)
-                if not traceback and args.compare_fills:
-                    with config.override(pair_group_fill=False):
+                if traceback:
+                    continue
+                for suffix, settings in _variants(args):
+                    with config.override(**settings):
                         run(pairs=3000)
-                        other = measure(name + ", 32-bit fill", name, "yes" if sort else "no",
-                                        run)
+                        other = measure(name + suffix, name, "yes" if sort else "no", run)
                     pd.testing.assert_frame_equal(frame, other)
     try:
         import cudf
@@ -127,10 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             run()  # compile
             frame = measure(name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"), name, "yes",
                             run)
-            if not traceback and use_dpx and args.compare_fills:
-                with config.override(pair_group_fill=False):
+            if traceback or not use_dpx:
+                continue
+            for suffix, settings in _variants(args):
+                with config.override(**settings):
                     run()
-                    other = measure(name + " (cuDF, 32-bit fill)", name, "yes", run)
+                    other = measure(name + f" (cuDF{suffix})", name, "yes", run)
                 assert frame.equals(other)
             if name == "local + traceback" and local_scores is None:
                 local_scores = frame["score"].to_numpy().astype(np.int64)
@@ -153,6 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.markdown, "a") as handle:
             handle.write(table + "\n")
     return 0
+
+
+def _variants(args) -> list[tuple[str, dict]]:
+    """(row label suffix, settings) of the extra local score-only rows asked for."""
+    variants = [(", 32-bit fill", dict(pair_group_fill=False))] if args.compare_fills else []
+    for shape in args.pair_group_classes:
+        lanes, rows = shape.lower().split("x")
+        variants.append((f", groups {shape}", dict(pair_groups=((int(lanes), int(rows)),))))
+    return variants
 
 
 def render(rows, parasail_row, device, pairs, cells) -> str:

@@ -7,6 +7,8 @@ value of any cell can leave its range, so that its results equal the 32-bit kern
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .. import config
@@ -134,8 +136,15 @@ def pair_group_table(scoring: Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarr
     >>> pair_group_table(make_scoring("BLOSUM62")) is None
     True
     """
-    matrix = scoring.matrix.astype(np.int64)
-    size = len(matrix)
+    return _pair_group_table(scoring.matrix.astype(np.int64).tobytes(), len(scoring.matrix),
+                             scoring.gap_open)
+
+
+@lru_cache(maxsize=16)
+def _pair_group_table(matrix_bytes: bytes, size: int, gap_open: int):
+    """:func:`pair_group_table` of a matrix (its int64 bytes) and gap open, built once
+    (shared: read only)."""
+    matrix = np.frombuffer(matrix_bytes, np.int64).reshape(size, size)
     codes = size + 1
     if codes * codes > 256:
         return None
@@ -147,7 +156,7 @@ def pair_group_table(scoring: Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarr
     if entries * COPIES > PAIR_TABLE_WORDS:
         return None
     shifted = np.zeros((query_classes, target_classes), np.int64)  # padding: 0 (-go)
-    shifted[query_class[:, None], target_class[None, :]] = matrix + scoring.gap_open
+    shifted[query_class[:, None], target_class[None, :]] = matrix + gap_open
     if shifted.min() < 0 or shifted.max() >= 1 << 15:
         return None
     # [low target, high target, low query, high query] -> low | high << 16
