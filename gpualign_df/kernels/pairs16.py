@@ -20,7 +20,7 @@ from numba import cuda, int32, int64, uint32, uint64
 
 from . import dpx, inlined, simulator
 from .dpx import high_half, low_half
-from .search import PAIR_TABLE_WORDS, group_shuffles
+from .search import PAIR_TABLE_WORDS, group_shuffles, shifted_cell
 from .strip import WARP, pack_pair
 
 
@@ -93,7 +93,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     leaves 16 bits and H stays within :func:`highest_score` (the caller checks both);
     ``key_unit`` must be ``2**key_bits(rows)``."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
-    add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
+    max3_2 = dpx.functions16_search(use_dpx)[1]
+    cell = shifted_cell(use_dpx)
     table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
                                                                          PAIR_TABLE_WORDS)
     shuffle_up, shuffle_across = group_shuffles()
@@ -128,10 +129,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         key_low = zero
         for r in range(height):
             h_left = h[r]
-            f = add_max2(f, ge2, h_up)
-            e_r = add_max2(e[r], ge2, h_left)
-            shifted = max3_2(diag + table_at(shared, int32(row + held[r])), e_r, f)
-            value = add_max_zero2(shifted, go2, zero)
+            value, f, e_r = cell(diag, table_at(shared, int32(row + held[r])), f, e[r], h_up,
+                                 h_left, go2, ge2)
             # both halves' key H * unit + (unit - 1 - r): no carry (H <= highest_score)
             key = int32(int64(value) * unit + pack_pair(key_scale - 1 - r))
             if r % 2 == 1:

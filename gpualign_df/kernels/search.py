@@ -295,6 +295,26 @@ def group_shuffles():
     return up, across
 
 
+@lru_cache(maxsize=None)
+def shifted_cell(use_dpx: bool):
+    """``cell(diag, entry, flowing, held, h_flowing, h_held, go2, ge2)``: one local cell
+    of the grouped kernels on packed 16-bit halves in the shifted form (H; gaps + go;
+    ``entry`` = score + go): the gap that flows along a lane's registers from the cell
+    before it (H ``h_flowing``) and the gap a register keeps from the step before (H
+    ``h_held``), each opened or extended, then H = max(max(diag + entry, both gaps) - go,
+    0). Returns (H, flowing gap, held gap)."""
+    add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
+
+    @inlined
+    def cell(diag, entry, flowing, held, h_flowing, h_held, go2, ge2):
+        flowing = add_max2(flowing, ge2, h_flowing)
+        held = add_max2(held, ge2, h_held)
+        value = add_max_zero2(max3_2(diag + entry, flowing, held), go2, int32(0))
+        return value, flowing, held
+
+    return cell
+
+
 def _twice(steps, offset: int):
     """``steps`` on step s, then on step s + ``offset`` (unrolled: two calls)."""
     offset32 = int32(offset)
@@ -342,7 +362,8 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     row. Writes ``scores[pair_row[p, half], query]`` for the pair's real halves
     (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query."""
     assert unroll in (1, 2, 4)
-    add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
+    max3_2 = dpx.functions16_search(use_dpx)[1]
+    cell = shifted_cell(use_dpx)
     table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
                                                                          PAIR_TABLE_WORDS)
     shuffle_up, shuffle_across = group_shuffles()
@@ -370,10 +391,8 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
         diag = diag_first
         for r in range(width):
             h_up = h[r]
-            e = add_max2(e, ge2, h_left)
-            f_r = add_max2(f[r], ge2, h_up)
-            shifted = max3_2(diag + table_at(shared, int32(row + codes[r])), e, f_r)
-            value = add_max_zero2(shifted, go2, zero)
+            value, e, f_r = cell(diag, table_at(shared, int32(row + codes[r])), e, f[r],
+                                 h_left, h_up, go2, ge2)
             if r % 2 == 1:
                 best = max3_2(best, h_left, value)
             elif r == width - 1:
