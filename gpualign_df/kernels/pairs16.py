@@ -18,9 +18,9 @@ from functools import lru_cache
 
 from numba import cuda, int32, int64, uint32, uint64
 
-from . import dpx, inlined, simulator
+from . import inlined
 from .dpx import high_half, low_half
-from .search import PAIR_TABLE_WORDS, group_shuffles, shifted_cell
+from .search import group_parts
 from .strip import WARP, pack_pair
 
 
@@ -93,12 +93,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     leaves 16 bits and H stays within :func:`highest_score` (the caller checks both);
     ``key_unit`` must be ``2**key_bits(rows)``."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
-    max3_2 = dpx.functions16_search(use_dpx)[1]
-    cell = shifted_cell(use_dpx)
-    table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
-                                                                         PAIR_TABLE_WORDS)
-    shuffle_up, shuffle_across = group_shuffles()
-    scratch_size = WARP if simulator() else 1
+    max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
+    table_words, shift, table_put, table_base, table_at = table
+    shuffle_up, shuffle_across = shuffles
     group, height = lanes, rows
     group_mask = uint32(group - 1)
     bits = key_bits(rows)

@@ -315,6 +315,16 @@ def shifted_cell(use_dpx: bool):
     return cell
 
 
+def group_parts(use_dpx: bool):
+    """What the grouped kernels are built from: ``(max3_2, cell, (table_words, shift, put,
+    base, at), (shuffle_up, shuffle_across), scratch_size)`` (:func:`shifted_cell`,
+    :func:`gpualign_df.kernels.dpx.pair_table` of :data:`PAIR_TABLE_WORDS`,
+    :func:`group_shuffles`; the shuffles' scratch words)."""
+    return (dpx.functions16_search(use_dpx)[1], shifted_cell(use_dpx),
+            dpx.pair_table(use_dpx, PAIR_TABLE_WORDS), group_shuffles(),
+            WARP if simulator() else 1)
+
+
 def _twice(steps, offset: int):
     """``steps`` on step s, then on step s + ``offset`` (unrolled: two calls)."""
     offset32 = int32(offset)
@@ -362,12 +372,9 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     row. Writes ``scores[pair_row[p, half], query]`` for the pair's real halves
     (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query."""
     assert unroll in (1, 2, 4)
-    max3_2 = dpx.functions16_search(use_dpx)[1]
-    cell = shifted_cell(use_dpx)
-    table_words, shift, table_put, table_base, table_at = dpx.pair_table(use_dpx,
-                                                                         PAIR_TABLE_WORDS)
-    shuffle_up, shuffle_across = group_shuffles()
-    scratch_size = WARP if simulator() else 1
+    max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
+    table_words, shift, table_put, table_base, table_at = table
+    shuffle_up, shuffle_across = shuffles
     group, width = lanes, columns
     group_mask = uint32(group - 1)
     @inlined
