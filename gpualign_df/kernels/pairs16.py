@@ -95,7 +95,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
     table_words, shift, table_put, table_base, table_at = table
-    shuffle_up, shuffle_across = shuffles
+    receive, shuffle_across = shuffles
     group, height = lanes, rows
     group_mask = uint32(group - 1)
     bits = key_bits(rows)
@@ -110,11 +110,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         H the first row takes as diagonal) before and after."""
         best, j_a, j_b, h_last, f_last, diag_first = carried
         zero = int32(0)
-        h_in = shuffle_up(h_last, scratch, warp_lane)
-        f_in = shuffle_up(f_last, scratch, warp_lane)
-        if starts:
-            h_in = zero
-            f_in = zero
+        h_in, f_in = receive(h_last, f_last, starts, scratch, warp_lane)
         j = int32(s - lane)
         low = int32(target[t0_a + uint64(j)]) if uint32(j) < uint32(n_a) else pad
         high = int32(target[t0_b + uint64(j)]) if uint32(j) < uint32(n_b) else pad

@@ -317,11 +317,24 @@ def shifted_cell(use_dpx: bool):
 
 def group_parts(use_dpx: bool):
     """What the grouped kernels are built from: ``(max3_2, cell, (table_words, shift, put,
-    base, at), (shuffle_up, shuffle_across), scratch_size)`` (:func:`shifted_cell`,
+    base, at), (receive, shuffle_across), scratch_size)`` (:func:`shifted_cell`,
     :func:`gpualign_df.kernels.dpx.pair_table` of :data:`PAIR_TABLE_WORDS`,
-    :func:`group_shuffles`; the shuffles' scratch words)."""
+    :func:`group_shuffles`; the shuffles' scratch words). ``receive(h_last, gap_last,
+    starts, scratch, warp_lane)`` gives a lane the H and gap the lane before it passed on
+    (zeros, the boundary's, where the group ``starts``)."""
+    shuffle_up, shuffle_across = group_shuffles()
+
+    @inlined
+    def receive(h_last, gap_last, starts, scratch, warp_lane):
+        h_in = shuffle_up(h_last, scratch, warp_lane)
+        gap_in = shuffle_up(gap_last, scratch, warp_lane)
+        if starts:
+            h_in = int32(0)
+            gap_in = int32(0)
+        return h_in, gap_in
+
     return (dpx.functions16_search(use_dpx)[1], shifted_cell(use_dpx),
-            dpx.pair_table(use_dpx, PAIR_TABLE_WORDS), group_shuffles(),
+            dpx.pair_table(use_dpx, PAIR_TABLE_WORDS), (receive, shuffle_across),
             WARP if simulator() else 1)
 
 
@@ -374,7 +387,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     assert unroll in (1, 2, 4)
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
     table_words, shift, table_put, table_base, table_at = table
-    shuffle_up, shuffle_across = shuffles
+    receive, shuffle_across = shuffles
     group, width = lanes, columns
     group_mask = uint32(group - 1)
     @inlined
@@ -384,12 +397,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
         over its columns; ``carried`` = (best, its last column's H and E, the H its first
         column takes as diagonal) before and after."""
         best, h_last, e_last, diag_first = carried
-        zero = int32(0)
-        h_in = shuffle_up(h_last, scratch, warp_lane)
-        e_in = shuffle_up(e_last, scratch, warp_lane)
-        if starts:
-            h_in = zero
-            e_in = zero
+        h_in, e_in = receive(h_last, e_last, starts, scratch, warp_lane)
         i = int32(s - lane)
         inside = uint32(i) < uint32(m)  # (one compare: a row before the query wraps)
         row = base + ((query_rows[uint64(q0) + uint64(i)] if inside else pad_row) << shift)
