@@ -216,8 +216,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         ge2 = pack_pair(-ge)
         zero = int32(0)
         starts = lane == 0
-        # best key (31: H 0, below every key of a cell above 0), its columns, the last
-        # row's H and F*, the diagonal of the first row
+        # best key (unit - 1: H 0, below every key of a cell above 0), its columns, the
+        # last row's H and F*, the diagonal of the first row
         carried = (int32(pack_pair(key_scale - 1)), zero, zero, zero, zero, zero)
         # the warp's columns hold both targets; steps past them read padding only
         for s in range(0, int32(warp_columns[warp_a]) + group - 1, unroll):
