@@ -11,8 +11,8 @@ import pandas as pd
 from . import config
 from .databases import Database
 from .encode import EncodedSequences, encode_sequences
-from .engine import (HostMemoryError, check_options, choose_engine, gib, host_budget,
-                     progress_bar, run_pairs, search_rows, search_survivors,
+from .engine import (HostMemoryError, check_options, choose_engine, codes_allocator, gib,
+                     host_budget, progress_bar, run_pairs, search_rows, search_survivors,
                      small_job_engine, within_host_budget)
 from .job import HOWS, Job
 from .libraries import is_cudf
@@ -280,14 +280,15 @@ class EncodedJob:
 
 def encode_job(queries: Any, targets: Any, job: Job) -> EncodedJob:
     """Encode a job's sequences (host strings; the targets are the queries for pairwise)."""
-    encoded_queries = encode_sequences(queries, job.scoring, _labels(queries))
+    allocate = codes_allocator(job)
+    encoded_queries = encode_sequences(queries, job.scoring, _labels(queries), allocate)
     if isinstance(targets, Database):
         targets.check_scoring(job.scoring)
         encoded_targets = targets.sequences
     elif job.how == "pairwise":
         encoded_targets = encoded_queries
     else:
-        encoded_targets = encode_sequences(targets, job.scoring, _labels(targets))
+        encoded_targets = encode_sequences(targets, job.scoring, _labels(targets), allocate)
     return EncodedJob(job, encoded_queries, encoded_targets)
 
 

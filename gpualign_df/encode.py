@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numba
 import numpy as np
@@ -29,13 +29,13 @@ def encoding_threads(size: int) -> int:
                       size // tuning.encode_bytes_per_thread))
 
 
-def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> int:
-    """``codes = lut[data]`` on :func:`encoding_threads` threads; the first position whose
-    byte is not in the alphabet, or -1."""
-    bad = [position for position in _in_pieces(
-        len(data), lambda start, stop: map_codes_range(data, lut, codes, start, stop))
-        if position >= 0]
-    return min(bad) if bad else -1
+def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> tuple[int, int]:
+    """``codes = lut[data]`` on :func:`encoding_threads` threads; (the first position whose
+    byte is not in the alphabet, or -1; the largest code, 0 where none)."""
+    pieces = _in_pieces(len(data),
+                        lambda start, stop: map_codes_range(data, lut, codes, start, stop))
+    bad = [position for position, _ in pieces if position >= 0]
+    return (min(bad) if bad else -1), max(int(largest) for _, largest in pieces)
 
 
 def codes_present(codes: np.ndarray) -> np.ndarray:
@@ -88,6 +88,9 @@ class EncodedSequences:
         device copy, a search's length classes), by what it depends on; None: nothing is
         kept (sequences of one job). A prepared database
         (:class:`gpualign_df.databases.Database`) gives one.
+    largest_code : int, optional
+        A bound on every code (the encoder's running maximum), so that an upload need not
+        read them all again; None: not known.
     """
 
     codes: np.ndarray
@@ -95,6 +98,7 @@ class EncodedSequences:
     valid: np.ndarray
     labels: pd.Index
     keep: dict | None = field(default=None, compare=False, repr=False)
+    largest_code: int | None = field(default=None, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.valid)
@@ -109,7 +113,8 @@ class EncodedSequences:
             return self
         offsets = self.offsets[start:stop + 1]
         return EncodedSequences(self.codes[offsets[0]:offsets[-1]], offsets - offsets[0],
-                                self.valid[start:stop], self.labels[start:stop])
+                                self.valid[start:stop], self.labels[start:stop],
+                                largest_code=self.largest_code)
 
     def take(self, rows: np.ndarray) -> "EncodedSequences":
         """Sequences ``rows`` (positions, in that order), copied."""
@@ -215,7 +220,8 @@ def large_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
-                     labels: pd.Index | None = None) -> EncodedSequences:
+                     labels: pd.Index | None = None,
+                     allocate: Callable[[int], np.ndarray] | None = None) -> EncodedSequences:
     """Encode sequences into residue codes of ``scoring``'s alphabet.
 
     Parameters
@@ -226,6 +232,9 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
         Supplies the alphabet's lookup table (case-insensitive).
     labels : pandas.Index, optional
         Row labels for error messages and results; default: the Series index or 0..n-1.
+    allocate : callable, optional
+        ``allocate(n)`` gives the ``uint8`` array of ``n`` codes (a GPU job's codes go to
+        pinned host memory, whose upload is several times faster); default ``np.empty``.
 
     Raises
     ------
@@ -245,8 +254,8 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
     array = to_arrow_strings(values, labels)
     count = len(array)
     data, offsets = large_buffers(array)
-    codes = np.empty(len(data), dtype=np.uint8)
-    first_bad = map_codes(data, scoring.lut, codes)
+    codes = np.empty(len(data), dtype=np.uint8) if allocate is None else allocate(len(data))
+    first_bad, largest = map_codes(data, scoring.lut, codes)
     if first_bad >= 0:
         row = int(np.searchsorted(offsets, first_bad, side="right") - 1)
         text = array[row].as_py()
@@ -256,4 +265,5 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
                                   scoring.alphabet, scoring.nucleotide)
     valid = np.ones(count, dtype=bool) if array.null_count == 0 \
         else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False))
-    return EncodedSequences(codes, np.ascontiguousarray(offsets), valid, pd.Index(labels))
+    return EncodedSequences(codes, np.ascontiguousarray(offsets), valid, pd.Index(labels),
+                            largest_code=largest)

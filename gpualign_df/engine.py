@@ -66,6 +66,17 @@ def check_options(backend: str, cigar_style: str, clip: str | None, traceback: b
         raise ValueError(f"unknown clip {clip!r}; use None or 'soft'")
 
 
+def codes_allocator(job: Job) -> Callable[[int], np.ndarray] | None:
+    """How a job's host encoding allocates its codes (``encode_sequences``'s
+    ``allocate``): on the GPU, buffers its upload copies at the link's speed
+    (:func:`gpualign_df.gpu.buffers.codes_buffer`); else None (plain memory)."""
+    if job.engine != "cuda":
+        return None
+    from .gpu.buffers import codes_buffer
+
+    return codes_buffer
+
+
 def choose_engine(backend: str, scoring: Scoring | None = None, gatk: bool = False) -> str:
     """The engine that runs a job: ``"cuda"`` or ``"cpu"``; the one place that decides.
 

@@ -3,6 +3,8 @@ input, result columns and statistics, CIGAR styles, clipping, mode properties, o
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 
 import numpy as np
@@ -206,6 +208,49 @@ def test_encoding_bounds_its_threads_and_finds_the_first_bad_byte_of_a_large_inp
     with pytest.raises(ValueError, match=r"row 100, position 7: character 'Q'"):
         encode.encode_sequences(rows, scoring)
     assert numba.get_num_threads() == threads
+
+
+def test_encoding_keeps_its_largest_code_and_a_gpu_jobs_codes_buffer():
+    """The encoder's running maximum is every piece's largest code (a subset keeps it as a
+    bound), so an upload reads no code again; a GPU job encodes into ``codes_buffer``
+    (pinned memory above the shared-upload size on a GPU), a CPU job into plain memory."""
+    from gpualign_df import encode, engine
+    from gpualign_df.gpu import buffers
+
+    scoring = make_scoring(**OPTIONS)
+    rows = ["ACGT" * 2500] * 300 + ["ACGTN"] + ["AC" * 50] * 99     # 3 MB, 4 pieces
+    encoded = encode.encode_sequences(rows, scoring)
+    assert encoded.largest_code == int(encoded.codes.max()) == 4
+    assert encoded.subset(0, 2).largest_code == 4                  # a bound, not the max
+    assert encode.encode_sequences(["AC", ""], scoring).largest_code == 1
+    assert encode.encode_sequences([], scoring).largest_code == 0
+    given = []
+    allocate = lambda count: given.append(count) or np.empty(count, np.uint8)  # noqa: E731
+    assert encode.encode_sequences(rows, scoring, allocate=allocate).codes.tolist()[:5] == [
+        0, 1, 2, 3, 0] and given == [len(encoded.codes)]
+    from gpualign_df.api import resolve_job
+
+    job = resolve_job(["A"], ["A"], how="rowwise", mode="sw", matrix=None, match=1,
+                      mismatch=-1, gap_open=2, gap_extend=1, free_ends=None, top_k=None,
+                      traceback=True, cigar_style="=", clip=None, backend="cpu",
+                      progress=None)
+    assert engine.codes_allocator(job) is None
+    assert engine.codes_allocator(dataclasses.replace(job, engine="cuda")) is \
+        buffers.codes_buffer
+    small = buffers.codes_buffer(buffers.SHARED_UPLOAD_BYTES)
+    assert isinstance(small, np.ndarray) and small.dtype == np.uint8
+
+
+@pytest.mark.gpu
+def test_a_gpu_jobs_large_codes_go_to_pinned_memory():
+    import cupy
+
+    from gpualign_df.gpu import buffers
+
+    codes = buffers.codes_buffer(buffers.SHARED_UPLOAD_BYTES + 1)
+    attributes = cupy.cuda.runtime.pointerGetAttributes(codes.ctypes.data)
+    assert codes.dtype == np.uint8 and len(codes) == buffers.SHARED_UPLOAD_BYTES + 1
+    assert attributes.type == cupy.cuda.runtime.memoryTypeHost
 
 
 def test_bad_non_ascii_character_position_counts_characters():

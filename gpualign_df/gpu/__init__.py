@@ -48,7 +48,8 @@ from .streams import FillControl, SideStream  # noqa: F401
 
 def release_scratch() -> None:
     """Free the cached device buffers and pinned upload buffers (they are reused across
-    calls otherwise) and the blocks CuPy's pool keeps for the engine's temporaries.
+    calls otherwise) and the blocks CuPy's pools keep for the engine's temporaries and
+    for host codes in pinned memory (:func:`~gpualign_df.gpu.buffers.codes_buffer`).
 
     Safe to call anywhere: on a CPU install (no CuPy, no GPU) and under the CUDA simulator
     it only drops the cached buffers. CuPy's pool is emptied only where CuPy has been
@@ -66,3 +67,4 @@ def release_scratch() -> None:
     import cupy
 
     cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()

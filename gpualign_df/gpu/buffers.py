@@ -205,6 +205,26 @@ def download(device, size: int) -> np.ndarray:
         return host.copy()
 
 
+def _largest_code(encoded: EncodedSequences) -> int:
+    """A bound on every code: the encoder's, else one pass over the codes."""
+    if encoded.largest_code is not None:
+        return encoded.largest_code
+    return int(encoded.codes.max(initial=0))
+
+
+def codes_buffer(count: int) -> np.ndarray:
+    """A ``uint8`` host array for ``count`` codes that :func:`upload` will copy: above
+    :data:`SHARED_UPLOAD_BYTES` (copied by itself) in pinned memory from CuPy's pinned pool
+    (which keeps freed blocks for the next job), so that the copy runs at the link's speed
+    rather than through the driver's pageable staging; smaller ones (copied through the
+    staging buffer) and under the simulator, plain memory."""
+    if simulator() or count <= SHARED_UPLOAD_BYTES:
+        return np.empty(count, np.uint8)
+    import cupyx
+
+    return cupyx.empty_pinned(count, np.uint8)
+
+
 def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     """Copy host-encoded sequences to the device (CuPy arrays; numba's under the
     simulator), one :class:`DeviceSequences` per collection (the same one for a collection
@@ -224,7 +244,7 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     device = upload_parts(parts)
     views = {id(part): view for part, view in zip(parts, device)}
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
-                                             int(encoded.codes.max(initial=0)), encoded.keep)
+                                             _largest_code(encoded), encoded.keep)
                 for encoded, offset, code in zip(distinct, offsets, codes)}
     for encoded in distinct:
         if encoded.keep is not None:

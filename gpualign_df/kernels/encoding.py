@@ -12,22 +12,23 @@ from ..scoring import INVALID_CODE
 
 @njit(cache=True, nogil=True)
 def map_codes_range(data, lut, codes, start, stop):
-    """codes[k] = lut[data[k]] for k in [start, stop); returns the first such position whose
-    byte is not in the alphabet, or -1. Releases the GIL: chunks run on Python threads.
-    The mapping loop keeps no branch (the invalid code is the largest byte, so a running
-    maximum tells whether one occurred); only then is the range searched. Its indices are
-    unsigned, so numba adds no wrap-around of negative indices to each access."""
+    """codes[k] = lut[data[k]] for k in [start, stop); returns (the first such position
+    whose byte is not in the alphabet, or -1; the largest code). Releases the GIL: chunks
+    run on Python threads. The mapping loop keeps no branch (the invalid code is the
+    largest byte, so the running maximum tells whether one occurred); only then is the
+    range searched. Its indices are unsigned, so numba adds no wrap-around of negative
+    indices to each access."""
     largest = np.uint8(0)
     for k in range(uint64(start), uint64(stop)):
         code = lut[data[k]]
         codes[k] = code
         largest = max(largest, code)
     if largest != INVALID_CODE:
-        return -1
+        return -1, int64(largest)
     for k in range(start, stop):
         if codes[k] == INVALID_CODE:
-            return k
-    return -1
+            return k, int64(largest)
+    return -1, int64(largest)
 
 
 @njit(cache=True, nogil=True)
