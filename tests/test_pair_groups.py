@@ -121,3 +121,26 @@ def test_pair_groups_on_real_reads_equal_cpu(kernels_run):
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=6000)
     both_engines(queries, targets, match=1, mismatch=-4, gap_open=7, gap_extend=1)
     assert kernels_run and all(shape[2] for shape in kernels_run)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scores", [dict(match=1, mismatch=-4, gap_open=7, gap_extend=1),
+                                    dict(match=2, mismatch=-3, gap_open=5, gap_extend=2),
+                                    dict(match=4, mismatch=-1, gap_open=1, gap_extend=1)])
+def test_pair_groups_on_random_pairs_equal_cpu(kernels_run, scores):
+    """Reads of 0-250 bases (up to the largest default class) against related and
+    unrelated windows of up to 700, with N and IUPAC codes, on the default classes with
+    DPX, and reads of 257-300 bases, which no class holds (the 32-bit fill takes them):
+    frames equal the CPU engine's."""
+    rng = np.random.default_rng(sum(scores.values()))
+    alphabet = "ACGTACGTACGTNRY"
+    queries = random_sequences(rng, 2500, alphabet, 250)   # H <= 4 * 250 < 1023
+    targets = [mutate(rng, "".join(rng.choice(list("ACGT"), int(rng.integers(0, 200))))
+                      + query, alphabet, 0.05) if k % 4 else
+               random_sequences(rng, 1, alphabet, 700)[0] for k, query in enumerate(queries)]
+    both_engines(queries, targets, **scores)
+    assert kernels_run and all(shape[2] for shape in kernels_run)
+    long_reads = random_sequences(rng, 300, alphabet, 300, min_length=257)
+    kernels_run.clear()
+    both_engines(long_reads, targets[:300], **scores)     # no class holds them
+    assert kernels_run == []
