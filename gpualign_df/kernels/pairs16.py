@@ -25,8 +25,9 @@ from .strip import WARP, pack_pair
 
 
 #: Copies of the pair table in shared memory, interleaved word by word (entry ``e`` of copy
-#: ``c`` at word ``COPIES * e + c``): lane ``k`` of a group reads copy ``k``, so the lanes
-#: of a warp spread their reads over ``32 / COPIES``-bank sets (fewer bank conflicts).
+#: ``c`` at word ``COPIES * e + c``): lane ``k`` of a group reads copy ``k % COPIES``, so
+#: the lanes of a warp spread their reads over ``32 / COPIES``-bank sets (fewer bank
+#: conflicts than one copy: on the W1 pairs the kernel is still bound by shared memory).
 COPIES = 8
 
 ROW_BITS = 13   # (H, row) across a group: ``H * 2**13 + (2**13 - 1 - row)``

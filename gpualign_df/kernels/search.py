@@ -257,13 +257,14 @@ def search_kernel16(use_dpx: bool = False):
 #: shared memory).
 GROUP_BLOCK = 32 if simulator() else 256
 
-#: Words of the grouped search kernel's shared pair table (48,000 bytes, within a block's
-#: static shared memory): ``(query letters + 1) * (database letters + 1) ** 2`` must fit.
+#: Words of the grouped kernels' shared pair table (48,000 bytes, within a block's static
+#: shared memory): the search's ``(query letters + 1) * (database letters + 1) ** 2`` must
+#: fit, the pair kernel's copies of its classes' table (:mod:`gpualign_df.kernels.pairs16`).
 PAIR_TABLE_WORDS = 12000
 
 
 def group_shuffles():
-    """(up, xor) of the grouped kernel: the value of the lane one below (a lane's own at
+    """(up, xor) of the grouped kernels: the value of the lane one below (a lane's own at
     lane 0) and of lane ``lane ^ offset``; shuffles on a GPU, shared memory under the
     simulator (which has no shuffles; there a block is one warp; device functions, so that
     the simulator's CUDA module is theirs whichever module's kernel calls them)."""
