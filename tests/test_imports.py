@@ -282,16 +282,19 @@ def test_release_scratch_without_cupy_is_a_no_op():
 
 
 def test_release_scratch_empties_cupy_pool_where_cupy_is_used(monkeypatch):
-    """Where CuPy is imported and a GPU usable, its pool's cached blocks are freed (a
-    stand-in CuPy records the call); with CuPy imported but no usable GPU, nothing is."""
+    """Where CuPy is imported and a GPU usable, its pools' cached blocks are freed, the
+    device pool's and the pinned pool's (a stand-in CuPy records the calls); with CuPy
+    imported but no usable GPU, nothing is."""
     import types
 
     from gpualign_df import gpu
 
     freed = []
-    pool = types.SimpleNamespace(free_all_blocks=lambda: freed.append(True))
     fake = types.ModuleType("cupy")
-    fake.get_default_memory_pool = lambda: pool
+    fake.get_default_memory_pool = lambda: types.SimpleNamespace(
+        free_all_blocks=lambda: freed.append("device"))
+    fake.get_default_pinned_memory_pool = lambda: types.SimpleNamespace(
+        free_all_blocks=lambda: freed.append("pinned"))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gpu, "simulator", lambda: False)
     monkeypatch.setattr(gpu, "gpu_usable", lambda: False)
@@ -299,4 +302,4 @@ def test_release_scratch_empties_cupy_pool_where_cupy_is_used(monkeypatch):
     assert freed == []
     monkeypatch.setattr(gpu, "gpu_usable", lambda: True)
     gpu.release_scratch()
-    assert freed == [True]
+    assert freed == ["device", "pinned"]
