@@ -49,9 +49,15 @@ def highest_score(rows: int) -> int:
 
 
 def group_rows_fit(lanes: int, rows: int) -> bool:
-    """Whether a group's rows fit the keys: a lane's at most 64, a group's below
-    2**ROW_BITS."""
-    return rows <= 64 and lanes * rows < 1 << ROW_BITS
+    """Whether a class can be built: lanes a power of two up to a warp (a group is a
+    lane mask's worth of a warp), a lane's rows at most 64 and a group's below
+    2**ROW_BITS (the keys).
+
+    >>> [group_rows_fit(*shape) for shape in ((8, 19), (6, 19), (8, 65), (32, 64))]
+    [True, False, False, True]
+    """
+    return (lanes in (1, 2, 4, 8, 16, 32) and 1 <= rows <= 64
+            and lanes * rows < 1 << ROW_BITS)
 
 
 def _twice(steps, offset: int):
