@@ -317,9 +317,12 @@ ROW_BYTES_SCORE_ONLY = 80
 BYTES_PER_ALIGNED_RESIDUE = 2
 
 
-def rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None) -> tuple[int, int]:
+def rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None,
+                  bound: bool = False) -> tuple[int, int]:
     """(result rows, sum over rows of min(m, n)) of queries ``start`` to ``stop``: the
-    rows a job returns and a floor for the residues its alignments cover."""
+    rows a job returns and a floor for the residues its alignments cover. ``bound``: a
+    search with ``top_k`` takes ``k * m`` a query for the span, an upper bound that needs
+    no pass over the database."""
     stop = len(job.queries) if stop is None else stop
     q = np.where(job.queries.valid, job.queries.lengths, 0)[start:stop]
     if job.how == "rowwise":
@@ -332,6 +335,9 @@ def rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None) -> t
         # sum over i in the rows, j > i of min(L_i, L_j): bounded by L_i * (count - 1 - i)
         span = int((q * (count - 1 - np.arange(start, stop)).clip(min=0)).sum())
         return rows, min(span, rows * int(lengths.max(initial=0)))
+    if bound and job.top_k is not None:
+        kept = min(job.top_k, len(job.targets))
+        return len(q) * kept, int(q.sum()) * kept
     t = np.sort(np.where(job.targets.valid, job.targets.lengths, 0))
     kept = len(t) if job.top_k is None else min(job.top_k, len(t))
     prefix = np.concatenate(([0], np.cumsum(t)))
@@ -341,9 +347,11 @@ def rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None) -> t
     return len(q) * kept, int(span.sum())
 
 
-def job_host_bytes(job: EncodedJob, start: int = 0, stop: int | None = None) -> int:
-    """Estimated host memory of the result of queries ``start`` to ``stop`` of ``job``."""
-    rows, span = rows_and_span(job, start, stop)
+def job_host_bytes(job: EncodedJob, start: int = 0, stop: int | None = None,
+                   bound: bool = False) -> int:
+    """Estimated host memory of the result of queries ``start`` to ``stop`` of ``job``
+    (``bound``: of :func:`rows_and_span`'s cheap bound)."""
+    rows, span = rows_and_span(job, start, stop, bound)
     if not job.traceback:
         return rows * ROW_BYTES_SCORE_ONLY
     return rows * ROW_BYTES_TRACEBACK + span * BYTES_PER_ALIGNED_RESIDUE
@@ -352,8 +360,10 @@ def job_host_bytes(job: EncodedJob, start: int = 0, stop: int | None = None) -> 
 def check_host_memory(job: EncodedJob) -> None:
     """Refuse an in-memory job whose result cannot fit in host memory, before any work,
     saying what would: score only, streaming batches, Dask."""
-    need = job_host_bytes(job)
     tuning = config.settings()
+    if within_host_budget(job_host_bytes(job, bound=True), tuning):
+        return  # (a search's top k: no pass over the database's lengths)
+    need = job_host_bytes(job)
     if within_host_budget(need, tuning):
         return
     budget = host_budget(tuning)

@@ -171,6 +171,16 @@ class Settings:
         smallest class that holds it; longer ones by the one-thread-per-pair kernel. Used
         where the 16-bit search is (``search_16bit``) and the letters' pair table fits
         shared memory; each class is one compiled kernel. Empty: never.
+    search_table_copies : int
+        Copies of the grouped search's pair table in a block's shared memory (1, 2, 4, ...
+        up to 32; more than one only where DPX runs, in dynamic shared memory): each lane
+        reads copy ``lane % copies``, so a warp's scattered reads of the table meet fewer
+        bank conflicts, at ``copies`` times the shared memory a block (a 40 KB table takes
+        160 KB at 4 copies, so one block an SM; see ``search_block_threads``).
+    search_block_threads : int
+        Threads of a block of the grouped search kernel (a multiple of 32). A block loads
+        the pair table once, so with copies of it, blocks are best large (512 with 4
+        copies keeps 16 warps an SM); under the CUDA simulator a block is one warp.
     search_unroll : tuple of (int, int) pairs
         Query rows the grouped search kernel's step loop runs an iteration (1, 2 or 4), as
         (most columns a lane, rows): a length class takes the first pair whose columns hold
@@ -340,6 +350,8 @@ class Settings:
     search_16bit: bool | None = None
     search_groups: tuple[tuple[int, int], ...] = tuple(
         (8, columns) for columns in range(4, 27, 2)) + ((16, 26), (32, 26))
+    search_table_copies: int = 4
+    search_block_threads: int = 512
     search_unroll: tuple[tuple[int, int], ...] = ((24, 4), (26, 2))
     pair_group_fill: bool | None = None
     pair_groups: tuple[tuple[int, int], ...] = ((8, 8), (8, 12), (8, 16), (8, 19), (8, 24),

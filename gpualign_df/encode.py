@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Callable, Sequence
 
 import numba
@@ -103,8 +103,10 @@ class EncodedSequences:
     def __len__(self) -> int:
         return len(self.valid)
 
-    @property
+    @cached_property
     def lengths(self) -> np.ndarray:
+        """``int64`` residues of each sequence (0 for a null one), computed once: the
+        offsets never change."""
         return np.diff(self.offsets)
 
     def subset(self, start: int, stop: int) -> "EncodedSequences":

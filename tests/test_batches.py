@@ -110,6 +110,11 @@ def test_memory_estimate_grows_with_the_job():
     search = encoded(["ACGT"] * 10, ["ACGTACGT"] * 50, "search", 3, True)
     rows, span = api.rows_and_span(search)
     assert rows == 30 and span == 10 * 3 * 4
+    assert api.rows_and_span(search, bound=True) == (30, 10 * 3 * 4)
+    # two targets shorter than the queries: the bound (k * m a query) stays above the span
+    short = encoded(["ACGT"] * 10, ["AC"] * 2, "search", 3, True)
+    assert api.rows_and_span(short) == (20, 10 * 2 * 2)
+    assert api.rows_and_span(short, bound=True) == (20, 10 * 2 * 4)
 
 
 def test_host_budget_reads_the_available_memory_only_beyond_the_free_share(monkeypatch):

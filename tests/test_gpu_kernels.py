@@ -646,20 +646,22 @@ def test_packed_16bit_search_equals_cpu(settings, matrix):
     assert gpu.loc[gpu["query"] == 0, "target"].iloc[0] == 68   # its own copy first
 
 
-@pytest.mark.parametrize("unroll", [4, pytest.param(2, marks=pytest.mark.slow),
-                                    pytest.param(1, marks=pytest.mark.slow)])
-def test_grouped_search_equals_cpu(settings, monkeypatch, unroll):
+@pytest.mark.parametrize("unroll, copies", [(4, 1), (4, 4),
+                                            pytest.param(2, 1, marks=pytest.mark.slow),
+                                            pytest.param(1, 2, marks=pytest.mark.slow)])
+def test_grouped_search_equals_cpu(settings, monkeypatch, unroll, copies):
     """The grouped local search (a group of lanes per pair of database sequences, columns
     in registers, here in its plain half-by-half form) keeps the CPU engine's hits, the
     sequences longer than every class going to the one-thread-per-pair kernel in the same
     search: two classes and the rest, an odd pair, nulls, empties, a null and an empty
     query, letters beyond the 20 (B and X in the database, X in a query: the pair table
     of the letters present must fit shared memory); ``unroll`` steps a loop iteration,
-    query lengths of every remainder (the steps past the last read padding rows)."""
+    query lengths of every remainder (the steps past the last read padding rows);
+    ``copies`` of the pair table, each lane reading its own."""
     from gpualign_df.kernels import search as search_kernels
 
     settings(search_16bit=True, search_groups=((4, 3), (8, 4)),
-             search_unroll=((4, unroll),))
+             search_unroll=((4, unroll),), search_table_copies=copies)
     ran = []
     for name in ("group_search_kernel", "search_kernel16"):
         real = getattr(search_kernels, name)

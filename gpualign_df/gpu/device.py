@@ -58,6 +58,19 @@ def current_device() -> int:
     return cupy.cuda.runtime.getDevice()
 
 
+_SHARED_OPTIN: dict[int, int] = {}
+
+
+def max_shared_per_block() -> int:
+    """Bytes of shared memory a block of the current device may have where its kernel
+    opts in (227 KB on sm_90); 48 KB under the simulator."""
+    device = current_device()
+    if device not in _SHARED_OPTIN:
+        _SHARED_OPTIN[device] = 48 * 1024 if simulator() else int(
+            cuda.get_current_device().MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    return _SHARED_OPTIN[device]
+
+
 def blocks(count: int) -> int:
     """Blocks of ``THREADS_PER_BLOCK`` threads for one thread per item of ``count`` (at
     least one: a grid may not be empty)."""

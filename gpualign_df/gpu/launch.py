@@ -92,10 +92,16 @@ def _layout(argument_type):
 LAUNCHES = {"fast": 0, "numba": 0}
 
 
-def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=None) -> None:
+#: Bytes of dynamic shared memory a block may have without the kernel opting in.
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
+
+
+def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=None,
+           shared_bytes: int = 0) -> None:
     """Launch ``kernel[blocks, threads](*arguments)`` on the default stream, or on
-    ``stream`` (a numba stream); ``view`` turns an argument into what numba's own path
-    takes (first launches, fallbacks)."""
+    ``stream`` (a numba stream), with ``shared_bytes`` of dynamic shared memory a block;
+    ``view`` turns an argument into what numba's own path takes (first launches,
+    fallbacks)."""
     core = None if simulator() or not config.settings().fast_launch else _core()
     key = None
     if core is not None:
@@ -105,15 +111,18 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
     compiled = _COMPILED.get(key) if key is not None else None
     if compiled is None or compiled[0] is not kernel:
         views = tuple(view(argument) for argument in arguments)
-        if stream is None:
-            kernel[blocks, threads](*views)
-        else:
-            kernel[blocks, threads, stream](*views)
+        if shared_bytes > DEFAULT_DYNAMIC_SHARED and not simulator():
+            argument_types = tuple(kernel.typeof_pyval(view) for view in views)
+            _allow_shared(kernel.compile(argument_types)._codelibrary.get_cufunc().kernel,
+                          shared_bytes)
+        kernel[blocks, threads, stream or 0, shared_bytes](*views)
         LAUNCHES["numba"] += 1
         if key is not None:
             _remember(kernel, key, views)
         return
     _kernel, layouts, cufunc_kernel = compiled
+    if shared_bytes > DEFAULT_DYNAMIC_SHARED:
+        _allow_shared(cufunc_kernel, shared_bytes)
     parameters: list = []
     for (how, ctype), value in zip(layouts, arguments):
         if how == _ARRAY:
@@ -129,9 +138,27 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
         from numba.cuda.cudadrv.driver import _to_core_stream
 
         default_stream = _to_core_stream(stream)
-    core_launch(default_stream, launch_config(grid=blocks, block=threads, shmem_size=0),
+    core_launch(default_stream,
+                launch_config(grid=blocks, block=threads, shmem_size=shared_bytes),
                 cufunc_kernel, *parameters)
     LAUNCHES["fast"] += 1
+
+
+_ALLOWED: dict[tuple, int] = {}
+
+
+def _allow_shared(loaded, shared_bytes: int) -> None:
+    """Let ``loaded`` (a compiled kernel as ``cuda.core`` holds it) take ``shared_bytes``
+    of dynamic shared memory a block, beyond the default 48 KB: the driver's opt-in, once
+    per kernel, device and larger size (a launch beyond the size opted in fails)."""
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    key = (id(loaded), current_device())
+    if _ALLOWED.get(key, 0) >= shared_bytes:
+        return
+    attribute = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attribute, int(shared_bytes), loaded.handle, key[1])
+    _ALLOWED[key] = shared_bytes
 
 
 def _remember(kernel, key, views) -> None:
@@ -158,17 +185,17 @@ KERNEL_SECONDS: dict[str, float] = {}
 
 
 def launch_kernel(name: str, kernel, blocks: int, threads: int, *arguments,
-                  stream=None) -> None:
+                  stream=None, shared_bytes: int = 0) -> None:
     """Launch a kernel of the engine (:func:`launch`, arguments viewed by
-    :func:`~gpualign_df.gpu.device.kernel_view`) on the default stream or on ``stream``;
-    with the ``time_kernels`` setting, time it with CUDA events into
-    ``KERNEL_SECONDS[name]`` (waiting for it)."""
+    :func:`~gpualign_df.gpu.device.kernel_view`) on the default stream or on ``stream``,
+    with ``shared_bytes`` of dynamic shared memory a block; with the ``time_kernels``
+    setting, time it with CUDA events into ``KERNEL_SECONDS[name]`` (waiting for it)."""
     if simulator() or not config.settings().time_kernels:
-        launch(kernel, blocks, threads, arguments, kernel_view, stream)
+        launch(kernel, blocks, threads, arguments, kernel_view, stream, shared_bytes)
         return
     start, stop = cuda.event(), cuda.event()
     start.record(stream or 0)
-    launch(kernel, blocks, threads, arguments, kernel_view, stream)
+    launch(kernel, blocks, threads, arguments, kernel_view, stream, shared_bytes)
     stop.record(stream or 0)
     stop.synchronize()
     seconds = cuda.event_elapsed_time(start, stop) / 1e3

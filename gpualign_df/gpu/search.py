@@ -20,13 +20,14 @@ from numba import cuda
 
 from .. import config
 from ..encode import EncodedSequences, codes_present
-from ..kernels import dpx, search as search_kernels
+from ..kernels import dpx, search as search_kernels, simulator
 from ..kernels.gather import gather_residues
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_empty, device_table, free_bytes,
                       kept_upload, scratch, scratch_upload, to_device, upload)
-from .device import THREADS_PER_BLOCK, array_module, blocks, current_device
+from .device import (THREADS_PER_BLOCK, array_module, blocks, current_device,
+                     max_shared_per_block)
 from .launch import launch_kernel
 from .memory import engine_allocations
 from .plan import to_numpy
@@ -355,12 +356,13 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
         else None
     classes, rest = class_columns(setup, targets, keep, first, lengths, valid, stream)
     use_dpx = dpx.available()
+    copies, block = search_table_layout(setup, use_dpx, tuning)
     pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
                                                        valid, tuning))
     for lanes, columns, pairs, pair_codes, pair_row in classes:
         count = len(pairs)
         kernel = search_kernels.group_search_kernel(
-            lanes, columns, use_dpx, unroll_for(columns, tuning.search_unroll))
+            lanes, columns, use_dpx, unroll_for(columns, tuning.search_unroll), copies)
         residues = int(lengths[pairs[pairs >= 0]].sum())
         per_query = lanes * count
         most = max(1, (2**31 - 1) // per_query)
@@ -368,16 +370,32 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                                          tuning.gpu_launch_cells):
             chunk_queries = query_order[first:stop]
             threads = per_query * (stop - first)
-            launch_kernel("search", kernel, -(-threads // search_kernels.GROUP_BLOCK),
-                          search_kernels.GROUP_BLOCK,
+            launch_kernel("search", kernel, -(-threads // block), block,
                           setup.query_rows, queries.offsets, valid_device, chunk_queries,
                           pair_codes, count, pair_row, setup.table, len(setup.table),
                           scoring.gap_open, scoring.gap_extend, setup.pad_row, scores,
-                          stream=stream)
+                          stream=stream,
+                          shared_bytes=4 * copies * len(setup.table) if copies > 1 and use_dpx
+                          else 0)
             pending.launched(_cells(query_lengths, query_valid, sorted_queries[first:stop],
                                     residues))
     pending.finish()
     return rest
+
+
+def search_table_layout(setup: GroupSetup, use_dpx: bool,
+                        tuning: config.Settings) -> tuple[int, int]:
+    """(copies of the pair table, threads a block) of the grouped search kernel: the
+    ``search_table_copies`` and ``search_block_threads`` settings, as many copies as fit a
+    block's shared memory (one on a GPU without DPX, where the table is a static array),
+    a block of one warp under the simulator."""
+    if simulator():
+        return tuning.search_table_copies, search_kernels.GROUP_BLOCK
+    copies = tuning.search_table_copies if use_dpx else 1
+    room = max_shared_per_block()
+    while copies > 1 and 4 * copies * len(setup.table) > room:
+        copies //= 2
+    return copies, tuning.search_block_threads
 
 
 def unroll_for(columns: int, rule: tuple[tuple[int, int], ...]) -> int:

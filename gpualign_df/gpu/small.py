@@ -17,8 +17,8 @@ from ..job import needs_linear_space
 from ..kernels import block, dpx, simulator
 from ..kernels.strip import STRIP_ROWS, WARP
 from ..scoring import Mode, Scoring
-from .buffers import (DEVICE_LOCK, device_table, download, scratch, upload_codes,
-                      upload_parts)
+from .buffers import (DEVICE_LOCK, SHARED_UPLOAD_BYTES, device_table, download, scratch,
+                      upload_codes, upload_parts)
 from .launch import launch_kernel
 from .long import walk_lanes
 from .memory import engine_allocations
@@ -45,6 +45,21 @@ def small_batch(query_lengths: np.ndarray, target_lengths: np.ndarray,
                 query_lengths, target_lengths, traceback_memory).any())
 
 
+def used_sequences(encoded: EncodedSequences,
+                   rows: np.ndarray) -> tuple[EncodedSequences, np.ndarray]:
+    """``(sequences, rows)`` for an upload of what pairs reading sequences ``rows`` of
+    ``encoded`` need: where the collection is larger than one shared upload and those
+    sequences hold under half its residues (a search's hits in a large database), a copy
+    of those sequences alone and the rows renumbered into it; else the collection as it
+    is."""
+    if len(encoded.codes) <= SHARED_UPLOAD_BYTES or len(rows) == 0:
+        return encoded, rows
+    used, inverse = np.unique(rows, return_inverse=True)
+    if 2 * int(encoded.lengths[used].sum()) > len(encoded.codes):
+        return encoded, rows
+    return encoded.take(used), inverse.astype(np.int64)
+
+
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
     out = np.zeros(len(values), np.int64)
     np.cumsum(values[:-1], out=out[1:])
@@ -61,6 +76,8 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     anything). Reads the settings of the calling thread."""
     tuning = config.settings()
     count = len(pair_query)
+    queries, pair_query = used_sequences(queries, pair_query)
+    targets, pair_target = used_sequences(targets, pair_target)
     m = np.where(valid, queries.lengths[pair_query], -1)
     n = np.where(valid, targets.lengths[pair_target], 0)
     rows = np.maximum(m, 0)

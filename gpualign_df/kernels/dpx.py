@@ -318,7 +318,22 @@ def functions16_search(use_dpx: bool):
     return _linked_three("gpualign_add_max2", "gpualign_max3_2", "gpualign_add_max_zero2")
 
 
-def _table_source(words: int) -> str:
+def _table_source(words: int, dynamic: bool = False) -> str:
+    if dynamic:
+        return r"""
+/* The grouped search's pair table in the block's dynamic shared memory (sized at launch,
+   which may pass 48 KB where the kernel opts in), read as the static table below. */
+extern __shared__ int gpualign_dynamic_table[];
+extern "C" __device__ int gpualign_dynamic_put(int index, int value) {
+  gpualign_dynamic_table[index] = value;
+  return 0; }
+extern "C" __device__ int gpualign_dynamic_base() {
+  return (int)__cvta_generic_to_shared(gpualign_dynamic_table); }
+extern "C" __device__ int gpualign_dynamic_load(int address) {
+  int value;
+  asm("ld.shared.b32 %0, [%1];" : "=r"(value) : "r"(address) : "memory");
+  return value; }
+"""
     return r"""
 /* The grouped search's pair table in shared memory, read at 32-bit shared-window addresses
    (the table's, from gpualign_table_base, plus a byte offset): the caller adds the table's
@@ -340,13 +355,14 @@ extern "C" __device__ int gpualign_table_load(int address) {
 
 
 @lru_cache(maxsize=None)
-def pair_table(linked: bool, words: int):
+def pair_table(linked: bool, words: int, dynamic: bool = False):
     """``(shared_words, shift, put, base, at)`` for a shared table of ``words`` int32: the
     kernel declares ``cuda.shared.array(shared_words, int32)`` (the table where it is not
     linked), fills it with ``put(shared, index, value)`` and reads entry ``e`` with
     ``at(shared, base(shared) + (e << shift))``. Linked: the table is CUDA C's, read at
     shared-window byte addresses (the shift 2; ``base`` its address); plain: the numba
-    array, by index (``base`` 0)."""
+    array, by index (``base`` 0). ``dynamic`` (linked only): the table is the block's
+    dynamic shared memory, of the size the launch gives (``words`` is then unused)."""
     if not linked:
         @cuda.jit(device=True, inline=True)
         def put_plain(shared, index, value):
@@ -361,11 +377,12 @@ def pair_table(linked: bool, words: int):
             return shared[entry]
 
         return words, 0, put_plain, base_plain, at_plain
-    source = cuda.CUSource(_table_source(words))
-    put_c = cuda.declare_device("gpualign_table_put", "int32(int32, int32)", link=source,
+    source = cuda.CUSource(_table_source(words, dynamic))
+    name = "gpualign_dynamic" if dynamic else "gpualign_table"
+    put_c = cuda.declare_device(f"{name}_put", "int32(int32, int32)", link=source,
                                 abi="c")
-    base_c = cuda.declare_device("gpualign_table_base", "int32()", link=source, abi="c")
-    load_c = cuda.declare_device("gpualign_table_load", "int32(int32)", link=source, abi="c")
+    base_c = cuda.declare_device(f"{name}_base", "int32()", link=source, abi="c")
+    load_c = cuda.declare_device(f"{name}_load", "int32(int32)", link=source, abi="c")
 
     @cuda.jit(device=True, inline=True)
     def put_linked(shared, index, value):

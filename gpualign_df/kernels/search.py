@@ -316,13 +316,15 @@ def shifted_cell(use_dpx: bool):
     return cell
 
 
-def group_parts(use_dpx: bool):
+def group_parts(use_dpx: bool, copies: int = 1):
     """What the grouped kernels are built from: ``(max3_2, cell, (table_words, shift, put,
     base, at), (receive, shuffle_across), scratch_size)`` (:func:`shifted_cell`,
     :func:`gpualign_df.kernels.dpx.pair_table` of :data:`PAIR_TABLE_WORDS`,
     :func:`group_shuffles`; the shuffles' scratch words). ``receive(h_last, gap_last,
     starts, scratch, warp_lane)`` gives a lane the H and gap the lane before it passed on
-    (zeros, the boundary's, where the group ``starts``)."""
+    (zeros, the boundary's, where the group ``starts``). With ``copies`` > 1 the table
+    holds that many interleaved copies: in the block's dynamic shared memory where linked,
+    else a static array of ``copies * PAIR_TABLE_WORDS`` words (the simulator's)."""
     shuffle_up, shuffle_across = group_shuffles()
 
     @inlined
@@ -335,7 +337,8 @@ def group_parts(use_dpx: bool):
         return h_in, gap_in
 
     return (dpx.functions16_search(use_dpx)[1], shifted_cell(use_dpx),
-            dpx.pair_table(use_dpx, PAIR_TABLE_WORDS), (receive, shuffle_across),
+            dpx.pair_table(use_dpx, PAIR_TABLE_WORDS * (1 if use_dpx else copies),
+                           use_dpx and copies > 1), (receive, shuffle_across),
             WARP if simulator() else 1)
 
 
@@ -355,7 +358,8 @@ def _twice(steps, offset: int):
 
 
 @lru_cache(maxsize=None)
-def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll: int = 4):
+def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll: int = 4,
+                        copies: int = 1):
     """Score-only local search kernel for database sequences of at most ``lanes *
     columns`` residues: a group of ``lanes`` threads per (query, pair of database
     sequences), the pair packed as the two 16-bit halves of every int32 (``*_s16x2``
@@ -384,10 +388,19 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     ``k * columns + r`` (``low * stride + high``, letters compacted); ``query_rows`` the
     table row (``letter * stride**2``) of each query residue; ``pad_row`` the all-zero
     row. Writes ``scores[pair_row[p, half], query]`` for the pair's real halves
-    (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query."""
-    assert unroll in (1, 2, 4)
-    max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
+    (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query.
+
+    ``copies`` (a power of two up to a warp) copies of the table, interleaved entry by
+    entry, each lane reading copy ``lane % copies``: the lanes of one copy read only its
+    ``32 / copies`` banks, so a warp's 32 scattered reads replay fewer times for bank
+    conflicts. Linked, more than one copy lives in dynamic shared memory: launch with
+    ``copies * used_words * 4`` bytes of it (beyond 48 KB the kernel must opt in)."""
+    assert unroll in (1, 2, 4) and copies in (1, 2, 4, 8, 16, 32)
+    max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx, copies)
     table_words, shift, table_put, table_base, table_at = table
+    copy_bits = copies.bit_length() - 1
+    copy_mask = int32(copies - 1)
+    shift += copy_bits
     receive, shuffle_across = shuffles
     group, width = lanes, columns
     group_mask = uint32(group - 1)
@@ -431,10 +444,10 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
         shared = cuda.shared.array(table_words, int32)
         scratch = cuda.shared.array(scratch_size, int32)
         warp_lane = cuda.threadIdx.x % WARP
-        for k in range(cuda.threadIdx.x, used_words, cuda.blockDim.x):
-            table_put(shared, k, table[k])
+        for k in range(cuda.threadIdx.x, used_words << copy_bits, cuda.blockDim.x):
+            table_put(shared, k, table[k >> copy_bits])
         cuda.syncthreads()
-        base = table_base(shared)
+        base = table_base(shared) + ((warp_lane & copy_mask) << (shift - copy_bits))
         thread = cuda.grid(1)
         group_index = thread // group
         lane = int32(thread & group_mask)
