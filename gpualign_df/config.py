@@ -171,12 +171,14 @@ class Settings:
         smallest class that holds it; longer ones by the one-thread-per-pair kernel. Used
         where the 16-bit search is (``search_16bit``) and the letters' pair table fits
         shared memory; each class is one compiled kernel. Empty: never.
-    search_table_copies : int
+    search_table_copies : int or None
         Copies of the grouped search's pair table in a block's shared memory (1, 2, 4, ...
-        up to 32; more than one only where DPX runs, in dynamic shared memory): each lane
-        reads copy ``lane % copies``, so a warp's scattered reads of the table meet fewer
-        bank conflicts, at ``copies`` times the shared memory a block (a 40 KB table takes
-        160 KB at 4 copies, so one block an SM; see ``search_block_threads``).
+        up to 32; on a GPU more than one only where DPX runs, in dynamic shared memory, as
+        many as fit): each lane reads copy ``lane % copies``, so a warp's scattered reads
+        of the table meet fewer bank conflicts, at ``copies`` times the shared memory a
+        block (a 40 KB table takes 160 KB at 4 copies, so one block an SM; see
+        ``search_block_threads``). None: 4 where DPX runs, else 1 (under the simulator,
+        where more copies only take longer to fill).
     search_block_threads : int
         Threads of a block of the grouped search kernel (a multiple of 32). A block loads
         the pair table once, so with copies of it, blocks are best large (512 with 4
@@ -350,7 +352,7 @@ class Settings:
     search_16bit: bool | None = None
     search_groups: tuple[tuple[int, int], ...] = tuple(
         (8, columns) for columns in range(4, 27, 2)) + ((16, 26), (32, 26))
-    search_table_copies: int = 4
+    search_table_copies: int | None = None
     search_block_threads: int = 512
     search_unroll: tuple[tuple[int, int], ...] = ((24, 4), (26, 2))
     pair_group_fill: bool | None = None

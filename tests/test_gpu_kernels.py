@@ -646,8 +646,9 @@ def test_packed_16bit_search_equals_cpu(settings, matrix):
     assert gpu.loc[gpu["query"] == 0, "target"].iloc[0] == 68   # its own copy first
 
 
-@pytest.mark.parametrize("unroll, copies", [(4, 1), (4, 4),
-                                            pytest.param(2, 1, marks=pytest.mark.slow),
+@pytest.mark.parametrize("unroll, copies", [(4, None),
+                                            pytest.param(4, 4, marks=pytest.mark.slow),
+                                            pytest.param(2, None, marks=pytest.mark.slow),
                                             pytest.param(1, 2, marks=pytest.mark.slow)])
 def test_grouped_search_equals_cpu(settings, monkeypatch, unroll, copies):
     """The grouped local search (a group of lanes per pair of database sequences, columns
@@ -688,6 +689,32 @@ def test_grouped_search_equals_cpu(settings, monkeypatch, unroll, copies):
         tiled = pd.Series(queries).aln.search(pd.Series(database), backend="cuda",
                                               traceback=False, **options)
         pd.testing.assert_frame_equal(tiled, cpu[list(tiled.columns)])
+
+
+def test_grouped_search_with_copies_of_its_table_equals_cpu(settings):
+    """Copies of the grouped search's pair table, each lane reading its own (on a GPU in
+    dynamic shared memory, beyond 48 KB where the table is large: a protein search after a
+    DNA one launches the same kernels with more of it), keep the CPU engine's hits."""
+    from gpualign_df.kernels import simulator
+
+    settings(search_16bit=True, search_groups=((4, 3), (8, 4)), search_table_copies=4)
+    rng = np.random.default_rng(4)
+    queries = random_sequences(rng, 1, "ACGT", 20) + [None, "ACGTN"]
+    database = random_sequences(rng, 10, "ACGT", 30) + [None, "", queries[0][2:17]]
+    options = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, top_k=4)
+    cpu = pd.Series(queries).aln.search(pd.Series(database), backend="cpu", **options)
+    gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    if not simulator():
+        letters = "ARNDCQEGHILKMFPSTWYVBZX"
+        proteins = ["".join(rng.choice(list(letters), int(rng.integers(5, 60))))
+                    for _ in range(200)]
+        protein = dict(matrix="BLOSUM62", gap_open=11, gap_extend=1, top_k=4)
+        cpu = pd.Series(proteins[:6]).aln.search(pd.Series(proteins), backend="cpu",
+                                                 **protein)
+        gpu = pd.Series(proteins[:6]).aln.search(pd.Series(proteins), backend="cuda",
+                                                 **protein)
+        pd.testing.assert_frame_equal(cpu, gpu)
 
 
 def test_search_streams_a_database_larger_than_the_device(monkeypatch, settings):

@@ -18,7 +18,8 @@ that the compiler keeps for a divergent warp, whose shuffles are collective). Ex
 ``band`` options: ``--mode sw|nw|sg`` (semi-global: the target's ends free), ``--rows
 2|4|8``, ``--traceback 0|1``, ``--byte-rows 0|1``, ``--checkpointed 0|1``, ``--split
 whole|snapshot|resume``, ``--last-column 0|1`` (the halves' fill). ``search`` options:
-``--lanes``, ``--columns`` (a length class), ``--unroll 1|2|4`` (steps an iteration). Both: ``--arch 90``, ``--sass FILE`` (write
+``--lanes``, ``--columns`` (a length class), ``--unroll 1|2|4`` (steps an iteration),
+``--copies`` (of the pair table). Both: ``--arch 90``, ``--sass FILE`` (write
 the whole listing).
 """
 
@@ -57,7 +58,7 @@ def search_signature():
     from numba import types
 
     i64, i32, n64 = types.int64[::1], types.int32[::1], types.int64
-    return (i32, i64, types.uint8[::1], i64, i32, n64, types.int64[:, ::1], i32, n64, n64,
+    return (i32, i64, i64, types.uint8[::1], i64, i32, n64, types.int64[:, ::1], i32, n64,
             n64, n64, types.int32[:, ::1])
 
 
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     search_parser.add_argument("--lanes", type=int, default=8)
     search_parser.add_argument("--columns", type=int, default=16)
     search_parser.add_argument("--unroll", type=int, choices=(1, 2, 4), default=4)
+    search_parser.add_argument("--copies", type=int, choices=(1, 2, 4, 8), default=4)
     for each in (band_parser, search_parser):
         each.add_argument("--arch", type=int, default=90)
         each.add_argument("--sass", type=Path, default=None)
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from gpualign_df.kernels import search
 
-        kernel = search.group_search_kernel(args.lanes, args.columns, True, args.unroll)
+        kernel = search.group_search_kernel(args.lanes, args.columns, True, args.unroll,
+                                            args.copies)
         signature, loop_opcodes = search_signature(), ("LDS", "VIADDMNMX")
         name = f"grouped search {args.lanes} x {args.columns}, {args.unroll} steps a loop"
     sass = kernel_sass(kernel, signature, args.arch)

@@ -230,10 +230,10 @@ class GroupSetup:
     16 bits."""
 
     table: object          # int32 device array
-    query_rows: object     # int32, aligned with the queries' codes
+    query_rows: object     # int32 table row of each query residue, between padding rows
+    row_starts: object     # int64 per query: where its first residue's row is
     letter: object         # int32 per database code
     stride: int            # database letters + 1 (the padding letter)
-    pad_row: int
     classes: tuple         # (lanes, columns), capacity ascending
 
 
@@ -284,8 +284,37 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequ
         key=lambda shape: (shape[0] * shape[1], shape[0])))
     if not classes:
         return None
-    return GroupSetup(xp.asarray(table), xp.asarray(row_of)[query_codes], xp.asarray(letter),
-                      stride, len(query_letters) * stride * stride, classes)
+    pad_row = len(query_letters) * stride * stride
+    query_rows, row_starts = padded_rows(xp, xp.asarray(row_of)[query_codes],
+                                         _array(xp, queries.offsets), pad_row)
+    return GroupSetup(xp.asarray(table), query_rows, row_starts, xp.asarray(letter), stride,
+                      classes)
+
+
+def padded_rows(xp, rows, offsets, pad_row: int) -> tuple[object, object]:
+    """``(padded, starts)``: the rows of each query (``rows``, ``offsets`` into them)
+    between :data:`~gpualign_df.kernels.search.ROWS_BEFORE` and ``ROWS_AFTER`` entries
+    ``pad_row``, query ``q``'s first row at ``padded[starts[q]]`` (arrays of ``xp``).
+
+    Examples
+    --------
+    >>> from gpualign_df.kernels.search import ROWS_AFTER, ROWS_BEFORE
+    >>> padded, starts = padded_rows(np, np.array([5, 6, 7]), np.array([0, 2, 2, 3]), 0)
+    >>> starts.tolist() == [ROWS_BEFORE, 2 * ROWS_BEFORE + ROWS_AFTER + 2,
+    ...                     3 * ROWS_BEFORE + 2 * ROWS_AFTER + 2]
+    True
+    >>> padded[starts].tolist(), int((padded != 0).sum())
+    ([5, 0, 7], 3)
+    """
+    count = len(offsets) - 1
+    gap = search_kernels.ROWS_BEFORE + search_kernels.ROWS_AFTER
+    starts = offsets[:-1].astype(np.int64) + search_kernels.ROWS_BEFORE + gap * xp.arange(
+        count, dtype=np.int64)
+    padded = xp.full(int(offsets[-1]) + gap * count, pad_row, np.int32)
+    residue = xp.arange(len(rows), dtype=np.int64)
+    query = xp.searchsorted(offsets[1:], residue, side="right")
+    padded[residue + search_kernels.ROWS_BEFORE + gap * query] = rows
+    return padded, starts
 
 
 def _letters(xp, codes, size: int) -> np.ndarray:
@@ -357,6 +386,7 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
     classes, rest = class_columns(setup, targets, keep, first, lengths, valid, stream)
     use_dpx = dpx.available()
     copies, block = search_table_layout(setup, use_dpx, tuning)
+    query_rows = setup.query_rows << search_kernels.group_row_shift(use_dpx, copies)
     pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
                                                        valid, tuning))
     for lanes, columns, pairs, pair_codes, pair_row in classes:
@@ -371,9 +401,9 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
             chunk_queries = query_order[first:stop]
             threads = per_query * (stop - first)
             launch_kernel("search", kernel, -(-threads // block), block,
-                          setup.query_rows, queries.offsets, valid_device, chunk_queries,
-                          pair_codes, count, pair_row, setup.table, len(setup.table),
-                          scoring.gap_open, scoring.gap_extend, setup.pad_row, scores,
+                          query_rows, setup.row_starts, queries.offsets, valid_device,
+                          chunk_queries, pair_codes, count, pair_row, setup.table,
+                          len(setup.table), scoring.gap_open, scoring.gap_extend, scores,
                           stream=stream,
                           shared_bytes=4 * copies * len(setup.table) if copies > 1 and use_dpx
                           else 0)
@@ -383,15 +413,22 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
     return rest
 
 
+#: Copies of the grouped search's pair table where DPX runs and the setting leaves it open.
+DEFAULT_TABLE_COPIES = 4
+
+
 def search_table_layout(setup: GroupSetup, use_dpx: bool,
                         tuning: config.Settings) -> tuple[int, int]:
     """(copies of the pair table, threads a block) of the grouped search kernel: the
     ``search_table_copies`` and ``search_block_threads`` settings, as many copies as fit a
     block's shared memory (one on a GPU without DPX, where the table is a static array),
     a block of one warp under the simulator."""
+    copies = tuning.search_table_copies
+    if copies is None:
+        copies = DEFAULT_TABLE_COPIES if use_dpx else 1
     if simulator():
-        return tuning.search_table_copies, search_kernels.GROUP_BLOCK
-    copies = tuning.search_table_copies if use_dpx else 1
+        return copies, search_kernels.GROUP_BLOCK
+    copies = copies if use_dpx else 1
     room = max_shared_per_block()
     while copies > 1 and 4 * copies * len(setup.table) > room:
         copies //= 2

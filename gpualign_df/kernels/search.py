@@ -342,17 +342,33 @@ def group_parts(use_dpx: bool, copies: int = 1):
             WARP if simulator() else 1)
 
 
+#: Entries of the all-zero row before and after each query's rows in the grouped search's
+#: ``query_rows``: lane k reads row s - k at step s, from k < 32 rows before the query to
+#: the last unrolled step's, under ``lanes + unroll`` rows past its end.
+ROWS_BEFORE = 32
+ROWS_AFTER = 40
+
+
+def group_row_shift(use_dpx: bool, copies: int) -> int:
+    """The power of two :func:`group_search_kernel` expects its ``query_rows`` scaled by:
+    a table entry's byte address where the table is linked (4 bytes an entry), its index
+    otherwise, times the table's ``copies``."""
+    return (2 if use_dpx else 0) + copies.bit_length() - 1
+
+
 def _twice(steps, offset: int):
-    """``steps`` on step s, then on step s + ``offset`` (unrolled: two calls)."""
-    offset32 = int32(offset)
+    """``steps`` on the query row entry ``at``, then on ``at + offset`` (unrolled: two
+    calls)."""
+
+    offset64 = uint64(offset)
 
     @inlined
-    def twice(s, lane, m, q0, base, query_rows, pad_row, shared, codes, h, f, carried, starts,
-              scratch, warp_lane, go2, ge2):
-        carried = steps(s, lane, m, q0, base, query_rows, pad_row, shared, codes, h, f,
-                        carried, starts, scratch, warp_lane, go2, ge2)
-        return steps(int32(s + offset32), lane, m, q0, base, query_rows, pad_row, shared,
-                     codes, h, f, carried, starts, scratch, warp_lane, go2, ge2)
+    def twice(at, query_rows, shared, codes, h, f, carried, starts, scratch, warp_lane, go2,
+              ge2):
+        carried = steps(at, query_rows, shared, codes, h, f, carried, starts, scratch,
+                        warp_lane, go2, ge2)
+        return steps(at + offset64, query_rows, shared, codes, h, f, carried, starts,
+                     scratch, warp_lane, go2, ge2)
 
     return twice
 
@@ -385,10 +401,13 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     Launch ``lanes * pairs * len(chunk_queries)`` threads (``pairs`` a multiple of
     ``32 // lanes``, so a warp's groups share one query), any multiple of 32 per block.
     ``pair_codes[(r * pairs + p) * lanes + k]`` is pair ``p``'s code of column
-    ``k * columns + r`` (``low * stride + high``, letters compacted); ``query_rows`` the
-    table row (``letter * stride**2``) of each query residue; ``pad_row`` the all-zero
-    row. Writes ``scores[pair_row[p, half], query]`` for the pair's real halves
-    (``pair_row`` -1 elsewhere), ``NULL_SCORE`` for a null query.
+    ``k * columns + r`` (``low * stride + high``, letters compacted). ``query_rows`` holds
+    each query residue's table row (``letter * stride**2``) scaled by ``2**row_shift``
+    (:func:`group_row_shift`) between :data:`ROWS_BEFORE` and :data:`ROWS_AFTER` entries
+    of the all-zero row, query ``q``'s first residue at ``row_starts[q]``: a lane reads
+    its row of a step with no bounds check and no scaling. Writes
+    ``scores[pair_row[p, half], query]`` for the pair's real halves (``pair_row`` -1
+    elsewhere), ``NULL_SCORE`` for a null query.
 
     ``copies`` (a power of two up to a warp) copies of the table, interleaved entry by
     entry, each lane reading copy ``lane % copies``: the lanes of one copy read only its
@@ -401,20 +420,20 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     copy_bits = copies.bit_length() - 1
     copy_mask = int32(copies - 1)
     shift += copy_bits
+    assert shift == group_row_shift(use_dpx, copies)
     receive, shuffle_across = shuffles
     group, width = lanes, columns
     group_mask = uint32(group - 1)
     @inlined
-    def step(s, lane, m, q0, base, query_rows, pad_row, shared, codes, h, f, carried, starts,
-             scratch, warp_lane, go2, ge2):
-        """Step ``s`` of a lane: query row ``s - lane`` (a padding row outside the query)
-        over its columns; ``carried`` = (best, its last column's H and E, the H its first
+    def step(at, query_rows, shared, codes, h, f, carried, starts, scratch, warp_lane, go2,
+             ge2):
+        """A step of a lane: the query row at entry ``at`` of ``query_rows`` (at step s,
+        row s - lane; a padding row outside the query) over its columns (``codes``: their
+        table addresses); ``carried`` = (best, its last column's H and E, the H its first
         column takes as diagonal) before and after."""
         best, h_last, e_last, diag_first = carried
         h_in, e_in = receive(h_last, e_last, starts, scratch, warp_lane)
-        i = int32(s - lane)
-        inside = uint32(i) < uint32(m)  # (one compare: a row before the query wraps)
-        row = base + ((query_rows[uint64(q0) + uint64(i)] if inside else pad_row) << shift)
+        row = query_rows[at]
         h_left = h_in
         e = e_in
         diag = diag_first
@@ -439,8 +458,8 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
         width_steps *= 2
 
     @cuda.jit
-    def search(query_rows, query_offsets, query_valid, chunk_queries, pair_codes, pairs,
-               pair_row, table, used_words, go, ge, pad_row, scores):
+    def search(query_rows, row_starts, query_offsets, query_valid, chunk_queries, pair_codes,
+               pairs, pair_row, table, used_words, go, ge, scores):
         shared = cuda.shared.array(table_words, int32)
         scratch = cuda.shared.array(scratch_size, int32)
         warp_lane = cuda.threadIdx.x % WARP
@@ -457,13 +476,14 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
         pair = group_index - query_slot * pairs
         query = chunk_queries[query_slot]
         valid = query_valid[query] != 0
-        q0 = query_offsets[query]
-        m = int32(query_offsets[query + 1] - q0) if valid else int32(0)
+        m = int32(query_offsets[query + 1] - query_offsets[query]) if valid else int32(0)
+        first = uint64(row_starts[query] - lane)
         codes = cuda.local.array(width, int32)
         h = cuda.local.array(width, int32)
         f = cuda.local.array(width, int32)
-        for r in range(width):
-            codes[r] = int32(pair_codes[uint64((r * pairs + pair) * group + lane)]) << shift
+        for r in range(width):  # (a column's entry address, its row's added at each step)
+            codes[r] = base + (
+                int32(pair_codes[uint64((r * pairs + pair) * group + lane)]) << shift)
             h[r] = 0
             f[r] = 0
         go2 = pack_pair(-go)
@@ -472,11 +492,14 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
         starts = lane == 0
         carried = (zero, zero, zero, zero)  # best, h_last, e_last, diag_first
         # ``unroll`` steps an iteration (the rows' registers change roles by renaming
-        # instead of being moved back at every step, and the loop's own work is shared);
-        # steps after the last read only padding rows, which never set the best
-        for s in range(0, m + group - 1, unroll):
-            carried = steps(int32(s), lane, m, q0, base, query_rows, pad_row, shared, codes,
-                            h, f, carried, starts, scratch, warp_lane, go2, ge2)
+        # instead of being moved back at every step, and the loop's own work is shared;
+        # the steps' rows are read at constant offsets from ``at``); steps after the last
+        # read only padding rows, which never set the best
+        at = first
+        for _ in range(int32((m + group - 2) // unroll + 1)):
+            carried = steps(at, query_rows, shared, codes, h, f, carried, starts, scratch,
+                            warp_lane, go2, ge2)
+            at += uint64(unroll)
         best = carried[0]
         for offset in (1, 2, 4, 8, 16):
             if offset < group:
