@@ -170,7 +170,9 @@ class Settings:
         ``lanes`` threads holding two sequences' columns in registers, each sequence in the
         smallest class that holds it; longer ones by the one-thread-per-pair kernel. Used
         where the 16-bit search is (``search_16bit``) and the letters' pair table fits
-        shared memory; each class is one compiled kernel. Empty: never.
+        shared memory; each class is one compiled kernel (a class every column: a
+        sequence's pair pads fewer cells than with a class every second column, for twice
+        the kernels to compile on a first search). Empty: never.
     search_table_copies : int or None
         Copies of the grouped search's pair table in a block's shared memory (1, 2, 4, ...
         up to 32; on a GPU more than one only where DPX runs, in dynamic shared memory, as
@@ -294,8 +296,10 @@ class Settings:
         memory linear in the lengths (a 1 Mbp pair then stays under 16 GB).
     top_k_segments : int
         Most segments one query's targets are split into by the first phase of the GPU
-        top-k (at most 64, the merge's head array): more segments, more threads in that
-        phase and longer merges. Tests lower it to make long segment lists.
+        top-k (at most 4,096; beyond 64, the merge's head array, the segments' lists are
+        first merged in groups of 64): more segments, more threads in that phase and
+        more merging; fewer queries get more (about 65,536 threads in all). Tests lower
+        it to make long segment lists and raise it to fold them.
     side_stream : bool
         Run long GPU stretches (a search's score pass, a large batch's fill) on a
         non-blocking stream of the engine's own, so that work other threads put on the
@@ -351,7 +355,7 @@ class Settings:
     fill_16bit: bool | None = False
     search_16bit: bool | None = None
     search_groups: tuple[tuple[int, int], ...] = tuple(
-        (8, columns) for columns in range(4, 27, 2)) + ((16, 26), (32, 26))
+        (8, columns) for columns in range(4, 27)) + ((16, 26), (32, 26))
     search_table_copies: int | None = None
     search_block_threads: int = 512
     search_unroll: tuple[tuple[int, int], ...] = ((24, 4), (26, 2))
@@ -376,7 +380,7 @@ class Settings:
     small_batch_cells: int = 1 << 29
     small_batch_threads: int = 256
     linear_block_bytes: int = 12 << 30
-    top_k_segments: int = 64
+    top_k_segments: int = 4096
     side_stream: bool = True
     side_stream_cells: int = 1 << 34
     fast_launch: bool = True

@@ -591,6 +591,29 @@ def test_search_top_k_on_the_device_equals_cpu(monkeypatch, settings, mode, free
     pd.testing.assert_frame_equal(cpu, small)
 
 
+def test_search_top_k_folds_more_segments_than_a_merge_takes(settings, monkeypatch):
+    """Beyond 64 segments a query's lists are merged in groups of 64 first, then with the
+    running best: the same hits, ties to the lower target, as the CPU engine."""
+    from gpualign_df.gpu import search as gpu_search
+    from gpualign_df.kernels import search as search_kernels
+
+    settings(top_k_segments=150)
+    launched = []
+    real = gpu_search.launch_kernel
+    monkeypatch.setattr(gpu_search, "launch_kernel", lambda name, kernel, *args, **kw:
+                        launched.append(kernel) or real(name, kernel, *args, **kw))
+    rng = np.random.default_rng(9)
+    queries = ["ACGTTGCA"] + random_sequences(rng, 1, "ACGT", 8) + [None]
+    database = random_sequences(rng, 150, "ACGT", 6)  # shorter: none holds the first query
+    database[7] = database[99] = database[140] = queries[0]  # ties in different groups
+    options = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, top_k=5, traceback=False)
+    cpu = pd.Series(queries).aln.search(pd.Series(database), backend="cpu", **options)
+    gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    assert gpu["target"].iloc[:3].tolist() == [7, 99, 140]
+    assert search_kernels.top_k_fold in launched
+
+
 def test_search_top_k_pairs_follow_best_first():
     """search_top_k returns exactly best_first's pairs, in its order, from the score matrix."""
     from gpualign_df.pairs import best_first, search_pairs

@@ -92,8 +92,8 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     if query_count == 0 or target_count == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     kept = min(int(top_k), target_count)
-    best_score = cuda.device_array((query_count, kept), np.int32)
-    best_target = cuda.device_array((query_count, kept), np.int64)
+    best_score = cuda.device_array((1, kept, query_count), np.int32)
+    best_target = cuda.device_array((1, kept, query_count), np.int64)
     count = cuda.to_device(np.zeros(query_count, np.int32))
     room = tuning.search_resident_bytes
     resident = resident_targets(targets, int(free_bytes() * tuning.gpu_memory_share) // 2
@@ -143,25 +143,38 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                                      first, rest, target_lengths[tile][rest],
                                      target_valid[tile][rest], scoring, scores, budget,
                                      stream, progress, tuning)
-        segments = max(1, min(tuning.top_k_segments, search_kernels.MAX_TOP_K_SEGMENTS,
-                              tile_count, -(-(1 << 16) // query_count),
+        most = search_kernels.MAX_TOP_K_SEGMENTS
+        segments = max(1, min(tuning.top_k_segments, most * most, tile_count,
+                              -(-(1 << 16) // query_count),
                               (1 << 30) // (12 * kept * query_count)))
-        part_score = scratch("part_score", (segments + 1) * kept * query_count,
-                             np.int32).reshape((segments + 1, kept, query_count))
-        part_target = scratch("part_target", (segments + 1) * kept * query_count,
-                              np.int64).reshape((segments + 1, kept, query_count))
-        part_count = scratch("part_count", (segments + 1) * query_count,
-                             np.int32).reshape((segments + 1, query_count))
+        part = _top_k_parts("part", segments, kept, query_count)
         launch_kernel("top_k", search_kernels.top_k_segments, blocks(segments * query_count),
-                      THREADS_PER_BLOCK, scores, tile_start, kept, segments, part_score,
-                      part_target, part_count)
+                      THREADS_PER_BLOCK, scores, tile_start, kept, segments, *part)
+        if segments > most:  # fold the lists in groups that one merge takes
+            folded = -(-segments // most)
+            fold = _top_k_parts("fold", folded, kept, query_count)
+            launch_kernel("top_k", search_kernels.top_k_fold, blocks(folded * query_count),
+                          THREADS_PER_BLOCK, kept, segments, most, *part, *fold)
+            segments, part = folded, fold
         launch_kernel("top_k", search_kernels.top_k_merge, blocks(query_count),
-                      THREADS_PER_BLOCK, kept, segments, part_score, part_target, part_count,
-                      best_score, best_target, count)
+                      THREADS_PER_BLOCK, kept, segments, *part, best_score, best_target,
+                      count)
     counts = count.copy_to_host()
     ranks = np.arange(kept)[None, :] < counts[:, None]
     pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)
-    return pair_query, best_target.copy_to_host()[ranks]
+    return pair_query, best_target.copy_to_host()[0].T[ranks]
+
+
+def _top_k_parts(name: str, segments: int, kept: int, query_count: int) -> tuple:
+    """Scratch ``(score, target, count)`` of the top-k's sorted lists: ``segments`` lists
+    of up to ``kept`` entries a query, and a row for the running best of earlier tiles."""
+    rows = segments + 1
+    return (scratch(f"{name}_score", rows * kept * query_count, np.int32).reshape(
+                (rows, kept, query_count)),
+            scratch(f"{name}_target", rows * kept * query_count, np.int64).reshape(
+                (rows, kept, query_count)),
+            scratch(f"{name}_count", rows * query_count, np.int32).reshape(
+                (rows, query_count)))
 
 
 def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
@@ -389,11 +402,10 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
     query_rows = setup.query_rows << search_kernels.group_row_shift(use_dpx, copies)
     pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
                                                        valid, tuning))
-    for lanes, columns, pairs, pair_codes, pair_row in classes:
+    for lanes, columns, pairs, pair_codes, pair_row, residues in classes:
         count = len(pairs)
         kernel = search_kernels.group_search_kernel(
             lanes, columns, use_dpx, unroll_for(columns, tuning.search_unroll), copies)
-        residues = int(lengths[pairs[pairs >= 0]].sum())
         per_query = lanes * count
         most = max(1, (2**31 - 1) // per_query)
         for first, stop in launch_chunks(query_lengths[sorted_queries] * residues, most,
@@ -451,8 +463,9 @@ def unroll_for(columns: int, rule: tuple[tuple[int, int], ...]) -> int:
 def class_columns(setup: GroupSetup, targets, keep: dict | None, first: int,
                   lengths: np.ndarray, valid: np.ndarray, stream) -> tuple[list, np.ndarray]:
     """A tile's sequences in the grouped kernel's layout: ``([(lanes, columns, pairs,
-    pair_codes, pair_row)], rest)`` (:func:`group_plan`; ``pair_codes``: each pair's
-    columns, gathered on the device; ``pair_row``: ``pairs`` on the device). With ``keep``
+    pair_codes, pair_row, residues)], rest)`` (:func:`group_plan`; ``pair_codes``: each
+    pair's columns, gathered on the device; ``pair_row``: ``pairs`` on the device;
+    ``residues``: the class's database residues). With ``keep``
     (a prepared database's) they are kept there, so its next searches skip the sort and the
     gather; else they live in the scratch buffers. The tile's first sequence is sequence
     ``first`` of ``targets``."""
@@ -476,7 +489,8 @@ def class_columns(setup: GroupSetup, targets, keep: dict | None, first: int,
                       targets.offsets, setup.letter, setup.stride - 1, setup.stride,
                       scratch_upload(f"pair_sequence_{lanes}x{columns}", sequences), lanes,
                       columns, pair_codes, stream=stream)
-        built.append((lanes, columns, pairs, pair_codes, pair_row))
+        built.append((lanes, columns, pairs, pair_codes, pair_row,
+                      int(lengths[pairs[pairs >= 0]].sum())))
     if keep is not None:
         keep[key] = (built, rest)
     return built, rest

@@ -175,12 +175,19 @@ class FillControl:
         on_cells(self.cells() - reported)
 
 
+#: Launches :class:`Pending` leaves queued behind the one running: the host prepares the
+#: next launch while they run, so short launches (a search's small length classes) follow
+#: each other with no gap while the host notices one has ended.
+PENDING_QUEUED = 3
+
+
 class Pending:
     """Launches on one stream whose completion the host follows (``follow``; else their
     cells count as done when launched): after each launch it waits, by polling, for the
-    launch before it (so one stays queued and the GPU never idles), reports that launch's
-    cells to ``progress``, and answers Ctrl-C between polls. On an exception it waits for
-    what is in flight (buffers are reused), then re-raises."""
+    earliest launch while more than :data:`PENDING_QUEUED` are in flight (so some stay
+    queued and the GPU never idles), reports that launch's cells to ``progress``, and
+    answers Ctrl-C between polls. On an exception it waits for what is in flight (buffers
+    are reused), then re-raises."""
 
     def __init__(self, stream, progress, follow: bool) -> None:
         self._stream, self._progress = stream, progress
@@ -195,7 +202,7 @@ class Pending:
         event = cuda.event(timing=False)
         event.record(self._stream or 0)
         self._queue.append((event, cells))
-        if len(self._queue) > 1:
+        while len(self._queue) > PENDING_QUEUED:
             self._wait_first()
 
     def finish(self) -> None:

@@ -80,9 +80,10 @@ def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx
     return search
 
 
-#: Most target segments one query's top-k scan may be split into (the ``top_k_segments``
-#: setting is capped here): the merge keeps one head per segment, plus one for the best
-#: of earlier tiles, in a local array whose size must be a global constant.
+#: Most lists one merge of the top-k takes: more segments (the ``top_k_segments`` setting,
+#: up to this squared) are first folded in groups of this many (:func:`top_k_fold`). A
+#: merge keeps one head per list, plus one for the best of earlier tiles, in a local array
+#: whose size must be a global constant.
 MAX_TOP_K_SEGMENTS = 64
 TOP_K_HEADS = MAX_TOP_K_SEGMENTS + 1
 
@@ -118,30 +119,22 @@ def top_k_segments(scores, target_offset, top_k, segments, part_score, part_targ
     part_count[segment, query] = kept
 
 
-@cuda.jit
-def top_k_merge(top_k, segments, part_score, part_target, part_count, best_score, best_target,
-                count):
-    """Top-k, phase 2: thread ``query`` merges its running best (earlier tiles, copied to
-    row ``segments`` of ``part_*``) with the segments' lists into ``best_*[query, rank]``,
-    taking the highest head each time, ties to the lower target."""
-    query = cuda.grid(1)
-    if query >= best_score.shape[0]:
-        return
-    kept = count[query]
-    for rank in range(kept):
-        part_score[segments, rank, query] = best_score[query, rank]
-        part_target[segments, rank, query] = best_target[query, rank]
-    part_count[segments, query] = kept
+@cuda.jit(device=True)
+def merge_lists(query, first, stop, top_k, part_score, part_target, part_count, out_score,
+                out_target, out_row):
+    """The best ``top_k`` of lists ``first`` to ``stop`` (at most :data:`TOP_K_HEADS`) of
+    ``part_*[list, rank, query]``, each sorted, into ``out_*[out_row, rank, query]``,
+    taking the highest head each time, ties to the lower target; returns how many."""
     heads = cuda.local.array(TOP_K_HEADS, int32)
-    for segment in range(segments + 1):
-        heads[segment] = 0
+    for segment in range(first, stop):
+        heads[segment - first] = 0
     out = 0
     while out < top_k:
         chosen = -1
         chosen_score = 0
         chosen_target = 0
-        for segment in range(segments + 1):
-            head = heads[segment]
+        for segment in range(first, stop):
+            head = heads[segment - first]
             if head < part_count[segment, query]:
                 value = part_score[segment, head, query]
                 target = part_target[segment, head, query]
@@ -152,11 +145,47 @@ def top_k_merge(top_k, segments, part_score, part_target, part_count, best_score
                     chosen_target = target
         if chosen < 0:
             break
-        best_score[query, out] = chosen_score
-        best_target[query, out] = chosen_target
-        heads[chosen] += 1
+        out_score[out_row, out, query] = chosen_score
+        out_target[out_row, out, query] = chosen_target
+        heads[chosen - first] += 1
         out += 1
-    count[query] = out
+    return out
+
+
+@cuda.jit
+def top_k_fold(top_k, segments, fold, part_score, part_target, part_count, out_score,
+               out_target, out_count):
+    """Top-k between the phases where there are more segments than the merge takes:
+    thread (group, query) merges segments ``group * fold`` to ``group * fold + fold``
+    (at most ``segments``) into row ``group`` of ``out_*``."""
+    thread = cuda.grid(1)
+    queries = part_score.shape[2]
+    query = thread % queries
+    group = thread // queries
+    first = group * fold
+    if first >= segments:
+        return
+    out_count[group, query] = merge_lists(query, first, min(first + fold, segments), top_k,
+                                          part_score, part_target, part_count, out_score,
+                                          out_target, group)
+
+
+@cuda.jit
+def top_k_merge(top_k, segments, part_score, part_target, part_count, best_score, best_target,
+                count):
+    """Top-k, phase 2: thread ``query`` merges its running best (``best_*[0, rank,
+    query]``, earlier tiles', copied to row ``segments`` of ``part_*``) with the segments'
+    lists into ``best_*``."""
+    query = cuda.grid(1)
+    if query >= best_score.shape[2]:
+        return
+    kept = count[query]
+    for rank in range(kept):
+        part_score[segments, rank, query] = best_score[0, rank, query]
+        part_target[segments, rank, query] = best_target[0, rank, query]
+    part_count[segments, query] = kept
+    count[query] = merge_lists(query, 0, segments + 1, top_k, part_score, part_target,
+                               part_count, best_score, best_target, 0)
 
 
 @lru_cache(maxsize=None)
