@@ -466,8 +466,7 @@ def _query_costs(job: EncodedJob) -> tuple[np.ndarray, np.ndarray]:
     if job.how == "pairwise":
         after = np.concatenate((np.cumsum(q[::-1])[::-1][1:], [0.0])) if count else q
         return (count - 1 - np.arange(count)).astype(np.float64), q * after
-    database = float(np.where(job.targets.valid, job.targets.lengths, 0).sum())
-    return np.full(count, float(len(job.targets))), q * database
+    return np.full(count, float(len(job.targets))), q * float(job.targets.residues)
 
 
 def batch_bounds(pairs: np.ndarray, cells: np.ndarray, max_pairs: float,
@@ -500,8 +499,7 @@ def _search(queries: EncodedSequences, targets: EncodedSequences, job: Job) -> p
     ranked. One progress bar covers every block and pass."""
     if len(queries) == 0 or len(targets) == 0:
         return empty_frame(job.traceback, queries.labels, targets.labels)
-    cells = int(queries.lengths[queries.valid].sum()) * int(targets.lengths[targets.valid].sum())
-    with progress_bar(cells, job.progress) as bar:
+    with progress_bar(queries.residues * targets.residues, job.progress) as bar:
         job = replace(job, progress=bar)
         if job.top_k is not None:
             pair_query, pair_target = search_survivors(queries, targets, job)

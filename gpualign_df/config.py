@@ -181,10 +181,13 @@ class Settings:
         block (a 40 KB table takes 160 KB at 4 copies, so one block an SM; see
         ``search_block_threads``). None: 4 where DPX runs, else 1 (under the simulator,
         where more copies only take longer to fill).
-    search_block_threads : int
+    search_block_threads : int or None
         Threads of a block of the grouped search kernel (a multiple of 32). A block loads
-        the pair table once, so with copies of it, blocks are best large (512 with 4
-        copies keeps 16 warps an SM); under the CUDA simulator a block is one warp.
+        the pair table once, and with copies of it a block is alone on its SM, so blocks
+        are best large. None: with copies, as many threads as the kernel's registers a
+        thread allow (the driver's figure, at most 1,024); with one copy 256 (two blocks
+        an SM). Under the CUDA
+        simulator a block is one warp.
     search_unroll : tuple of (int, int) pairs
         Query rows the grouped search kernel's step loop runs an iteration (1, 2 or 4), as
         (most columns a lane, rows): a length class takes the first pair whose columns hold
@@ -357,7 +360,7 @@ class Settings:
     search_groups: tuple[tuple[int, int], ...] = tuple(
         (8, columns) for columns in range(4, 27)) + ((16, 26), (32, 26))
     search_table_copies: int | None = None
-    search_block_threads: int = 512
+    search_block_threads: int | None = None
     search_unroll: tuple[tuple[int, int], ...] = ((24, 4), (26, 2))
     pair_group_fill: bool | None = None
     pair_groups: tuple[tuple[int, int], ...] = ((8, 8), (8, 12), (8, 16), (8, 19), (8, 24),

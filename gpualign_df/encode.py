@@ -109,6 +109,17 @@ class EncodedSequences:
         offsets never change."""
         return np.diff(self.offsets)
 
+    @property
+    def residues(self) -> int:
+        """Residues of all sequences (a null one's slice is empty, so also of the valid
+        ones): no pass over the lengths."""
+        return int(self.offsets[-1] - self.offsets[0]) if len(self.offsets) else 0
+
+    @cached_property
+    def longest(self) -> int:
+        """Residues of the longest sequence (0 for none), computed once."""
+        return int(self.lengths.max()) if len(self.valid) else 0
+
     def subset(self, start: int, stop: int) -> "EncodedSequences":
         """Sequences ``start`` to ``stop`` (views of the codes, offsets from 0)."""
         if start == 0 and stop == len(self):

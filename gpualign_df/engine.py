@@ -224,10 +224,8 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     if job.engine == "cuda":
         from . import gpu
 
-        check_score_range(job.scoring, queries.lengths, targets.lengths)
-        cells = int(queries.lengths[queries.valid].sum()) * int(
-            targets.lengths[targets.valid].sum())
-        with progress_bar(cells, job.progress) as bar:
+        check_score_bound(job.scoring, queries.longest, targets.longest)
+        with progress_bar(queries.residues * targets.residues, job.progress) as bar:
             return gpu.search_top_k(
                 gpu.upload(queries)[0], targets, queries.lengths, queries.valid,
                 targets.lengths, targets.valid, job.scoring, job.mode, job.top_k,
@@ -437,8 +435,7 @@ def local_search_scores(queries: EncodedSequences, targets: EncodedSequences, fi
                     targets.codes, targets.offsets, group_first, group_stop, *scheme,
                     scores[a:b])
             for _, group_first, group_stop, a, b in sorted(items, reverse=True)]
-    cells = int(queries.lengths[first:first + count].sum()) * int(
-        targets.lengths[targets.valid].sum())
+    cells = int(queries.lengths[first:first + count].sum()) * targets.residues
     _run_counted(work, threads, cells, job.progress, tuning.progress_interval)
     saturated = np.argwhere(scores >= cpu_search.CEILING)
     if len(saturated):

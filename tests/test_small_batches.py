@@ -114,26 +114,28 @@ def test_jobs_past_the_small_batch_limits_take_the_batch_path(settings):
 
 
 def test_a_searchs_hits_upload_only_the_sequences_they_read(monkeypatch):
-    """A search's hits in a database larger than one shared upload go to the small
-    batch with the hits' sequences alone (not the whole database), renumbered, and give
-    the CPU engine's rows."""
-    monkeypatch.setattr(small, "SHARED_UPLOAD_BYTES", 100)
+    """A search's hits go to the small batch with the hits' database sequences alone (not
+    the whole database), renumbered, or, in a prepared database kept on the device, with
+    none (the kept copy's codes): the CPU engine's rows either way."""
     uploaded = []
     real = small.upload_parts
     monkeypatch.setattr(small, "upload_parts",
                         lambda parts: uploaded.append([len(part) for part in parts])
                         or real(parts))
     rng = np.random.default_rng(5)
-    database = pd.Series(["".join(rng.choice(list("ACGT"), 30)) for _ in range(40)])
-    queries = pd.Series([database[7][3:25], database[31][:20]])
+    database = pd.Series(["".join(rng.choice(list("ACGT"), 20)) for _ in range(24)])
+    queries = pd.Series([database[7][3:18], database[19][:14]])
     options = dict(SCORES, top_k=2)
-    on_gpu = queries.aln.search(database, backend="cuda", **options)
-    pd.testing.assert_frame_equal(on_gpu, queries.aln.search(database, backend="cpu",
-                                                             **options))
-    assert len(uploaded) == 1 and uploaded[0][3] <= 4 * 30 < 40 * 30  # <= 4 hits' targets
-    few = small.EncodedSequences(np.zeros(10, np.uint8), np.array([0, 5, 10]),
-                                 np.ones(2, bool), pd.RangeIndex(2))
-    assert small.used_sequences(few, np.array([1, 1]))[0] is few  # one upload: as it is
+    cpu = queries.aln.search(database, backend="cpu", **options)
+    pd.testing.assert_frame_equal(queries.aln.search(database, backend="cuda", **options), cpu)
+    # pairs, counter, the 2 queries, at most 4 hits' targets of the 24
+    assert len(uploaded) == 1 and len(uploaded[0]) == 4 and uploaded[0][3] <= 4 * 20
+    prepared = gpualign_df.database(database, match=2, mismatch=-3)
+    for _ in range(2):  # (the first search keeps the device copy)
+        uploaded.clear()
+        pd.testing.assert_frame_equal(queries.aln.search(prepared, backend="cuda", **options),
+                                      cpu)
+    assert len(uploaded) == 1 and len(uploaded[0]) == 3  # pairs, counter, the queries
 
 
 def test_the_block_kernels_rows_are_the_result_columns():

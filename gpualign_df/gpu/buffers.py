@@ -10,7 +10,7 @@ changes. Jobs share these buffers, so one job at a time runs on the device
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import cuda
@@ -107,12 +107,14 @@ class DeviceSequences:
     """Residue codes and int64 offsets of many sequences, on the device; ``largest_code``
     bounds every code where the host knows it (None: read it from the device when needed);
     ``keep``: the host sequences' :attr:`~gpualign_df.encode.EncodedSequences.keep` (what a
-    search derives from a prepared database is kept there), else None."""
+    search derives from a prepared database is kept there), else None; ``host``: the host
+    sequences copied (small derived tables are quicker made from them), where known."""
 
     codes: object
     offsets: object
     largest_code: int | None = None
     keep: dict | None = None
+    host: EncodedSequences | None = field(default=None, compare=False, repr=False)
 
 
 def kept_upload(encoded: EncodedSequences) -> DeviceSequences | None:
@@ -244,7 +246,7 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     device = upload_parts(parts)
     views = {id(part): view for part, view in zip(parts, device)}
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
-                                             _largest_code(encoded), encoded.keep)
+                                             _largest_code(encoded), encoded.keep, encoded)
                 for encoded, offset, code in zip(distinct, offsets, codes)}
     for encoded in distinct:
         if encoded.keep is not None:

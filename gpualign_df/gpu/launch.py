@@ -144,6 +144,24 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
     LAUNCHES["fast"] += 1
 
 
+_MOST_THREADS: dict[tuple, int] = {}
+
+
+def most_threads(kernel, arguments: tuple) -> int:
+    """Most threads a block of ``kernel`` launched with these arguments may have (the
+    driver's figure for its overload, compiled here if need be: its registers a thread
+    bound it; kept by the arguments' kinds); 1,024 under the simulator."""
+    if simulator():
+        return 1024
+    key = (id(kernel), current_device(), tuple(_kind(argument) for argument in arguments))
+    if key not in _MOST_THREADS:
+        views = tuple(kernel_view(argument) for argument in arguments)
+        argument_types = tuple(kernel.typeof_pyval(view) for view in views)
+        _MOST_THREADS[key] = int(
+            kernel.compile(argument_types)._codelibrary.get_cufunc().attrs.maxthreads)
+    return _MOST_THREADS[key]
+
+
 _ALLOWED: dict[tuple, int] = {}
 
 

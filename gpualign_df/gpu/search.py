@@ -28,7 +28,7 @@ from .buffers import (DEVICE_LOCK, DeviceSequences, device_empty, device_table, 
                       kept_upload, scratch, scratch_upload, to_device, upload)
 from .device import (THREADS_PER_BLOCK, array_module, blocks, current_device,
                      max_shared_per_block)
-from .launch import launch_kernel
+from .launch import launch_kernel, most_threads
 from .memory import engine_allocations
 from .plan import to_numpy
 from .policy import largest_entry, table16, use_search_16bit
@@ -115,7 +115,8 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     # a target's bytes: its scores and top-k parts, with groups its share of its pair's
     # columns (4 bytes a column of two sequences, padding included: under 3 bytes a
     # residue), streamed its residues and offset
-    mean_length = int(target_lengths.sum()) // target_count
+    residues = int(target_lengths.sum())  # (a null sequence is empty: it counts 0)
+    mean_length = residues // target_count
     per_target = 16 * query_count + (0 if groups is None else 3 * mean_length + 64) + (
         0 if resident is not None else mean_length + 8)
     tile_targets = int(min(target_count, max(WARP, budget // per_target)))
@@ -124,12 +125,12 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
         tile_count = tile.stop - tile.start
         scores = scratch("scores", tile_count * query_count, np.int32).reshape(
             (tile_count, query_count))
-        rest = np.arange(tile_count)
         # where the tile's sequences are: in the whole database's copy, or copied alone
         on_device, first = (resident, tile_start) if resident is not None else (
             upload(targets.subset(tile.start, tile.stop))[0], 0)
-        with beside_default_stream(int(query_lengths[query_valid].sum()) * int(
-                target_lengths[tile][target_valid[tile]].sum()), tuning) as stream:
+        with beside_default_stream(int(query_lengths.sum()) * (
+                residues if tile_count == target_count else int(target_lengths[tile].sum())),
+                tuning) as stream:
             if groups is not None:
                 # null targets get no group: their scores stay the null score
                 scores.fill(search_kernels.NULL_SCORE)
@@ -137,6 +138,8 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                                     query_order, sorted_queries, on_device, first,
                                     target_lengths[tile], target_valid[tile], scoring, scores,
                                     stream, progress, tuning)
+            else:
+                rest = np.arange(tile_count)
             if len(rest):
                 score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
                                      valid_device, query_order, sorted_queries, on_device,
@@ -205,9 +208,9 @@ def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_vali
                        (2**31 - 1) // threads_per_query))
     h_buffer = scratch("h_row", chunk * row_words, np.int32)
     i_buffer = scratch("i_row", chunk * row_words, np.int32)
-    residues_count = int(lengths[valid].sum())
-    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
-                                                       valid, tuning))
+    residues_count = int(lengths.sum())  # (a null sequence is empty)
+    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid,
+                                                       residues_count, tuning))
     for first, stop in launch_chunks(query_lengths[sorted_queries] * residues_count, chunk,
                                      tuning.gpu_launch_cells):
         chunk_queries = query_order[first:stop]
@@ -222,11 +225,11 @@ def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_vali
     pending.finish()
 
 
-def _follow(query_lengths, query_valid, lengths, valid, tuning) -> bool:
-    """Whether the host follows the launches of these sequences (progress, Ctrl-C) rather
-    than counting their cells at launch: above ``gpu_launch_cells`` cells."""
-    return _cells(query_lengths, query_valid, np.arange(len(query_lengths)),
-                  int(lengths[valid].sum())) > tuning.gpu_launch_cells
+def _follow(query_lengths, query_valid, residues: int, tuning) -> bool:
+    """Whether the host follows the launches of the queries against ``residues`` database
+    residues (progress, Ctrl-C) rather than counting their cells at launch: above
+    ``gpu_launch_cells`` cells."""
+    return int(query_lengths.sum()) * residues > tuning.gpu_launch_cells
 
 
 def _cells(query_lengths, query_valid, queries, residues: int) -> int:
@@ -262,8 +265,11 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequ
         return None
     xp = array_module()
     size = len(scoring.alphabet)
-    query_codes = _array(xp, queries.codes)
-    query_letters = _letters(xp, query_codes, size)
+    # the queries' letters and rows from their host copy where there is one (a few small
+    # host arrays and one upload, where the device's would take a dozen launches)
+    host = queries.host
+    query_codes = host.codes if host is not None else _array(xp, queries.codes)
+    query_letters = _letters(np if host is not None else xp, query_codes, size)
     # a prepared database keeps its letters (a pass over every residue)
     database_letters = None if targets.keep is None else targets.keep.get(("letters", size))
     if database_letters is None:
@@ -298,10 +304,21 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequ
     if not classes:
         return None
     pad_row = len(query_letters) * stride * stride
-    query_rows, row_starts = padded_rows(xp, xp.asarray(row_of)[query_codes],
-                                         _array(xp, queries.offsets), pad_row)
-    return GroupSetup(xp.asarray(table), query_rows, row_starts, xp.asarray(letter), stride,
-                      classes)
+    if host is not None:
+        query_rows, row_starts = (xp.asarray(values) for values in padded_rows(
+            np, row_of[query_codes], host.offsets, pad_row))
+    else:
+        query_rows, row_starts = padded_rows(xp, xp.asarray(row_of)[query_codes],
+                                             _array(xp, queries.offsets), pad_row)
+    # a prepared database keeps the device tables of each set of query letters searched
+    key = ("group_tables", current_device(), go, scoring.matrix.tobytes(),
+           query_letters.tobytes())
+    tables = None if targets.keep is None else targets.keep.get(key)
+    if tables is None:
+        tables = xp.asarray(table), xp.asarray(letter)
+        if targets.keep is not None:
+            targets.keep[key] = tables
+    return GroupSetup(tables[0], query_rows, row_starts, tables[1], stride, classes)
 
 
 def padded_rows(xp, rows, offsets, pad_row: int) -> tuple[object, object]:
@@ -331,7 +348,7 @@ def padded_rows(xp, rows, offsets, pad_row: int) -> tuple[object, object]:
 
 
 def _letters(xp, codes, size: int) -> np.ndarray:
-    """The codes below ``size`` that occur in ``codes`` (a device array), ascending."""
+    """The codes below ``size`` that occur in ``codes`` (an array of ``xp``), ascending."""
     return np.flatnonzero(to_numpy(xp.bincount(codes, minlength=size)[:size]))
 
 
@@ -400,23 +417,27 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
     use_dpx = dpx.available()
     copies, block = search_table_layout(setup, use_dpx, tuning)
     query_rows = setup.query_rows << search_kernels.group_row_shift(use_dpx, copies)
-    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid, lengths,
-                                                       valid, tuning))
+    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid,
+                                                       int(lengths.sum()), tuning))
     for lanes, columns, pairs, pair_codes, pair_row, residues in classes:
         count = len(pairs)
         kernel = search_kernels.group_search_kernel(
             lanes, columns, use_dpx, unroll_for(columns, tuning.search_unroll), copies)
+        arguments = (query_rows, setup.row_starts, queries.offsets, valid_device,
+                     query_order, pair_codes, count, pair_row, setup.table, len(setup.table),
+                     scoring.gap_open, scoring.gap_extend, scores)
+        # (a block alone on its SM: as many threads as its registers allow)
+        threads = block or most_threads(kernel, arguments) // WARP * WARP
         per_query = lanes * count
         most = max(1, (2**31 - 1) // per_query)
         for first, stop in launch_chunks(query_lengths[sorted_queries] * residues, most,
                                          tuning.gpu_launch_cells):
             chunk_queries = query_order[first:stop]
-            threads = per_query * (stop - first)
-            launch_kernel("search", kernel, -(-threads // block), block,
-                          query_rows, setup.row_starts, queries.offsets, valid_device,
-                          chunk_queries, pair_codes, count, pair_row, setup.table,
-                          len(setup.table), scoring.gap_open, scoring.gap_extend, scores,
-                          stream=stream,
+            launch_kernel("search", kernel, -(-per_query * (stop - first) // threads),
+                          threads, query_rows, setup.row_starts, queries.offsets,
+                          valid_device, chunk_queries, pair_codes, count, pair_row,
+                          setup.table, len(setup.table), scoring.gap_open,
+                          scoring.gap_extend, scores, stream=stream,
                           shared_bytes=4 * copies * len(setup.table) if copies > 1 and use_dpx
                           else 0)
             pending.launched(_cells(query_lengths, query_valid, sorted_queries[first:stop],
@@ -434,7 +455,9 @@ def search_table_layout(setup: GroupSetup, use_dpx: bool,
     """(copies of the pair table, threads a block) of the grouped search kernel: the
     ``search_table_copies`` and ``search_block_threads`` settings, as many copies as fit a
     block's shared memory (one on a GPU without DPX, where the table is a static array),
-    a block of one warp under the simulator."""
+    a block of one warp under the simulator. Threads None: with copies, as many as each
+    kernel's registers allow (a block is alone on its SM), returned as 0; with one copy
+    256 (two blocks an SM)."""
     copies = tuning.search_table_copies
     if copies is None:
         copies = DEFAULT_TABLE_COPIES if use_dpx else 1
@@ -444,6 +467,8 @@ def search_table_layout(setup: GroupSetup, use_dpx: bool,
     room = max_shared_per_block()
     while copies > 1 and 4 * copies * len(setup.table) > room:
         copies //= 2
+    if tuning.search_block_threads is None:
+        return copies, search_kernels.GROUP_BLOCK if copies == 1 else 0
     return copies, tuning.search_block_threads
 
 

@@ -17,8 +17,8 @@ from ..job import needs_linear_space
 from ..kernels import block, dpx, simulator
 from ..kernels.strip import STRIP_ROWS, WARP
 from ..scoring import Mode, Scoring
-from .buffers import (DEVICE_LOCK, SHARED_UPLOAD_BYTES, device_table, download, scratch,
-                      upload_codes, upload_parts)
+from .buffers import (DEVICE_LOCK, device_table, download, kept_upload, scratch,
+                      upload_codes, upload_parts, used_sequences)
 from .launch import launch_kernel
 from .long import walk_lanes
 from .memory import engine_allocations
@@ -43,21 +43,6 @@ def small_batch(query_lengths: np.ndarray, target_lengths: np.ndarray,
         int(cells.sum()) <= tuning.small_batch_cells and (
             traceback_memory is None or not needs_linear_space(
                 query_lengths, target_lengths, traceback_memory).any())
-
-
-def used_sequences(encoded: EncodedSequences,
-                   rows: np.ndarray) -> tuple[EncodedSequences, np.ndarray]:
-    """``(sequences, rows)`` for an upload of what pairs reading sequences ``rows`` of
-    ``encoded`` need: where the collection is larger than one shared upload and those
-    sequences hold under half its residues (a search's hits in a large database), a copy
-    of those sequences alone and the rows renumbered into it; else the collection as it
-    is."""
-    if len(encoded.codes) <= SHARED_UPLOAD_BYTES or len(rows) == 0:
-        return encoded, rows
-    used, inverse = np.unique(rows, return_inverse=True)
-    if 2 * int(encoded.lengths[used].sum()) > len(encoded.codes):
-        return encoded, rows
-    return encoded.take(used), inverse.astype(np.int64)
 
 
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
@@ -100,9 +85,14 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     bound = int(2 * (rows + n).sum()) + 1 if traceback else 0
     out_bytes = 4 * block.OUT_ROWS * count
     with DEVICE_LOCK, engine_allocations():
-        device_pairs, device_counter, query_codes, target_codes = upload_parts(
-            [pairs.view(np.uint8).ravel(), counter.view(np.uint8), upload_codes(queries),
-             upload_codes(targets)])
+        # the codes of a collection kept on the device (a prepared database) are there
+        kept = [kept_upload(encoded) for encoded in (queries, targets)]
+        device_pairs, device_counter, *uploaded = upload_parts(
+            [pairs.view(np.uint8).ravel(), counter.view(np.uint8)] + [
+                upload_codes(encoded) for encoded, copy in zip((queries, targets), kept)
+                if copy is None])
+        query_codes, target_codes = (
+            copy.codes if copy is not None else uploaded.pop(0) for copy in kept)
         device_pairs = device_pairs.view(np.int64).reshape(block.PAIR_FIELDS, count)
         # the result table, then the CIGAR characters: one copy back takes both
         results = scratch("small_results", out_bytes + bound, np.uint8)
