@@ -186,8 +186,7 @@ class Settings:
         the pair table once, and with copies of it a block is alone on its SM, so blocks
         are best large. None: with copies, as many threads as the kernel's registers a
         thread allow (the driver's figure, at most 1,024); with one copy 256 (two blocks
-        an SM). Under the CUDA
-        simulator a block is one warp.
+        an SM). Under the CUDA simulator a block is one warp.
     search_unroll : tuple of (int, int) pairs
         Query rows the grouped search kernel's step loop runs an iteration (1, 2 or 4), as
         (most columns a lane, rows): a length class takes the first pair whose columns hold
