@@ -722,8 +722,8 @@ def test_grouped_search_with_copies_of_its_table_equals_cpu(settings):
 
     settings(search_16bit=True, search_groups=((4, 3), (8, 4)), search_table_copies=4)
     rng = np.random.default_rng(4)
-    queries = random_sequences(rng, 1, "ACGT", 20) + [None, "ACGTN"]
-    database = random_sequences(rng, 10, "ACGT", 30) + [None, "", queries[0][2:17]]
+    queries = random_sequences(rng, 1, "ACGT", 16) + [None, "ACGTN"]
+    database = random_sequences(rng, 5, "ACGT", 30) + [None, "", queries[0][2:14]]
     options = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, top_k=4)
     cpu = pd.Series(queries).aln.search(pd.Series(database), backend="cpu", **options)
     gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
