@@ -300,8 +300,9 @@ class Settings:
         Most segments one query's targets are split into by the first phase of the GPU
         top-k (at most 4,096; beyond 64, the merge's head array, the segments' lists are
         first merged in groups of 64): more segments, more threads in that phase and
-        more merging; fewer queries get more (about 65,536 threads in all). Tests lower
-        it to make long segment lists and raise it to fold them.
+        more merging; fewer queries get more (about 65,536 threads in all, a few warps
+        under the CUDA simulator). Tests lower it to make long segment lists and raise
+        it to fold them.
     side_stream : bool
         Run long GPU stretches (a search's score pass, a large batch's fill) on a
         non-blocking stream of the engine's own, so that work other threads put on the

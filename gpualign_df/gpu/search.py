@@ -148,7 +148,7 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                                      stream, progress, tuning)
         most = search_kernels.MAX_TOP_K_SEGMENTS
         segments = max(1, min(tuning.top_k_segments, most * most, tile_count,
-                              -(-(1 << 16) // query_count),
+                              -(-TOP_K_THREADS // query_count),
                               (1 << 30) // (12 * kept * query_count)))
         part = _top_k_parts("part", segments, kept, query_count)
         launch_kernel("top_k", search_kernels.top_k_segments, blocks(segments * query_count),
@@ -166,6 +166,12 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     ranks = np.arange(kept)[None, :] < counts[:, None]
     pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)
     return pair_query, best_target.copy_to_host()[0].T[ranks]
+
+
+#: Threads the first phase of the top-k aims at (segments of a query's targets times
+#: queries): enough to fill a GPU; under the simulator, where every thread is a Python
+#: thread, a few warps.
+TOP_K_THREADS = 256 if simulator() else 1 << 16
 
 
 def _top_k_parts(name: str, segments: int, kept: int, query_count: int) -> tuple:
