@@ -319,39 +319,31 @@ def functions16_search(use_dpx: bool):
 
 
 def _table_source(words: int, dynamic: bool = False) -> str:
-    if dynamic:
-        return r"""
-/* The grouped search's pair table in the block's dynamic shared memory (sized at launch,
-   which may pass 48 KB where the kernel opts in), read as the static table below. */
-extern __shared__ int gpualign_dynamic_table[];
-extern "C" __device__ int gpualign_dynamic_put(int index, int value) {
-  gpualign_dynamic_table[index] = value;
+    """The table's CUDA C: a static array of ``words`` (functions ``gpualign_table_*``),
+    or (``dynamic``) the block's dynamic shared memory, sized at launch, past 48 KB where
+    the kernel opts in (functions ``gpualign_dynamic_*``)."""
+    name, array = ("gpualign_dynamic", "gpualign_dynamic_table") if dynamic else \
+        ("gpualign_table", "gpualign_pair_table")
+    declaration = f"extern __shared__ int {array}[]" if dynamic else \
+        f"__shared__ int {array}[{words}]"
+    return r"""
+/* The grouped search's pair table in shared memory, read at 32-bit shared-window addresses
+   (the table's, from NAME_base, plus a byte offset): the caller adds the table's address
+   to a query row's offset once a row, so a column's read is one add and one LDS, where an
+   indexed numba shared array costs an add and a scale per read, and a byte offset from
+   the table an add more. The asm reads memory (clobber): never moved above the barrier
+   after the table is filled. */
+DECLARATION;
+extern "C" __device__ int NAME_put(int index, int value) {
+  ARRAY[index] = value;
   return 0; }
-extern "C" __device__ int gpualign_dynamic_base() {
-  return (int)__cvta_generic_to_shared(gpualign_dynamic_table); }
-extern "C" __device__ int gpualign_dynamic_load(int address) {
+extern "C" __device__ int NAME_base() {
+  return (int)__cvta_generic_to_shared(ARRAY); }
+extern "C" __device__ int NAME_load(int address) {
   int value;
   asm("ld.shared.b32 %0, [%1];" : "=r"(value) : "r"(address) : "memory");
   return value; }
-"""
-    return r"""
-/* The grouped search's pair table in shared memory, read at 32-bit shared-window addresses
-   (the table's, from gpualign_table_base, plus a byte offset): the caller adds the table's
-   address to a query row's offset once a row, so a column's read is one add and one LDS,
-   where an indexed numba shared array costs an add and a scale per read, and a byte offset
-   from the table an add more. The asm reads memory (clobber): never moved above the
-   barrier after the table is filled. */
-__shared__ int gpualign_pair_table[%d];
-extern "C" __device__ int gpualign_table_put(int index, int value) {
-  gpualign_pair_table[index] = value;
-  return 0; }
-extern "C" __device__ int gpualign_table_base() {
-  return (int)__cvta_generic_to_shared(gpualign_pair_table); }
-extern "C" __device__ int gpualign_table_load(int address) {
-  int value;
-  asm("ld.shared.b32 %%0, [%%1];" : "=r"(value) : "r"(address) : "memory");
-  return value; }
-""" % words
+""".replace("DECLARATION", declaration).replace("ARRAY", array).replace("NAME", name)
 
 
 @lru_cache(maxsize=None)
