@@ -112,9 +112,7 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
     if compiled is None or compiled[0] is not kernel:
         views = tuple(view(argument) for argument in arguments)
         if shared_bytes > DEFAULT_DYNAMIC_SHARED and not simulator():
-            argument_types = tuple(kernel.typeof_pyval(view) for view in views)
-            _allow_shared(kernel.compile(argument_types)._codelibrary.get_cufunc().kernel,
-                          shared_bytes)
+            _allow_shared(_function(kernel, views).kernel, shared_bytes)
         kernel[blocks, threads, stream or 0, shared_bytes](*views)
         LAUNCHES["numba"] += 1
         if key is not None:
@@ -156,10 +154,15 @@ def most_threads(kernel, arguments: tuple) -> int:
     key = (id(kernel), current_device(), tuple(_kind(argument) for argument in arguments))
     if key not in _MOST_THREADS:
         views = tuple(kernel_view(argument) for argument in arguments)
-        argument_types = tuple(kernel.typeof_pyval(view) for view in views)
-        _MOST_THREADS[key] = int(
-            kernel.compile(argument_types)._codelibrary.get_cufunc().attrs.maxthreads)
+        _MOST_THREADS[key] = int(_function(kernel, views).attrs.maxthreads)
     return _MOST_THREADS[key]
+
+
+def _function(kernel, views):
+    """The driver's function of ``kernel``'s overload for these arguments (as numba's
+    launch takes them), compiled here if need be: its attributes and its ``kernel``."""
+    argument_types = tuple(kernel.typeof_pyval(view) for view in views)
+    return kernel.compile(argument_types)._codelibrary.get_cufunc()
 
 
 _ALLOWED: dict[tuple, int] = {}

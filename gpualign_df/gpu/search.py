@@ -215,8 +215,8 @@ def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_vali
     h_buffer = scratch("h_row", chunk * row_words, np.int32)
     i_buffer = scratch("i_row", chunk * row_words, np.int32)
     residues_count = int(lengths.sum())  # (a null sequence is empty)
-    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid,
-                                                       residues_count, tuning))
+    pending = Pending(stream, progress, follow=_follow(query_lengths, residues_count,
+                                                       tuning))
     for first, stop in launch_chunks(query_lengths[sorted_queries] * residues_count, chunk,
                                      tuning.gpu_launch_cells):
         chunk_queries = query_order[first:stop]
@@ -231,7 +231,7 @@ def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_vali
     pending.finish()
 
 
-def _follow(query_lengths, query_valid, residues: int, tuning) -> bool:
+def _follow(query_lengths, residues: int, tuning) -> bool:
     """Whether the host follows the launches of the queries against ``residues`` database
     residues (progress, Ctrl-C) rather than counting their cells at launch: above
     ``gpu_launch_cells`` cells."""
@@ -423,8 +423,8 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
     use_dpx = dpx.available()
     copies, block = search_table_layout(setup, use_dpx, tuning)
     query_rows = setup.query_rows << search_kernels.group_row_shift(use_dpx, copies)
-    pending = Pending(stream, progress, follow=_follow(query_lengths, query_valid,
-                                                       int(lengths.sum()), tuning))
+    pending = Pending(stream, progress, follow=_follow(query_lengths, int(lengths.sum()),
+                                                       tuning))
     for lanes, columns, pairs, pair_codes, pair_row, residues in classes:
         count = len(pairs)
         kernel = search_kernels.group_search_kernel(
