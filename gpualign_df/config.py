@@ -298,11 +298,10 @@ class Settings:
         memory linear in the lengths (a 1 Mbp pair then stays under 16 GB).
     top_k_segments : int
         Most segments one query's targets are split into by the first phase of the GPU
-        top-k (at most 4,096; beyond 64, the merge's head array, the segments' lists are
-        first merged in groups of 64): more segments, more threads in that phase and
-        more merging; fewer queries get more (about 65,536 threads in all, a few warps
-        under the CUDA simulator). Tests lower it to make long segment lists and raise
-        it to fold them.
+        top-k, a block of threads each (at most 255: one block of the second phase merges
+        a query's segments). Fewer queries get more segments (about 1,024 blocks in all,
+        a few under the CUDA simulator), none fewer than a block's threads targets. Tests
+        lower it to make long lists a thread.
     side_stream : bool
         Run long GPU stretches (a search's score pass, a large batch's fill) on a
         non-blocking stream of the engine's own, so that work other threads put on the
@@ -383,7 +382,7 @@ class Settings:
     small_batch_cells: int = 1 << 29
     small_batch_threads: int = 256
     linear_block_bytes: int = 12 << 30
-    top_k_segments: int = 4096
+    top_k_segments: int = 255
     side_stream: bool = True
     side_stream_cells: int = 1 << 34
     fast_launch: bool = True

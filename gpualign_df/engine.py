@@ -137,16 +137,9 @@ def small_job_engine(job: Job, cells: float, backend: str) -> Job:
     return job
 
 
-def check_score_range(scoring: Scoring, query_lengths: np.ndarray,
-                      target_lengths: np.ndarray) -> None:
-    """Refuse a job whose scores could overflow the engines' int32 cells (lengths as numpy
-    or CuPy arrays)."""
-    check_score_bound(scoring, int(query_lengths.max()) if len(query_lengths) else 0,
-                      int(target_lengths.max()) if len(target_lengths) else 0)
-
-
 def check_score_bound(scoring: Scoring, longest_query: int, longest_target: int) -> None:
-    """:func:`check_score_range` from the longest query and target."""
+    """Refuse a job whose scores could overflow the engines' int32 cells, from its longest
+    query and target."""
     bound = scoring.max_abs_score(longest_query, longest_target)
     if bound >= SCORE_LIMIT:
         raise ValueError(f"scores could reach {bound} for sequences of lengths {longest_query} x "
@@ -184,7 +177,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         Overrides ``job.traceback`` (a search's score-only pass).
     """
     traceback = job.traceback if traceback is None else traceback
-    check_score_range(job.scoring, queries.lengths, targets.lengths)
+    check_score_bound(job.scoring, queries.longest, targets.longest)
     pair_query = np.ascontiguousarray(pair_query, dtype=np.int64)
     pair_target = np.ascontiguousarray(pair_target, dtype=np.int64)
     if job.overhang is not None:
@@ -235,7 +228,7 @@ def search_survivors(queries: EncodedSequences, targets: EncodedSequences,
     lanes = job.mode.code == MODE_LOCAL and _lanes_fit(job.scoring)
     groups = profiles = None
     if lanes:
-        check_score_range(job.scoring, queries.lengths, targets.lengths)
+        check_score_bound(job.scoring, queries.longest, targets.longest)
         groups = cpu_search.lane_layout(targets.lengths, targets.valid,
                                         tuning.cpu_search_group_columns)
         profiles = _group_profiles(targets, groups, job, tuning)

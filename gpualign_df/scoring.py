@@ -7,6 +7,7 @@ fast with a ``ValueError`` that says what is wrong.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from typing import Iterable
 
@@ -199,6 +200,13 @@ def load_matrix(name: str) -> tuple[str, np.ndarray]:
     key = name.upper()
     if key not in MATRIX_FILES:
         raise ValueError(f"unknown matrix {name!r}; built-in: {sorted(MATRIX_FILES)}")
+    alphabet, table = _built_in(key)
+    return alphabet, table.copy()
+
+
+@lru_cache(maxsize=None)
+def _built_in(key: str) -> tuple[str, np.ndarray]:
+    """A built-in matrix read and parsed once (callers get a copy of its table)."""
     text = resources.files("gpualign_df").joinpath("data", "matrices", MATRIX_FILES[key]).read_text()
     return parse_matrix_text(text)
 

@@ -591,27 +591,33 @@ def test_search_top_k_on_the_device_equals_cpu(monkeypatch, settings, mode, free
     pd.testing.assert_frame_equal(cpu, small)
 
 
-def test_search_top_k_folds_more_segments_than_a_merge_takes(settings, monkeypatch):
-    """Beyond 64 segments a query's lists are merged in groups of 64 first, then with the
-    running best: the same hits, ties to the lower target, as the CPU engine."""
+def test_search_top_k_merges_segments_taken_in_turn(settings, monkeypatch):
+    """A query's targets split into segments, more segments than the first phase has
+    blocks (a block takes several in turn), ties in different segments: the CPU engine's
+    hits, ties to the lower target."""
     from gpualign_df.gpu import search as gpu_search
     from gpualign_df.kernels import search as search_kernels
 
-    settings(top_k_segments=150)
+    size = search_kernels.TOP_K_BLOCK
+    monkeypatch.setattr(gpu_search, "TOP_K_BLOCKS", 1 << 10)
+    monkeypatch.setattr(gpu_search, "TOP_K_LIST_KEYS", 2 * size * 5)  # two blocks, top 5
     launched = []
     real = gpu_search.launch_kernel
-    monkeypatch.setattr(gpu_search, "launch_kernel", lambda name, kernel, *args, **kw:
-                        launched.append(kernel) or real(name, kernel, *args, **kw))
+    monkeypatch.setattr(gpu_search, "launch_kernel", lambda name, kernel, grid, *args, **kw:
+                        launched.append((kernel, grid)) or real(name, kernel, grid, *args,
+                                                                **kw))
     rng = np.random.default_rng(9)
     queries = ["ACGTTGCA"] + random_sequences(rng, 1, "ACGT", 8) + [None]
-    database = random_sequences(rng, 150, "ACGT", 6)  # shorter: none holds the first query
-    database[7] = database[99] = database[140] = queries[0]  # ties in different groups
+    database = random_sequences(rng, 5 * size, "ACGT", 6)  # none holds the first query
+    ties = [1, size + 2, 2 * size + 3]  # in segments 0, 1 and 2 (of 3 at least)
+    for target in ties:
+        database[target] = queries[0]
     options = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, top_k=5, traceback=False)
     cpu = pd.Series(queries).aln.search(pd.Series(database), backend="cpu", **options)
     gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
     pd.testing.assert_frame_equal(cpu, gpu)
-    assert gpu["target"].iloc[:3].tolist() == [7, 99, 140]
-    assert search_kernels.top_k_fold in launched
+    assert gpu["target"].iloc[:3].tolist() == ties
+    assert (search_kernels.top_k_blocks, 2) in launched
 
 
 def test_search_top_k_pairs_follow_best_first():
@@ -839,7 +845,7 @@ def test_packed_16bit_only_where_scores_fit():
 
     local, glob = parse_mode("sw", None), parse_mode("nw", None)
     dna = make_scoring(None, match=2, mismatch=-3, gap_open=5, gap_extend=2)
-    short, long = np.array([300, 120]), np.array([20_000])
+    short, long = 300, 20_000  # the longest sequence of each side
     assert use_search_16bit(dna, local, short, short, True)
     assert not use_search_16bit(dna, glob, short, short, True)      # local mode only
     assert not use_search_16bit(dna, local, long, long, True)       # 2 * 20,000 > 2**15

@@ -20,10 +20,11 @@ from ..kernels.strip import PAD16
 from ..scoring import Mode, Scoring
 
 
-def use_search_16bit(scoring: Scoring, mode: Mode, query_lengths: np.ndarray,
-                     target_lengths: np.ndarray, allowed: bool | None) -> bool:
-    """Whether a search runs on packed 16-bit cells: local mode, ``allowed`` (the
-    ``search_16bit`` setting; None: where DPX runs), and no cell can leave 16 bits. A
+def use_search_16bit(scoring: Scoring, mode: Mode, longest_query: int, longest_target: int,
+                     allowed: bool | None) -> bool:
+    """Whether a search whose longest query and database sequence are ``longest_query``
+    and ``longest_target`` residues runs on packed 16-bit cells: local mode, ``allowed``
+    (the ``search_16bit`` setting; None: where DPX runs), and no cell can leave 16 bits. A
     local cell is at most ``min(longest query, longest target) * largest entry``, which
     must stay below 2**15; gap costs and the magnitude of the most negative entry must
     stay below 2**13, so that nothing falls past -2**15 from the lanes' minus infinity
@@ -32,7 +33,7 @@ def use_search_16bit(scoring: Scoring, mode: Mode, query_lengths: np.ndarray,
     if not use or mode.code != MODE_LOCAL:
         return False
     largest = largest_entry(scoring)
-    shortest_side = min(int(query_lengths.max(initial=0)), int(target_lengths.max(initial=0)))
+    shortest_side = min(int(longest_query), int(longest_target))
     limit = 1 << 13
     return (shortest_side * largest < (1 << 15) - 1 and scoring.gap_open < limit
             and scoring.gap_extend < limit and int(scoring.matrix.min(initial=0)) > -limit)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda
 
 from .. import config
 from ..encode import EncodedSequences, codes_present
@@ -25,7 +24,7 @@ from ..kernels.gather import gather_residues
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_empty, device_table, free_bytes,
-                      kept_upload, scratch, scratch_upload, to_device, upload)
+                      kept_upload, scratch, scratch_upload, to_device, upload, upload_parts)
 from .device import (THREADS_PER_BLOCK, array_module, blocks, current_device,
                      max_shared_per_block)
 from .launch import launch_kernel, most_threads
@@ -91,17 +90,23 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     query_count, target_count = len(query_lengths), len(target_lengths)
     if query_count == 0 or target_count == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if target_count > search_kernels.MAX_TARGETS:
+        raise ValueError(f"a search takes at most {search_kernels.MAX_TARGETS:,} database "
+                         f"sequences; this one has {target_count:,}: split the database")
     kept = min(int(top_k), target_count)
-    best_score = cuda.device_array((1, kept, query_count), np.int32)
-    best_target = cuda.device_array((1, kept, query_count), np.int64)
-    count = cuda.to_device(np.zeros(query_count, np.int32))
+    # each query's best keys (a target and its score in one int64), kept across tiles
+    best = scratch("top_k_best", query_count * kept, np.int64)
+    # totals from the host sequences' offsets where known (no pass over the lengths)
+    host = targets if isinstance(targets, EncodedSequences) else targets.host
+    residues, longest = (host.residues, host.longest) if host is not None else (
+        int(target_lengths.sum()), int(target_lengths.max()))  # (a null sequence counts 0)
+    budget = int(free_bytes() * tuning.gpu_memory_share)
     room = tuning.search_resident_bytes
-    resident = resident_targets(targets, int(free_bytes() * tuning.gpu_memory_share) // 2
-                                if room is None else room)
+    resident = resident_targets(targets, budget // 2 if room is None else room)
     valid_device = scratch_upload("query_valid", query_valid.astype(np.uint8))
     sorted_queries = np.argsort(-query_lengths, kind="stable")
     query_order = scratch_upload("query_order", sorted_queries)
-    packed = use_search_16bit(scoring, mode, query_lengths, target_lengths,
+    packed = use_search_16bit(scoring, mode, int(query_lengths.max()), longest,
                               tuning.search_16bit)
     if packed:
         kernel = search_kernels.search_kernel16(dpx.available())
@@ -109,13 +114,11 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     else:
         kernel = search_kernels.search_kernel(mode.code, *mode.flags(), dpx.available())
         sub = device_table("substitution", scoring.matrix.ravel().astype(np.int32))
-    budget = int(free_bytes() * tuning.gpu_memory_share)
     groups = group_setup(queries, targets if resident is None else resident, query_lengths,
                          target_lengths, scoring, tuning) if packed else None
     # a target's bytes: its scores and top-k parts, with groups its share of its pair's
     # columns (4 bytes a column of two sequences, padding included: under 3 bytes a
     # residue), streamed its residues and offset
-    residues = int(target_lengths.sum())  # (a null sequence is empty: it counts 0)
     mean_length = residues // target_count
     per_target = 16 * query_count + (0 if groups is None else 3 * mean_length + 64) + (
         0 if resident is not None else mean_length + 8)
@@ -123,21 +126,23 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
     for tile_start in range(0, target_count, tile_targets):
         tile = slice(tile_start, min(tile_start + tile_targets, target_count))
         tile_count = tile.stop - tile.start
-        scores = scratch("scores", tile_count * query_count, np.int32).reshape(
-            (tile_count, query_count))
+        scores = scratch("scores", query_count * tile_count, np.int32).reshape(
+            (query_count, tile_count))
         # where the tile's sequences are: in the whole database's copy, or copied alone
         on_device, first = (resident, tile_start) if resident is not None else (
             upload(targets.subset(tile.start, tile.stop))[0], 0)
-        with beside_default_stream(int(query_lengths.sum()) * (
-                residues if tile_count == target_count else int(target_lengths[tile].sum())),
-                tuning) as stream:
+        cells = int(query_lengths.sum()) * (
+            residues if tile_count == target_count else int(target_lengths[tile].sum()))
+        with beside_default_stream(cells, tuning) as stream:
+            # the host follows launches (progress, Ctrl-C) above ``gpu_launch_cells`` cells
+            pending = Pending(stream, progress, follow=cells > tuning.gpu_launch_cells)
             if groups is not None:
                 # null targets get no group: their scores stay the null score
                 scores.fill(search_kernels.NULL_SCORE)
                 rest = score_groups(groups, queries, query_lengths, query_valid, valid_device,
                                     query_order, sorted_queries, on_device, first,
                                     target_lengths[tile], target_valid[tile], scoring, scores,
-                                    stream, progress, tuning)
+                                    stream, pending, tuning)
             else:
                 rest = np.arange(tile_count)
             if len(rest):
@@ -145,54 +150,53 @@ def _search_top_k(queries, targets, query_lengths, query_valid, target_lengths, 
                                      valid_device, query_order, sorted_queries, on_device,
                                      first, rest, target_lengths[tile][rest],
                                      target_valid[tile][rest], scoring, scores, budget,
-                                     stream, progress, tuning)
-        most = search_kernels.MAX_TOP_K_SEGMENTS
-        segments = max(1, min(tuning.top_k_segments, most * most, tile_count,
-                              -(-TOP_K_THREADS // query_count),
-                              (1 << 30) // (12 * kept * query_count)))
-        part = _top_k_parts("part", segments, kept, query_count)
-        launch_kernel("top_k", search_kernels.top_k_segments, blocks(segments * query_count),
-                      THREADS_PER_BLOCK, scores, tile_start, kept, segments, *part)
-        if segments > most:  # fold the lists in groups that one merge takes
-            folded = -(-segments // most)
-            fold = _top_k_parts("fold", folded, kept, query_count)
-            launch_kernel("top_k", search_kernels.top_k_fold, blocks(folded * query_count),
-                          THREADS_PER_BLOCK, kept, segments, most, *part, *fold)
-            segments, part = folded, fold
-        launch_kernel("top_k", search_kernels.top_k_merge, blocks(query_count),
-                      THREADS_PER_BLOCK, kept, segments, *part, best_score, best_target,
-                      count)
-    counts = count.copy_to_host()
-    ranks = np.arange(kept)[None, :] < counts[:, None]
-    pair_query = np.repeat(np.arange(query_count, dtype=np.int64), counts)
-    return pair_query, best_target.copy_to_host()[0].T[ranks]
+                                     stream, pending, tuning)
+            # queued behind the tile's score launches, on their stream, before the wait
+            top_k_tile(scores, tile_start, kept, best, tile_start > 0, stream, tuning)
+            pending.finish()
+    keys = to_numpy(best).reshape(query_count, kept)
+    pair_target = search_kernels.MAX_TARGETS - (keys & search_kernels.MAX_TARGETS)
+    return np.repeat(np.arange(query_count, dtype=np.int64), kept), pair_target.ravel()
 
 
-#: Threads the first phase of the top-k aims at (segments of a query's targets times
-#: queries): enough to fill a GPU; under the simulator, where every thread is a Python
-#: thread, a few warps.
-TOP_K_THREADS = 256 if simulator() else 1 << 16
+#: Blocks a phase of the top-k aims at (the first: segments of a query's targets times
+#: queries), taking more tasks in turn: enough to fill a GPU; under the simulator, where
+#: every thread is a Python thread, two.
+TOP_K_BLOCKS = 2 if simulator() else 1024
+#: Most keys the first phase's per-thread lists take in all (its grid shrinks to fit).
+TOP_K_LIST_KEYS = 1 << 24
 
 
-def _top_k_parts(name: str, segments: int, kept: int, query_count: int) -> tuple:
-    """Scratch ``(score, target, count)`` of the top-k's sorted lists: ``segments`` lists
-    of up to ``kept`` entries a query, and a row for the running best of earlier tiles."""
-    rows = segments + 1
-    return (scratch(f"{name}_score", rows * kept * query_count, np.int32).reshape(
-                (rows, kept, query_count)),
-            scratch(f"{name}_target", rows * kept * query_count, np.int64).reshape(
-                (rows, kept, query_count)),
-            scratch(f"{name}_count", rows * query_count, np.int32).reshape(
-                (rows, query_count)))
+def top_k_tile(scores, tile_start: int, kept: int, best, earlier: bool, stream,
+               tuning: config.Settings) -> None:
+    """Fold a tile's ``[query, target]`` ``scores`` (its first target is target
+    ``tile_start``) into each query's best ``kept`` keys in ``best`` (with ``earlier``,
+    merged with those of earlier tiles there): the first phase splits each query's
+    targets into segments (the ``top_k_segments`` setting at most), a block's best keys
+    each; the second merges a query's segments in one block."""
+    query_count, tile_count = scores.shape
+    size = search_kernels.TOP_K_BLOCK
+    segments = max(1, min(tuning.top_k_segments, size - 1, -(-tile_count // size),
+                          -(-TOP_K_BLOCKS // query_count)))
+    grid = max(1, min(query_count * segments, TOP_K_BLOCKS, TOP_K_LIST_KEYS // (size * kept)))
+    lists, spare = (scratch(f"top_k_lists{k}", grid * size * kept, np.int64)
+                    for k in range(2))
+    part, part_spare = (scratch(f"top_k_part{k}", query_count * (segments + 1) * kept,
+                                np.int64) for k in range(2))
+    launch_kernel("top_k", search_kernels.top_k_blocks, grid, size, scores, tile_start,
+                  kept, segments, lists, spare, part, stream=stream)
+    launch_kernel("top_k", search_kernels.top_k_final, min(query_count, TOP_K_BLOCKS), size,
+                  kept, segments, part, part_spare, best, earlier, stream=stream)
 
 
 def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_valid,
                          valid_device, query_order, sorted_queries, targets, first, rest,
-                         lengths, valid, scoring, scores, budget, stream, progress, tuning):
+                         lengths, valid, scoring, scores, budget, stream, pending, tuning):
     """Scores of every query against tile sequences ``rest`` (tile-relative; ``lengths``
     and ``valid`` theirs; the tile's first sequence is sequence ``first`` of ``targets``)
     into ``scores``: one thread per (query, target), or per two targets with ``packed``,
-    targets of near-equal length in warps of 32."""
+    targets of near-equal length in warps of 32; launched on ``stream``, noted in
+    ``pending``."""
     query_count = len(query_lengths)
     layout = target_tile(lengths, valid, packed)
     # rows of the tile's score matrix; padding and null slots (length -1) gather nothing
@@ -215,8 +219,6 @@ def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_vali
     h_buffer = scratch("h_row", chunk * row_words, np.int32)
     i_buffer = scratch("i_row", chunk * row_words, np.int32)
     residues_count = int(lengths.sum())  # (a null sequence is empty)
-    pending = Pending(stream, progress, follow=_follow(query_lengths, residues_count,
-                                                       tuning))
     for first, stop in launch_chunks(query_lengths[sorted_queries] * residues_count, chunk,
                                      tuning.gpu_launch_cells):
         chunk_queries = query_order[first:stop]
@@ -228,14 +230,6 @@ def score_one_per_thread(kernel, sub, packed, queries, query_lengths, query_vali
                       scoring.gap_extend, h_buffer, i_buffer, scores, stream=stream)
         pending.launched(_cells(query_lengths, query_valid, sorted_queries[first:stop],
                                 residues_count))
-    pending.finish()
-
-
-def _follow(query_lengths, residues: int, tuning) -> bool:
-    """Whether the host follows the launches of the queries against ``residues`` database
-    residues (progress, Ctrl-C) rather than counting their cells at launch: above
-    ``gpu_launch_cells`` cells."""
-    return int(query_lengths.sum()) * residues > tuning.gpu_launch_cells
 
 
 def _cells(query_lengths, query_valid, queries, residues: int) -> int:
@@ -248,15 +242,19 @@ class GroupSetup:
     """What every tile of a grouped search shares: the shared pair table (both halves'
     ``score + go`` for each compacted query letter and pair of compacted database
     letters, then the all-zero padding row), the table row of each query residue, the
-    compacted letter of each database code, and the length classes whose values fit
-    16 bits."""
+    compacted letter of each database code, the length classes whose values fit 16 bits,
+    and the kernel's layout (:func:`search_table_layout`)."""
 
     table: object          # int32 device array
-    query_rows: object     # int32 table row of each query residue, between padding rows
+    query_rows: object     # int32 table row of each query residue, between padding rows,
+    #                        scaled for the kernel (``group_row_shift``)
     row_starts: object     # int64 per query: where its first residue's row is
     letter: object         # int32 per database code
     stride: int            # database letters + 1 (the padding letter)
     classes: tuple         # (lanes, columns), capacity ascending
+    use_dpx: bool          # the kernel's DPX
+    copies: int            # copies of the table in shared memory
+    block: int             # threads a block (0: as many as the registers allow)
 
 
 def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequences,
@@ -292,12 +290,12 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequ
     scores = scoring.matrix[np.ix_(query_letters, database_letters)].astype(np.int64) + go
     if words > search_kernels.PAIR_TABLE_WORDS or (scores.size and scores.min() < 0):
         return None
-    # both halves' shifted score: [query letter, low letter, high letter], padding 0
-    shifted = np.zeros((len(query_letters) + 1, stride), np.int64)
-    shifted[:len(query_letters), :len(database_letters)] = scores
-    table = (shifted[:, :, None] | (shifted[:, None, :] << 16)).astype(np.int32).ravel()
+    use_dpx = dpx.available()
+    copies, block = search_table_layout(words, use_dpx, tuning)
+    shift = search_kernels.group_row_shift(use_dpx, copies)
     row_of = np.zeros(size, np.int32)
-    row_of[query_letters] = np.arange(len(query_letters), dtype=np.int32) * stride * stride
+    row_of[query_letters] = (np.arange(len(query_letters), dtype=np.int32) * stride
+                             * stride) << shift
     letter = np.full(size, stride - 1, np.int32)
     letter[database_letters] = np.arange(len(database_letters), dtype=np.int32)
     # a class is exact where no shifted value can leave 16 bits: H <= min(m, n) * largest
@@ -309,10 +307,11 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequ
         key=lambda shape: (shape[0] * shape[1], shape[0])))
     if not classes:
         return None
-    pad_row = len(query_letters) * stride * stride
-    if host is not None:
-        query_rows, row_starts = (xp.asarray(values) for values in padded_rows(
-            np, row_of[query_codes], host.offsets, pad_row))
+    pad_row = (len(query_letters) * stride * stride) << shift
+    if host is not None:  # (one upload: the starts first, as the wider values)
+        padded, starts = padded_rows(np, row_of[query_codes], host.offsets, pad_row)
+        row_starts, query_rows = upload_parts([starts.view(np.uint8), padded.view(np.uint8)])
+        row_starts, query_rows = row_starts.view(np.int64), query_rows.view(np.int32)
     else:
         query_rows, row_starts = padded_rows(xp, xp.asarray(row_of)[query_codes],
                                              _array(xp, queries.offsets), pad_row)
@@ -321,10 +320,15 @@ def group_setup(queries: DeviceSequences, targets: DeviceSequences | EncodedSequ
            query_letters.tobytes())
     tables = None if targets.keep is None else targets.keep.get(key)
     if tables is None:
+        # both halves' shifted score: [query letter, low letter, high letter], padding 0
+        shifted = np.zeros((len(query_letters) + 1, stride), np.int64)
+        shifted[:len(query_letters), :len(database_letters)] = scores
+        table = (shifted[:, :, None] | (shifted[:, None, :] << 16)).astype(np.int32).ravel()
         tables = xp.asarray(table), xp.asarray(letter)
         if targets.keep is not None:
             targets.keep[key] = tables
-    return GroupSetup(tables[0], query_rows, row_starts, tables[1], stride, classes)
+    return GroupSetup(tables[0], query_rows, row_starts, tables[1], stride, classes, use_dpx,
+                      copies, block)
 
 
 def padded_rows(xp, rows, offsets, pad_row: int) -> tuple[object, object]:
@@ -347,9 +351,9 @@ def padded_rows(xp, rows, offsets, pad_row: int) -> tuple[object, object]:
     starts = offsets[:-1].astype(np.int64) + search_kernels.ROWS_BEFORE + gap * xp.arange(
         count, dtype=np.int64)
     padded = xp.full(int(offsets[-1]) + gap * count, pad_row, np.int32)
-    residue = xp.arange(len(rows), dtype=np.int64)
-    query = xp.searchsorted(offsets[1:], residue, side="right")
-    padded[residue + search_kernels.ROWS_BEFORE + gap * query] = rows
+    query = xp.repeat(xp.arange(count, dtype=np.int64), offsets[1:] - offsets[:-1])
+    padded[xp.arange(len(rows), dtype=np.int64) + search_kernels.ROWS_BEFORE + gap * query] \
+        = rows
     return padded, starts
 
 
@@ -411,20 +415,17 @@ def group_plan(lengths: np.ndarray, valid: np.ndarray,
 
 def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_device,
                  query_order, sorted_queries, targets, first, lengths, valid, scoring,
-                 scores, stream, progress, tuning) -> np.ndarray:
+                 scores, stream, pending, tuning) -> np.ndarray:
     """Scores of every query against the tile's sequences that a length class holds, by
     the grouped kernel, into ``scores`` (the tile's first sequence is sequence ``first`` of
-    ``targets``); returns the rest (tile-relative rows)."""
+    ``targets``), launched on ``stream``, noted in ``pending``; returns the rest
+    (tile-relative rows)."""
     # a prepared database kept whole on the device keeps its layout too (one in several
     # tiles has no room for it beside the tile)
     keep = targets.keep if first == 0 and len(lengths) == targets.offsets.size - 1 \
         else None
     classes, rest = class_columns(setup, targets, keep, first, lengths, valid, stream)
-    use_dpx = dpx.available()
-    copies, block = search_table_layout(setup, use_dpx, tuning)
-    query_rows = setup.query_rows << search_kernels.group_row_shift(use_dpx, copies)
-    pending = Pending(stream, progress, follow=_follow(query_lengths, int(lengths.sum()),
-                                                       tuning))
+    use_dpx, copies, query_rows = setup.use_dpx, setup.copies, setup.query_rows
     for lanes, columns, pairs, pair_codes, pair_row, residues in classes:
         count = len(pairs)
         kernel = search_kernels.group_search_kernel(
@@ -433,7 +434,7 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                      query_order, pair_codes, count, pair_row, setup.table, len(setup.table),
                      scoring.gap_open, scoring.gap_extend, scores)
         # (a block alone on its SM: as many threads as its registers allow)
-        threads = block or most_threads(kernel, arguments) // WARP * WARP
+        threads = setup.block or most_threads(kernel, arguments) // WARP * WARP
         per_query = lanes * count
         most = max(1, (2**31 - 1) // per_query)
         for first, stop in launch_chunks(query_lengths[sorted_queries] * residues, most,
@@ -448,7 +449,6 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
                           else 0)
             pending.launched(_cells(query_lengths, query_valid, sorted_queries[first:stop],
                                     residues))
-    pending.finish()
     return rest
 
 
@@ -456,12 +456,12 @@ def score_groups(setup: GroupSetup, queries, query_lengths, query_valid, valid_d
 DEFAULT_TABLE_COPIES = 4
 
 
-def search_table_layout(setup: GroupSetup, use_dpx: bool,
+def search_table_layout(words: int, use_dpx: bool,
                         tuning: config.Settings) -> tuple[int, int]:
-    """(copies of the pair table, threads a block) of the grouped search kernel: the
-    ``search_table_copies`` and ``search_block_threads`` settings, as many copies as fit a
-    block's shared memory (one on a GPU without DPX, where the table is a static array),
-    a block of one warp under the simulator. Threads None: with copies, as many as each
+    """(copies of the pair table, threads a block) of the grouped search kernel for a
+    table of ``words`` words: the ``search_table_copies`` and ``search_block_threads``
+    settings, as many copies as fit a block's shared memory (one on a GPU without DPX,
+    where the table is a static array), a block of one warp under the simulator. Threads None: with copies, as many as each
     kernel's registers allow (a block is alone on its SM), returned as 0; with one copy
     256 (two blocks an SM)."""
     copies = tuning.search_table_copies
@@ -471,7 +471,7 @@ def search_table_layout(setup: GroupSetup, use_dpx: bool,
         return copies, search_kernels.GROUP_BLOCK
     copies = copies if use_dpx else 1
     room = max_shared_per_block()
-    while copies > 1 and 4 * copies * len(setup.table) > room:
+    while copies > 1 and 4 * copies * words > room:
         copies //= 2
     if tuning.search_block_threads is None:
         return copies, search_kernels.GROUP_BLOCK if copies == 1 else 0

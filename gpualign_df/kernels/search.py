@@ -1,5 +1,5 @@
 """CUDA kernels of a search (every query against every database sequence, no pair list):
-score-only passes that write a ``[target, query]`` score matrix of one database tile, and
+score-only passes that write a ``[query, target]`` score matrix of one database tile, and
 the two-phase top-k that keeps each query's best targets across tiles.
 
 The 32-bit pass sweeps with :func:`gpualign_df.kernels.inter.sweep_function` (the fill's
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32, uint32, uint64
+from numba import cuda, int32, int64, uint32, uint64
 
 from . import dpx, inlined, simulator
 from .dpx import NEG16_PAIR, high_half, low_half
@@ -28,7 +28,7 @@ NULL_SCORE = -(1 << 31) + 1
 @lru_cache(maxsize=None)
 def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx: bool = False):
     """Score-only kernel of a search: queries ``chunk_queries`` against every target of a
-    database tile, into ``scores[target, query]`` (``target`` = ``target_row[slot]``, the
+    database tile, into ``scores[query, target]`` (``target`` = ``target_row[slot]``, the
     tile-relative index; int32, ``NULL_SCORE`` for a null sequence).
 
     Thread ``(q, w, lane)``: query ``chunk_queries[q]``, lane ``lane`` of target warp ``w``.
@@ -60,7 +60,7 @@ def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx
         query = chunk_queries[query_slot]
         n = target_lengths[slot]
         if n < 0 or query_valid[query] == 0:
-            scores[row, query] = NULL_SCORE
+            scores[query, row] = NULL_SCORE
             return
         q0 = query_offsets[query]
         m = query_offsets[query + 1] - q0
@@ -75,117 +75,125 @@ def search_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, use_dpx
             i_buffer, query_slot * row_words + row_base[target_warp] + lane, h_buffer, 0,
             warp_columns[target_warp], shared_sub, alphabet_size, go, ge, row_offset, h_left,
             del_score, diag, row_best, row_best_j)
-        scores[row, query] = best
+        scores[query, row] = best
 
     return search
 
 
-#: Most lists one merge of the top-k takes: more segments (the ``top_k_segments`` setting,
-#: up to this squared) are first folded in groups of this many (:func:`top_k_fold`). A
-#: merge keeps one head per list, plus one for the best of earlier tiles, in a local array
-#: whose size must be a global constant.
-MAX_TOP_K_SEGMENTS = 64
-TOP_K_HEADS = MAX_TOP_K_SEGMENTS + 1
+#: Threads of a block of the top-k kernels, a power of two (a block merges its threads'
+#: lists pairwise); under the simulator, where every thread is a Python thread, four.
+TOP_K_BLOCK = 4 if simulator() else 256
+#: A slot of a top-k list that holds no target: below the key of every (score, target).
+EMPTY_KEY = -(1 << 63)
+#: Most database sequences a search's keys can tell apart (32 bits of a key).
+MAX_TARGETS = (1 << 32) - 1
 
 
-@cuda.jit
-def top_k_segments(scores, target_offset, top_k, segments, part_score, part_target,
-                   part_count):
-    """Top-k, phase 1: thread (segment, query) keeps the best ``top_k`` of the tile's
-    targets ``t = segment, segment + segments, ...`` (``scores[t, query]``, global target
-    ``target_offset + t``) in ``part_*[segment, rank, query]``: score descending, ties by
-    target (a new entry goes after equal scores), nulls (``NULL_SCORE``) last. Query is the
-    fast index of the grid, so a warp's loads coalesce."""
-    thread = cuda.grid(1)
-    queries = scores.shape[1]
-    query = thread % queries
-    segment = thread // queries
-    if segment >= segments:
-        return
-    kept = 0
-    for t in range(segment, scores.shape[0], segments):
-        value = scores[t, query]
-        if kept == top_k and value <= part_score[segment, top_k - 1, query]:
-            continue
-        position = kept if kept < top_k else top_k - 1
-        while position > 0 and part_score[segment, position - 1, query] < value:
-            part_score[segment, position, query] = part_score[segment, position - 1, query]
-            part_target[segment, position, query] = part_target[segment, position - 1, query]
-            position -= 1
-        part_score[segment, position, query] = value
-        part_target[segment, position, query] = target_offset + t
-        if kept < top_k:
-            kept += 1
-    part_count[segment, query] = kept
+@inlined
+def rank_key(score, target):
+    """One int64 that orders (score, target) as a search ranks them: higher score first,
+    ties to the lower target (``target`` below :data:`MAX_TARGETS`), so each target's key
+    is distinct and a query's best ``k`` are its ``k`` highest keys."""
+    return (int64(score) << 32) | int64(MAX_TARGETS - target)
 
 
 @cuda.jit(device=True)
-def merge_lists(query, first, stop, top_k, part_score, part_target, part_count, out_score,
-                out_target, out_row):
-    """The best ``top_k`` of lists ``first`` to ``stop`` (at most :data:`TOP_K_HEADS`) of
-    ``part_*[list, rank, query]``, each sorted, into ``out_*[out_row, rank, query]``,
-    taking the highest head each time, ties to the lower target; returns how many."""
-    heads = cuda.local.array(TOP_K_HEADS, int32)
-    for segment in range(first, stop):
-        heads[segment - first] = 0
-    out = 0
-    while out < top_k:
-        chosen = -1
-        chosen_score = 0
-        chosen_target = 0
-        for segment in range(first, stop):
-            head = heads[segment - first]
-            if head < part_count[segment, query]:
-                value = part_score[segment, head, query]
-                target = part_target[segment, head, query]
-                if chosen < 0 or value > chosen_score or (value == chosen_score
-                                                          and target < chosen_target):
-                    chosen = segment
-                    chosen_score = value
-                    chosen_target = target
-        if chosen < 0:
-            break
-        out_score[out_row, out, query] = chosen_score
-        out_target[out_row, out, query] = chosen_target
-        heads[chosen - first] += 1
-        out += 1
-    return out
+def block_merge(lists, spare, first, gap, step, length, top_k, counts, out, out_base):
+    """The best ``top_k`` keys of the block's lists into ``out[out_base:out_base +
+    top_k]``, ``EMPTY_KEY`` past the keys there are. Thread ``t``'s list holds ``length``
+    keys, its ``r``-th at ``lists[first + t * gap + r * step]``, sorted descending, keys
+    distinct across the block; ``spare`` is laid out as ``lists``; ``counts`` a shared
+    int32 a thread. The lists are merged pairwise in a tree, ``log2(threads)`` rounds of
+    one barrier, each writing the other buffer. Every thread of the block (a power of
+    two) calls it."""
+    thread = cuda.threadIdx.x
+    size = cuda.blockDim.x
+    counts[thread] = length
+    cuda.syncthreads()
+    source, target = lists, spare
+    base = first + thread * gap
+    stride = 1
+    while stride < size:
+        if thread % (2 * stride) == 0:
+            other = base + stride * gap
+            have, take = counts[thread], counts[thread + stride]
+            i = j = written = 0
+            while written < top_k and (i < have or j < take):
+                if j >= take or (i < have and source[base + i * step] > source[other + j * step]):
+                    target[base + written * step] = source[base + i * step]
+                    i += 1
+                else:
+                    target[base + written * step] = source[other + j * step]
+                    j += 1
+                written += 1
+            counts[thread] = written
+        cuda.syncthreads()
+        source, target = target, source
+        stride *= 2
+    # thread 0's list (in ``source``) out, a key a thread
+    for rank in range(thread, top_k, size):
+        out[out_base + rank] = source[first + rank * step] if rank < counts[0] else EMPTY_KEY
+    cuda.syncthreads()  # (the caller's next lists and counts wait for these reads)
 
 
 @cuda.jit
-def top_k_fold(top_k, segments, fold, part_score, part_target, part_count, out_score,
-               out_target, out_count):
-    """Top-k between the phases where there are more segments than the merge takes:
-    thread (group, query) merges segments ``group * fold`` to ``group * fold + fold``
-    (at most ``segments``) into row ``group`` of ``out_*``."""
-    thread = cuda.grid(1)
-    queries = part_score.shape[2]
-    query = thread % queries
-    group = thread // queries
-    first = group * fold
-    if first >= segments:
-        return
-    out_count[group, query] = merge_lists(query, first, min(first + fold, segments), top_k,
-                                          part_score, part_target, part_count, out_score,
-                                          out_target, group)
+def top_k_blocks(scores, target_offset, top_k, segments, lists, spare, part):
+    """Top-k, phase 1: block task ``(query, segment)`` (tasks strided over the grid) keeps
+    the best ``top_k`` of the tile's targets ``t = segment * T + thread + i * segments *
+    T`` (``T`` threads a block; ``scores[query, t]``, global target ``target_offset + t``)
+    in ``part[(query * (segments + 1) + segment) * top_k:][:top_k]`` as keys
+    (:func:`rank_key`), best first. Each thread first keeps its own targets' best in
+    ``lists`` (``top_k`` keys a thread of the grid, rank-major: a warp's reads of one rank
+    coalesce; ``spare`` alike), then :func:`block_merge`. The threads of a block read
+    consecutive scores of one query."""
+    counts = cuda.shared.array(TOP_K_BLOCK, int32)
+    thread = cuda.threadIdx.x
+    size = cuda.blockDim.x
+    queries, count = scores.shape
+    first = cuda.blockIdx.x * size
+    base = first + thread
+    step = cuda.gridDim.x * size
+    last = base + (top_k - 1) * step
+    for task in range(cuda.blockIdx.x, queries * segments, cuda.gridDim.x):
+        query = task // segments
+        segment = task - query * segments
+        kept = 0
+        for t in range(segment * size + thread, count, segments * size):
+            key = rank_key(scores[query, t], target_offset + t)
+            if kept == top_k and key <= lists[last]:
+                continue
+            at = base + (kept if kept < top_k else top_k - 1) * step
+            while at > base and lists[at - step] < key:
+                lists[at] = lists[at - step]
+                at -= step
+            lists[at] = key
+            if kept < top_k:
+                kept += 1
+        block_merge(lists, spare, first, 1, step, kept, top_k, counts, part,
+                    (query * (segments + 1) + segment) * top_k)
 
 
 @cuda.jit
-def top_k_merge(top_k, segments, part_score, part_target, part_count, best_score, best_target,
-                count):
-    """Top-k, phase 2: thread ``query`` merges its running best (``best_*[0, rank,
-    query]``, earlier tiles', copied to row ``segments`` of ``part_*``) with the segments'
-    lists into ``best_*``."""
-    query = cuda.grid(1)
-    if query >= best_score.shape[2]:
-        return
-    kept = count[query]
-    for rank in range(kept):
-        part_score[segments, rank, query] = best_score[0, rank, query]
-        part_target[segments, rank, query] = best_target[0, rank, query]
-    part_count[segments, query] = kept
-    count[query] = merge_lists(query, 0, segments + 1, top_k, part_score, part_target,
-                               part_count, best_score, best_target, 0)
+def top_k_final(top_k, segments, part, spare, best, earlier):
+    """Top-k, phase 2: block ``query`` (strided over the grid) merges the query's
+    ``segments`` lists of ``part`` and, with ``earlier``, its running best of earlier
+    tiles (``best[query * top_k:][:top_k]``, first copied to list ``segments`` of
+    ``part``) into ``best``; ``spare`` is laid out as ``part``. Launch blocks of
+    :data:`TOP_K_BLOCK` threads, more than ``segments``."""
+    counts = cuda.shared.array(TOP_K_BLOCK, int32)
+    thread = cuda.threadIdx.x
+    queries = best.shape[0] // top_k
+    for query in range(cuda.blockIdx.x, queries, cuda.gridDim.x):
+        first = query * (segments + 1) * top_k
+        length = 0
+        if thread < segments:
+            length = top_k
+        elif thread == segments and earlier:
+            for rank in range(top_k):
+                part[first + thread * top_k + rank] = best[query * top_k + rank]
+            length = top_k
+        block_merge(part, spare, first, top_k, 1, length, top_k, counts, best,
+                    query * top_k)
 
 
 @lru_cache(maxsize=None)
@@ -274,9 +282,9 @@ def search_kernel16(use_dpx: bool = False):
                     h_buffer[uint64(r0 + WARP * j)] = h_up
                     i_buffer[uint64(r0 + WARP * j)] = i_up
         valid = query_valid[query] != 0
-        scores[row_a, query] = low_half(best) if valid and n_a >= 0 else NULL_SCORE
+        scores[query, row_a] = low_half(best) if valid and n_a >= 0 else NULL_SCORE
         if row_b >= 0:
-            scores[row_b, query] = high_half(best) if valid and n_b >= 0 else NULL_SCORE
+            scores[query, row_b] = high_half(best) if valid and n_b >= 0 else NULL_SCORE
 
     return search16
 
@@ -435,7 +443,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
     (:func:`group_row_shift`) between :data:`ROWS_BEFORE` and :data:`ROWS_AFTER` entries
     of the all-zero row, query ``q``'s first residue at ``row_starts[q]``: a lane reads
     its row of a step with no bounds check and no scaling. Writes
-    ``scores[pair_row[p, half], query]`` for the pair's real halves (``pair_row`` -1
+    ``scores[query, pair_row[p, half]]`` for the pair's real halves (``pair_row`` -1
     elsewhere), ``NULL_SCORE`` for a null query.
 
     ``copies`` (a power of two up to a warp) copies of the table, interleaved entry by
@@ -538,7 +546,7 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
             for half in range(2):
                 target = pair_row[pair, half]
                 if target >= 0:
-                    scores[target, query] = (
+                    scores[query, target] = (
                         (low_half(best) if half == 0 else high_half(best)) if valid
                         else NULL_SCORE)
 
