@@ -593,8 +593,8 @@ def test_search_top_k_on_the_device_equals_cpu(monkeypatch, settings, mode, free
 
 def test_search_top_k_merges_segments_taken_in_turn(settings, monkeypatch):
     """A query's targets split into segments, more segments than the first phase has
-    blocks (a block takes several in turn), ties in different segments: the CPU engine's
-    hits, ties to the lower target."""
+    blocks (a block takes several in turn), ties in different segments, blocks shrunk for
+    a top k whose lists would not fit: the CPU engine's hits, ties to the lower target."""
     from gpualign_df.gpu import search as gpu_search
     from gpualign_df.kernels import search as search_kernels
 
@@ -603,9 +603,10 @@ def test_search_top_k_merges_segments_taken_in_turn(settings, monkeypatch):
     monkeypatch.setattr(gpu_search, "TOP_K_LIST_KEYS", 2 * size * 5)  # two blocks, top 5
     launched = []
     real = gpu_search.launch_kernel
-    monkeypatch.setattr(gpu_search, "launch_kernel", lambda name, kernel, grid, *args, **kw:
-                        launched.append((kernel, grid)) or real(name, kernel, grid, *args,
-                                                                **kw))
+    monkeypatch.setattr(gpu_search, "launch_kernel",
+                        lambda name, kernel, grid, threads, *args, **kw: launched.append(
+                            (kernel, grid, threads)) or real(name, kernel, grid, threads,
+                                                             *args, **kw))
     rng = np.random.default_rng(9)
     queries = ["ACGTTGCA"] + random_sequences(rng, 1, "ACGT", 8) + [None]
     database = random_sequences(rng, 5 * size, "ACGT", 6)  # none holds the first query
@@ -617,7 +618,13 @@ def test_search_top_k_merges_segments_taken_in_turn(settings, monkeypatch):
     gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
     pd.testing.assert_frame_equal(cpu, gpu)
     assert gpu["target"].iloc[:3].tolist() == ties
-    assert (search_kernels.top_k_blocks, 2) in launched
+    assert (search_kernels.top_k_blocks, 2, size) in launched
+    # lists of a large top k: blocks of two threads (one merge round)
+    monkeypatch.setattr(gpu_search, "TOP_K_LIST_KEYS", 2 * 5)
+    launched.clear()
+    gpu = pd.Series(queries).aln.search(pd.Series(database), backend="cuda", **options)
+    pd.testing.assert_frame_equal(cpu, gpu)
+    assert (search_kernels.top_k_final, len(queries), 2) in launched
 
 
 def test_search_top_k_pairs_follow_best_first():

@@ -173,9 +173,12 @@ def top_k_tile(scores, tile_start: int, kept: int, best, earlier: bool, stream,
     ``tile_start``) into each query's best ``kept`` keys in ``best`` (with ``earlier``,
     merged with those of earlier tiles there): the first phase splits each query's
     targets into segments (the ``top_k_segments`` setting at most), a block's best keys
-    each; the second merges a query's segments in one block."""
+    each; the second merges a query's segments in one block. Blocks have fewer threads
+    where a block's lists would pass ``TOP_K_LIST_KEYS`` (a large ``kept``)."""
     query_count, tile_count = scores.shape
     size = search_kernels.TOP_K_BLOCK
+    while size > 2 and size * kept > TOP_K_LIST_KEYS:
+        size //= 2
     segments = max(1, min(tuning.top_k_segments, size - 1, -(-tile_count // size),
                           -(-TOP_K_BLOCKS // query_count)))
     grid = max(1, min(query_count * segments, TOP_K_BLOCKS, TOP_K_LIST_KEYS // (size * kept)))

@@ -140,7 +140,8 @@ def block_merge(lists, spare, first, gap, step, length, top_k, counts, out, out_
 def top_k_blocks(scores, target_offset, top_k, segments, lists, spare, part):
     """Top-k, phase 1: block task ``(query, segment)`` (tasks strided over the grid) keeps
     the best ``top_k`` of the tile's targets ``t = segment * T + thread + i * segments *
-    T`` (``T`` threads a block; ``scores[query, t]``, global target ``target_offset + t``)
+    T`` (``T`` threads a block, a power of two up to :data:`TOP_K_BLOCK`; ``scores[query,
+    t]``, global target ``target_offset + t``)
     in ``part[(query * (segments + 1) + segment) * top_k:][:top_k]`` as keys
     (:func:`rank_key`), best first. Each thread first keeps its own targets' best in
     ``lists`` (``top_k`` keys a thread of the grid, rank-major: a warp's reads of one rank
@@ -178,8 +179,8 @@ def top_k_final(top_k, segments, part, spare, best, earlier):
     """Top-k, phase 2: block ``query`` (strided over the grid) merges the query's
     ``segments`` lists of ``part`` and, with ``earlier``, its running best of earlier
     tiles (``best[query * top_k:][:top_k]``, first copied to list ``segments`` of
-    ``part``) into ``best``; ``spare`` is laid out as ``part``. Launch blocks of
-    :data:`TOP_K_BLOCK` threads, more than ``segments``."""
+    ``part``) into ``best``; ``spare`` is laid out as ``part``. Launch blocks of a power
+    of two threads, more than ``segments`` and at most :data:`TOP_K_BLOCK`."""
     counts = cuda.shared.array(TOP_K_BLOCK, int32)
     thread = cuda.threadIdx.x
     queries = best.shape[0] // top_k
