@@ -300,7 +300,7 @@ class Settings:
         Most segments one query's targets are split into by the first phase of the GPU
         top-k, a block of threads each (at most 255: one block of the second phase merges
         a query's segments). Fewer queries get more segments (about 1,024 blocks in all,
-        a few under the CUDA simulator), none fewer than a block's threads targets. Tests
+        a few under the CUDA simulator), each holding at least a target a thread. Tests
         lower it to make long lists a thread.
     side_stream : bool
         Run long GPU stretches (a search's score pass, a large batch's fill) on a
