@@ -141,9 +141,8 @@ def top_k_blocks(scores, target_offset, top_k, segments, lists, spare, part):
     """Top-k, phase 1: block task ``(query, segment)`` (tasks strided over the grid) keeps
     the best ``top_k`` of the tile's targets ``t = segment * T + thread + i * segments *
     T`` (``T`` threads a block, a power of two up to :data:`TOP_K_BLOCK`; ``scores[query,
-    t]``, global target ``target_offset + t``)
-    in ``part[(query * (segments + 1) + segment) * top_k:][:top_k]`` as keys
-    (:func:`rank_key`), best first. Each thread first keeps its own targets' best in
+    t]``, global target ``target_offset + t``) in ``part[(query * (segments + 1) + segment)
+    * top_k:][:top_k]`` as keys (:func:`rank_key`), best first. Each thread first keeps its own targets' best in
     ``lists`` (``top_k`` keys a thread of the grid, rank-major: a warp's reads of one rank
     coalesce; ``spare`` alike), then :func:`block_merge`. The threads of a block read
     consecutive scores of one query."""
