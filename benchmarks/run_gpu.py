@@ -11,6 +11,7 @@ Usage::
     python -m benchmarks.run_gpu [--data-dir DIR] [--replicate 10] [--repeat 3]
                                  [--parasail-processes N] [--markdown BENCHMARKS.md]
                                  [--compare-fills] [--pair-group-classes 8x19 16x10 ...]
+                                 [--modes sw nw sg] [--unsorted 0|1]
 """
 
 from __future__ import annotations
@@ -43,12 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cudf-only", action="store_true",
                         help="only the cuDF rows (skip the pandas rows)")
     parser.add_argument("--compare-fills", action="store_true",
-                        help="also local score-only on the 32-bit fill (pair_group_fill off), "
-                             "frames checked equal")
+                        help="also the local rows (score-only and with CIGARs) on the 32-bit "
+                             "fill (pair_group_fill off), frames checked equal")
     parser.add_argument("--pair-group-classes", nargs="*", default=[], metavar="LANESxROWS",
-                        help="also local score-only with the grouped pair kernel's classes "
+                        help="also the local rows with the grouped pair kernel's classes "
                              "set to each of these alone (e.g. 8x19 16x10), frames checked "
                              "equal")
+    parser.add_argument("--modes", nargs="*", default=["sw", "nw", "sg"],
+                        choices=["sw", "nw", "sg"], help="the modes whose rows run")
+    parser.add_argument("--unsorted", type=int, choices=(0, 1), default=1,
+                        help="0: the pandas rows with length sorting only")
     parser.add_argument("--rmm", choices=["default", "async"], default="default",
                         help="async: RMM's cudaMallocAsync resource for the whole process "
                              "(cuDF's and our allocations) instead of RMM's default")
@@ -96,9 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         return frame
 
     local_scores = None
-    for sort in () if args.cudf_only else (True, False):
+    configs = [config_row for config_row in CONFIGS if config_row[1] in args.modes]
+    for sort in () if args.cudf_only else (True, False)[:1 + args.unsorted]:
         with config.override(sort_by_length=sort):
-            for name, mode, traceback in CONFIGS:
+            for name, mode, traceback in configs:
                 def run(mode=mode, traceback=traceback, pairs=None):
                     return gpualign_df.align(query_series[:pairs], target_series[:pairs],
                                              mode=mode, traceback=traceback, backend="cuda",
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 frame = measure(name, name, "yes" if sort else "no", run)
                 if name == "local + traceback" and sort:
                     local_scores = frame["score"].to_numpy(dtype=np.int64)
-                if traceback:
+                if mode != "sw":   # the fills compared: local, with and without CIGARs
                     continue
                 for suffix, settings in _variants(args):
                     with config.override(**settings):
@@ -120,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         cudf = None
     if cudf is not None:  # the path the issue measures: cuDF column in, cuDF frame out
         device_queries, device_targets = cudf.Series(queries), cudf.Series(targets)
-        variants = [(name, mode, traceback, True) for name, mode, traceback in CONFIGS]
-        variants += [(name, mode, traceback, False) for name, mode, traceback in CONFIGS
+        variants = [(name, mode, traceback, True) for name, mode, traceback in configs]
+        variants += [(name, mode, traceback, False) for name, mode, traceback in configs
                      if mode == "sw"]
         for name, mode, traceback, use_dpx in variants:
             os.environ["GPUALIGN_DPX"] = "1" if use_dpx else "0"
@@ -132,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             run()  # compile
             frame = measure(name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"), name, "yes",
                             run)
-            if traceback or not use_dpx:
+            if mode != "sw" or not use_dpx:
                 continue
             for suffix, settings in _variants(args):
                 with config.override(**settings):

@@ -22,18 +22,23 @@ pytestmark = pytest.mark.usefixtures("batch_path")
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The (lanes, rows, DPX) of every grouped pair kernel the engine builds from here on."""
+    """The (lanes, rows, DPX) of every grouped pair kernel the engine builds from here on,
+    with traceback last where it was asked for."""
     from gpualign_df.kernels import pairs16
 
     shapes = []
     real = pairs16.pair_group_kernel
-    monkeypatch.setattr(pairs16, "pair_group_kernel",
-                        lambda *args: shapes.append(args) or real(*args))
+
+    def record(*args, **options):
+        shapes.append(args + tuple(options.values()))
+        return real(*args, **options)
+
+    monkeypatch.setattr(pairs16, "pair_group_kernel", record)
     return shapes
 
 
 def both_engines(queries, targets, **options):
-    options = dict(mode="sw", traceback=False, **options)
+    options = dict(dict(mode="sw", traceback=False), **options)
     cpu = gpualign_df.align(queries, targets, backend="cpu", **options)
     gpu = gpualign_df.align(queries, targets, backend="cuda", **options)
     pd.testing.assert_frame_equal(cpu, gpu)
@@ -56,14 +61,40 @@ def test_pair_groups_equal_cpu(settings, kernels_run):
     assert [shape[:2] for shape in kernels_run] == [(4, 3)]
 
 
-@pytest.mark.parametrize("shape", [(4, 3), (2, 33)])
-def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run, shape):
+@pytest.mark.parametrize("shape, longest", [((2, 8), 16), ((4, 8), 30), ((2, 16), 13)])
+def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, longest):
+    """Local alignments with CIGARs from the grouped kernel's traceback words (the walk of
+    the 32-bit fill reads them): random related reads with N and IUPAC codes, empty and
+    one-residue sequences, padding rows and columns, lanes of one and two words, and
+    (reads of 13) a lane whose words lie past the plan's strips; every column equal to
+    the CPU engine's."""
+    settings(pair_group_fill=True, pair_groups=((4, 3), shape))
+    rng = np.random.default_rng(5)
+    alphabet = "ACGTNRY"
+    queries = random_sequences(rng, 12, alphabet, longest)
+    targets = [mutate(rng, "ACGT"[k % 4] * (k % 3) + query, alphabet, 0.1)
+               + "ACGT"[:k % 4] for k, query in enumerate(queries)]
+    queries += ["", "A", "ACGTACGTACGTA"]
+    targets += ["ACG", "", "TTACGTACGAACGTTT"]
+    frame = both_engines(queries, targets, traceback=True, match=3, mismatch=-2,
+                         gap_open=2, gap_extend=1)
+    assert [built[:2] for built in kernels_run] == [shape]
+    assert kernels_run[0][-1] is True
+    assert (frame["gaps"] > 0).any() and (frame["mismatches"] > 0).any()
+
+
+@pytest.mark.parametrize("shape, traceback", [((4, 3), False), ((2, 33), False),
+                                              ((2, 8), True)])
+def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run, shape,
+                                                       traceback):
     """Repeats with many end cells of the best score: the lowest row, then the lowest
-    column, as every engine; lanes of 33 rows take keys of 6 bits below H."""
+    column, as every engine; lanes of 33 rows take keys of 6 bits below H; with
+    traceback, the walk's tie-breaks too."""
     settings(pair_group_fill=True, pair_groups=(shape,))
     queries = ["ACACACACAC", "AAAAAAAA", "ACGTACGT", "GGGG", "CACACA"]
     targets = ["ACAC", "AAAA" * 3, "ACGTAACGT", "CCCCGGGGCCCC", "CA"]
-    frame = both_engines(queries, targets, match=1, mismatch=-1, gap_open=1, gap_extend=1)
+    frame = both_engines(queries, targets, match=1, mismatch=-1, gap_open=1, gap_extend=1,
+                         traceback=traceback)
     assert [built[:2] for built in kernels_run] == [shape]
     assert frame[["score", "query_end", "target_end"]].iloc[0].tolist() == [4, 4, 4]
 
@@ -86,6 +117,16 @@ def test_pair_group_kernel_only_where_exact():
     assert pair_group_class(dna, 150, 300, ((4, 38),)) == (4, 38)     # 150 <= 510
     free = make_scoring(match=1, mismatch=-1, gap_open=0, gap_extend=0)
     assert pair_group_class(free, 10, 10, classes) is None
+    # with traceback: whole words a lane, and every compared value within 4095
+    assert pair_group_class(dna, 150, 277, classes, traceback=True) == (8, 32)
+    assert pair_group_class(dna, 64, 277, classes, traceback=True) == (8, 8)
+    assert pair_group_class(high, 204, 300, classes, traceback=True) == (8, 32)
+    wide = make_scoring(match=16, mismatch=-4, gap_open=7, gap_extend=1)
+    assert pair_group_class(wide, 63, 300, ((8, 8),)) == (8, 8)        # H <= 1008
+    assert pair_group_class(wide, 63, 300, ((8, 8),), traceback=True) == (8, 8)
+    steep = make_scoring(match=1, mismatch=-4, gap_open=4090, gap_extend=1)
+    assert pair_group_class(steep, 63, 300, ((8, 8),)) == (8, 8)
+    assert pair_group_class(steep, 63, 300, ((8, 8),), traceback=True) is None
     assert pair_group_table(dna) is not None
     assert pair_group_table(make_scoring("BLOSUM62", gap_open=11, gap_extend=1)) is None
     # a mismatch below -gap_open would make a shifted entry negative
@@ -113,14 +154,17 @@ def test_pair_group_table_scores_each_pair():
 
 
 @pytest.mark.gpu
-def test_pair_groups_on_real_reads_equal_cpu(kernels_run):
-    """The GASAL2 reads against their windows (W1's pairs, 150 x 152-277 bp), local score
-    only with W1's scoring: the default settings take the grouped kernel with DPX, and
-    every score and end cell equals the CPU engine's."""
+@pytest.mark.parametrize("traceback", [False, True])
+def test_pair_groups_on_real_reads_equal_cpu(kernels_run, traceback):
+    """The GASAL2 reads against their windows (W1's pairs, 150 x 152-277 bp), local with
+    W1's scoring, score only and with CIGARs: the default settings take the grouped
+    kernel with DPX, and every column equals the CPU engine's."""
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=6000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=6000)
-    both_engines(queries, targets, match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    both_engines(queries, targets, match=1, mismatch=-4, gap_open=7, gap_extend=1,
+                 traceback=traceback)
     assert kernels_run and all(shape[2] for shape in kernels_run)
+    assert all(shape[-1] is traceback for shape in kernels_run if len(shape) == 4)
 
 
 @pytest.mark.gpu
@@ -140,6 +184,10 @@ def test_pair_groups_on_random_pairs_equal_cpu(kernels_run, scores):
                random_sequences(rng, 1, alphabet, 700)[0] for k, query in enumerate(queries)]
     both_engines(queries, targets, **scores)
     assert kernels_run and all(shape[2] for shape in kernels_run)
+    if scores["match"] * 250 + scores["match"] + scores["gap_open"] <= 4095:
+        kernels_run.clear()
+        both_engines(queries, targets, traceback=True, **scores)
+        assert kernels_run and all(shape[-1] is True for shape in kernels_run)
     long_reads = random_sequences(rng, 300, alphabet, 300, min_length=257)
     kernels_run.clear()
     both_engines(long_reads, targets[:300], **scores)     # no class holds them

@@ -1,5 +1,5 @@
-"""SASS of a long-pair band fill or of a grouped protein-search kernel for a GPU
-architecture, on a machine without a GPU, and its hot loop by opcode.
+"""SASS of a long-pair band fill, a grouped protein-search kernel or a grouped pair kernel
+for a GPU architecture, on a machine without a GPU, and its hot loop by opcode.
 
 The kernel is compiled as :mod:`sass_offline` compiles the inter-task fills (numba to LTO-IR,
 the linked CUDA C by NVRTC, nvJitLink, nvdisasm; the same NVIDIA wheels, named in that
@@ -19,8 +19,8 @@ that the compiler keeps for a divergent warp, whose shuffles are collective). Ex
 2|4|8``, ``--traceback 0|1``, ``--byte-rows 0|1``, ``--checkpointed 0|1``, ``--split
 whole|snapshot|resume``, ``--last-column 0|1`` (the halves' fill). ``search`` options:
 ``--lanes``, ``--columns`` (a length class), ``--unroll 1|2|4`` (steps an iteration),
-``--copies`` (of the pair table). Both: ``--arch 90``, ``--sass FILE`` (write
-the whole listing).
+``--copies`` (of the pair table). ``pairs`` options: ``--lanes``, ``--rows`` (a class),
+``--traceback 0|1``. All: ``--arch 90``, ``--sass FILE`` (write the whole listing).
 """
 
 from __future__ import annotations
@@ -62,6 +62,16 @@ def search_signature():
             n64, n64, types.int32[:, ::1])
 
 
+def pairs_signature():
+    """Argument types of the grouped pair kernel as :func:`gpualign_df.gpu.batches`
+    launches it."""
+    from numba import types
+
+    i64, i32, n64, u8 = types.int64[::1], types.int32[::1], types.int64, types.uint8[::1]
+    return (u8, i64, i64, u8, i64, i64, i64, i64, types.int64[:, ::1], i32, n64, i32, i32,
+            n64, n64, n64, n64, i64, i32, i32, i32, types.uint32[::1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     kinds = parser.add_subparsers(dest="kernel", required=True)
@@ -78,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     search_parser.add_argument("--columns", type=int, default=16)
     search_parser.add_argument("--unroll", type=int, choices=(1, 2, 4), default=4)
     search_parser.add_argument("--copies", type=int, choices=(1, 2, 4, 8), default=4)
-    for each in (band_parser, search_parser):
+    pairs_parser = kinds.add_parser("pairs")
+    pairs_parser.add_argument("--lanes", type=int, default=8)
+    pairs_parser.add_argument("--rows", type=int, default=24)
+    pairs_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
+    for each in (band_parser, search_parser, pairs_parser):
         each.add_argument("--arch", type=int, default=90)
         each.add_argument("--sass", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -96,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         name = (f"band fill {args.mode} rows={args.rows} traceback={args.traceback} "
                 f"byte_rows={args.byte_rows} checkpointed={args.checkpointed} "
                 f"split={args.split} last_column={args.last_column}")
+    elif args.kernel == "pairs":
+        from gpualign_df.kernels import pairs16
+
+        kernel = pairs16.pair_group_kernel(args.lanes, args.rows, True,
+                                           traceback=bool(args.traceback))
+        signature, loop_opcodes = pairs_signature(), ("LDS", "VIADDMNMX")
+        name = f"grouped pairs {args.lanes} x {args.rows}, traceback={args.traceback}"
     else:
         from gpualign_df.kernels import search
 

@@ -77,6 +77,7 @@ class PairGroup:
 
     scoring: Scoring
     tables: tuple
+    traceback: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
                            sort=tuning.sort_by_length,
                            fits_16bit=fits_16bit if use_16bit or pair_group else None,
                            longest=longest,
+                           traceback_groups=(lambda longest_query, longest_target:
+                                             group_class(job, longest_query, longest_target)),
                            inter_max_cells=tuning.inter_max_cells,
                            traceback_budget=traceback_budget(traceback_memory, free, tuning),
                            device=xp)
@@ -234,18 +237,19 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
 
 def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
                        tuning: config.Settings) -> PairGroup | None:
-    """The grouped pair kernel's tables on the device for a local score-only job where the
+    """The grouped pair kernel's tables on the device for a local job where the
     ``pair_group_fill`` setting allows it (None: where DPX runs) and they fit; else None
     (each batch still checks :func:`group_class`)."""
     allowed = dpx.available() if tuning.pair_group_fill is None else tuning.pair_group_fill
-    if traceback or not allowed or not tuning.pair_groups or mode.code != MODE_LOCAL:
+    if not allowed or not tuning.pair_groups or mode.code != MODE_LOCAL:
         return None
     tables = pair_group_table(scoring)
     if tables is None:
         return None
     return PairGroup(scoring, tuple(
         device_table(name, values) for name, values in
-        zip(("pair_group_table", "pair_group_query", "pair_group_target"), tables)))
+        zip(("pair_group_table", "pair_group_query", "pair_group_target"), tables)),
+        traceback)
 
 
 def group_class(job: DeviceJob, longest_query: int, longest_target: int):
@@ -254,7 +258,7 @@ def group_class(job: DeviceJob, longest_query: int, longest_target: int):
     if job.pair_group is None:
         return None
     return pair_group_class(job.pair_group.scoring, longest_query, longest_target,
-                            job.tuning.pair_groups)
+                            job.tuning.pair_groups, job.pair_group.traceback)
 
 
 def _offsets(xp, lengths):
@@ -293,24 +297,18 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     if batch.kind == "inter":  # planned on the device
         slot_row, query_lengths, target_lengths = (device64(values) for values in (
             batch.slot_row, batch.query_lengths, batch.target_lengths))
-        shape = group_class(job, batch.longest_query, batch.longest_target) \
-            if batch.packed else None
-        if shape is not None:  # a group of lanes per two pairs, residues read in place
-            lanes, rows = shape
-            table, query_pair, target_pair = job.pair_group.tables
-            kernel = pairs16.pair_group_kernel(lanes, rows, job.use_dpx)
-            threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
+        if job.traceback:   # the layout the plan gave the traceback words
+            shape = batch.group_class
+        else:
+            shape = group_class(job, batch.longest_query, batch.longest_target) \
+                if batch.packed else None
+        if shape is not None and not job.traceback:  # residues read in place
             with beside_default_stream(batch.cells, tuning) as stream:
-                launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,
-                              job.queries.codes, job.queries.offsets, job.pair_query,
-                              job.targets.codes, job.targets.offsets, job.pair_target,
-                              query_lengths, target_lengths, batch.warp_table[5], table,
-                              len(table), query_pair, target_pair, job.alphabet_size + 1,
-                              job.gap_open, job.gap_extend, 1 << pairs16.key_bits(rows), slot_row,
-                              columns["score"], columns["query_end"], columns["target_end"],
-                              stream=stream)
+                _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths,
+                             scratch("traceback", 1, np.uint32), stream)
             return None
     else:  # planned on the host: one upload of every per-slot row
+        shape = None
         table = device64(np.stack([batch.slot_row, batch.query_lengths, batch.target_lengths,
                                    batch.query_start, batch.target_start, batch.tb_start,
                                    batch.columns, batch.run_base]))
@@ -325,7 +323,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         warps = batch.warp_table
         starts = scratch("slot_starts", 5 * batch.slots, np.int64).reshape((5, batch.slots))
         launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
-                      warps[1], warps[3], warps[4], warps[5], warps[6], starts, slot_row,
+                      warps[1], warps[3], warps[4], warps[5], warps[6],
+                      1 if shape is None else shape[0], starts, slot_row,
                       job.queries.codes, job.queries.offsets, job.pair_query, query_lengths,
                       query, job.targets.codes, job.targets.offsets, job.pair_target,
                       target_lengths, target)
@@ -363,7 +362,10 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         else:
             h_buffer = scratch("h_row", batch.row_words, np.int32)
             i_buffer = scratch("i_row", batch.row_words, np.int32)
-            if batch.packed:  # two pairs per thread; the table has a padding code
+            if batch.kind == "inter" and shape is not None:  # a group of lanes per 2 pairs
+                _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
+                             stream)
+            elif batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
                               query, target, query_lengths, target_lengths,
@@ -385,7 +387,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     run_count = scratch("run_count", batch.slots, np.int32)
     lanes = walk_lanes(job.flags[0], tuning) if batch.kind == "long" else 0
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip,
-                                  batch.kind == "long", lanes, walk_probes(job, lanes))
+                                  batch.kind == "long", lanes, walk_probes(job, lanes),
+                                  shape)
     # a block of ``lanes`` threads per pair, or a thread per slot
     walk_grid, walk_threads = (batch.slots, lanes) if lanes else (grid, THREADS_PER_BLOCK)
     launch_kernel("walk", walk, walk_grid, walk_threads, query, target, query_lengths,
@@ -397,6 +400,25 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                   columns["cigar_length"])
     return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct,
                          grid, settle)
+
+
+def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
+                 query_lengths, target_lengths, tb, stream) -> None:
+    """Launch the grouped pair kernel of class ``shape`` (lanes, rows) on a packed inter
+    batch, residues read where the sequences are; with traceback its words go to ``tb``
+    in the inter-task layout (the walk then reads them as the 32-bit fill's)."""
+    lanes, rows = shape
+    table, query_pair, target_pair = job.pair_group.tables
+    kernel = pairs16.pair_group_kernel(lanes, rows, job.use_dpx, traceback=job.traceback)
+    threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
+    columns = job.columns
+    launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,
+                  job.queries.codes, job.queries.offsets, job.pair_query,
+                  job.targets.codes, job.targets.offsets, job.pair_target,
+                  query_lengths, target_lengths, batch.warp_table, table, len(table),
+                  query_pair, target_pair, job.alphabet_size + 1, job.gap_open,
+                  job.gap_extend, 1 << pairs16.key_bits(rows), slot_row, columns["score"],
+                  columns["query_end"], columns["target_end"], tb, stream=stream)
 
 
 def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct, grid,

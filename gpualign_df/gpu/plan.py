@@ -28,7 +28,7 @@ import numpy as np
 from .. import config
 from ..job import needs_linear_space
 from ..kernels import planning, simulator
-from ..kernels.strip import WARP
+from ..kernels.strip import STRIP_ROWS, WARP
 from . import long
 from .device import THREADS_PER_BLOCK, kernel_view
 from .launch import launch
@@ -67,6 +67,7 @@ class Batch:
     columns: np.ndarray | None = None
     warp_table: np.ndarray | None = None   # inter: (planning.TABLE_ROWS, warps)
     packed: bool = False
+    group_class: tuple[int, int] | None = None   # traceback words in the grouped layout
     longest_query: int = 0         # inter: the longest query and target of the job's
     longest_target: int = 0        # inter-task pairs
     block_rows: int = 0            # linear: rows of a recomputed block
@@ -127,12 +128,16 @@ def long_pair_cells(pair_count: int, inter_max_cells: int) -> int:
 def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_bytes: int,
                  sort: bool = True, fits_16bit=None, longest: tuple[int, int] | None = None,
                  inter_max_cells: int | None = None,
-                 traceback_budget: int | None = None, device=None) -> list[Batch]:
+                 traceback_budget: int | None = None, device=None,
+                 traceback_groups=None) -> list[Batch]:
     """Batches for job rows ``pairs`` (None: every row; lengths indexed by job row; numpy or
     CuPy arrays, all of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
     whether the inter-task pairs run on packed 16-bit cells (two pairs per thread, warps
-    paired: :mod:`gpualign_df.kernels.inter16`); None: never. ``longest``: bounds on the
+    paired: :mod:`gpualign_df.kernels.inter16`); None: never. Where they are packed,
+    ``traceback_groups(longest_query, longest_target)`` gives the grouped pair kernel's
+    class ``(lanes, rows)`` whose layout the traceback words take (None: the inter-task
+    layout; :attr:`Batch.group_class`). ``longest``: bounds on the
     longest query and target (every pair short when their product is): no maxima are read
     back, and the 16-bit and keyed-best checks take the bounds. Pairs of more than
     ``inter_max_cells`` cells (None: the setting), in a job of few pairs those of more
@@ -153,7 +158,8 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
                 None if values is None else xp.asarray(values)
                 for values in (pairs, query_lengths, target_lengths))
         return _inter_batches(xp, pairs, query_lengths, target_lengths, traceback,
-                              budget_bytes, sort, longest_query, longest_target, fits_16bit)
+                              budget_bytes, sort, longest_query, longest_target, fits_16bit,
+                              traceback_groups)
 
     if pairs is None:  # every job row: no gathers
         pair_query_lengths = query_lengths.astype(np.int64, copy=False)
@@ -189,7 +195,7 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
 
 
 def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, sort,
-                   longest_query, longest_target, fits_16bit):
+                   longest_query, longest_target, fits_16bit, traceback_groups):
     """Inter-task batches of ``pairs`` with their lengths (``*_lengths[k]`` of
     ``pairs[k]``; the longest of each given). Per-warp quantities are summed once on the
     device (:func:`planning.plan_sums`); only their totals cross to the host, unless the job
@@ -199,6 +205,9 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     if len(query_lengths) == 0:
         return []
     packed = fits_16bit is not None and fits_16bit(longest_query, longest_target)
+    group_class = traceback_groups(longest_query, longest_target) \
+        if packed and traceback and traceback_groups is not None else None
+    group_lanes, group_rows = group_class or (0, 0)
     count = len(query_lengths)
     if sort:  # longest target first, then longest query; stable
         order = _length_order(xp, target_lengths, query_lengths)
@@ -223,7 +232,8 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     totals = block[at + table_rows * warp_count:]
     launch_plan(warp_count // group_warps, order, order if pairs is None else pairs,
                  pairs is not None, query_lengths, target_lengths, traceback, group_warps,
-                 slot_row, slot_query, slot_target, columns, quantities)
+                 group_lanes, group_lanes * group_rows // STRIP_ROWS, slot_row, slot_query,
+                 slot_target, columns, quantities)
     (plan_sums_host if xp is np else launch_sums)(quantities, columns, warp_table, totals)
     totals = to_numpy(totals)
     if int(totals[0]) <= budget:
@@ -257,7 +267,8 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
             target_lengths=slot_target[slots], run_base=None, row_start=table[2],
             query_size=query_size, target_size=target_size, row_words=row_words,
             tb_words=tb_total, run_words=run_total, cells=cells, warp_table=table,
-            packed=packed, longest_query=longest_query, longest_target=longest_target))
+            packed=packed, group_class=group_class, longest_query=longest_query,
+            longest_target=longest_target))
     return batches
 
 

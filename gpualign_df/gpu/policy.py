@@ -14,9 +14,9 @@ import numpy as np
 from .. import config
 from ..kernels import dpx
 from ..kernels.cpu import MODE_LOCAL
-from ..kernels.pairs16 import COPIES, group_rows_fit, highest_score
+from ..kernels.pairs16 import COPIES, TRACEBACK_VALUES, group_rows_fit, highest_score
 from ..kernels.search import PAIR_TABLE_WORDS
-from ..kernels.strip import PAD16
+from ..kernels.strip import PAD16, STRIP_ROWS
 from ..scoring import Mode, Scoring
 
 
@@ -172,13 +172,17 @@ def _pair_group_table(matrix_bytes: bytes, size: int, gap_open: int):
 
 
 def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
-                     classes: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
+                     classes: tuple[tuple[int, int], ...],
+                     traceback: bool = False) -> tuple[int, int] | None:
     """The class ``(lanes, rows)`` of the grouped pair kernel for a batch of local
-    score-only pairs up to these lengths (the smallest of ``classes`` holding its longest
+    pairs up to these lengths (the smallest of ``classes`` holding its longest
     query), or None where none does or the kernel would not be exact: every value within
     16 bits (as :func:`use_search_16bit`'s bound), H within the class's running-best keys
     (:func:`~gpualign_df.kernels.pairs16.highest_score`) and a positive gap open (padding
-    cells stay below the cell they come from).
+    cells stay below the cell they come from). With ``traceback`` the class's rows are
+    a multiple of 8 (whole traceback words a lane) and every value a cell compares
+    within :data:`~gpualign_df.kernels.pairs16.TRACEBACK_VALUES` (the highest H plus an
+    entry; the gap extension within the second comparison's bound too).
 
     >>> from gpualign_df.scoring import make_scoring
     >>> scoring = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
@@ -186,13 +190,17 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     (8, 19)
     >>> pair_group_class(scoring, 1500, 1600, ((8, 16), (8, 19), (8, 24))) is None
     True
+    >>> pair_group_class(scoring, 150, 277, ((8, 16), (8, 19), (8, 24)), traceback=True)
+    (8, 24)
     """
     largest = largest_entry(scoring)
     high = largest * min(longest_query, longest_target)
-    if (scoring.gap_open <= 0 or high + largest + scoring.gap_open >= (1 << 15) - 1
-            or longest_target >= 1 << 15):
+    limit = TRACEBACK_VALUES if traceback else (1 << 15) - 2
+    if (scoring.gap_open <= 0 or high + largest + scoring.gap_open > limit
+            or longest_target >= 1 << 15
+            or (traceback and scoring.gap_extend + TRACEBACK_VALUES > 0x3FFF)):
         return None
     fitting = [(lanes * rows, lanes, rows) for lanes, rows in classes
                if lanes * rows >= longest_query and group_rows_fit(lanes, rows)
-               and high <= highest_score(rows)]
+               and high <= highest_score(rows) and not (traceback and rows % STRIP_ROWS)]
     return min(fitting)[1:] if fitting else None

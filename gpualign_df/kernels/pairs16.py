@@ -18,10 +18,10 @@ from functools import lru_cache
 
 from numba import cuda, int32, int64, uint32, uint64
 
-from . import inlined
+from . import dpx, inlined, simulator
 from .dpx import high_half, low_half
 from .search import group_parts
-from .strip import WARP, pack_pair
+from .strip import STRIP_ROWS, WARP, pack_pair
 
 
 #: Copies of the pair table in shared memory, interleaved word by word (entry ``e`` of copy
@@ -67,19 +67,52 @@ def _twice(steps, offset: int):
 
     @inlined
     def twice(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-              held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit):
+              held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words):
         carried = steps(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
                         shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2,
-                        unit)
+                        unit, words)
         return steps(int32(s + offset32), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
                      target_pair, base, shared, held, h, e, carried, starts, scratch,
-                     warp_lane, go2, ge2, unit)
+                     warp_lane, go2, ge2, unit, words)
 
     return twice
 
 
+#: The highest value a cell of the traceback kernel may hold: the last comparison's bound.
+TRACEBACK_VALUES = 0x0FFF
+
+
 @lru_cache(maxsize=None)
-def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4):
+def direction_bits(use_dpx: bool):
+    """``bits(e_old, h_left, f_old, h_up, e_new, f_new, match, k_del, k_ins)``: both
+    halves' four traceback bits of a cell in the shifted form (gaps + go), as
+    :func:`gpualign_df.kernels.strip.append_sign` appends them, at bits 12-15 of each
+    half (from the high bit: D extends, I extends, D is H's source, I beats the
+    diagonal; ties to opening, the diagonal, then I); bits 0-11 hold anything. Each is
+    one subtraction ``x - y + 2**b - 1`` (b = 15, 14, 13, 12) whose bit ``b`` holds
+    ``x > y`` and whose bits above it are 0 where ``|x - y| < 2**b``, so three bit
+    selects merge them (the gap extensions fold ``- ge`` into their offsets): exact where
+    every operand lies in
+    ``[0, TRACEBACK_VALUES]``, so that no half borrows from the other. ``k_del``,
+    ``k_ins``: both halves' ``0x7FFF - ge`` and ``0x3FFF - ge``."""
+    max2 = dpx.functions16(use_dpx)[1]
+
+    @inlined
+    def bits(e_old, h_left, f_old, h_up, e_new, f_new, match, k_del, k_ins):
+        d_ext = int64(e_old) - int64(h_left) + k_del            # E*_old - ge > H_left
+        i_ext = int64(f_old) - int64(h_up) + k_ins              # F*_old - ge > H_up
+        d_src = int64(e_new) - int64(max2(match, f_new)) + 0x1FFF1FFF
+        i_src = int64(f_new) - int64(match) + 0x0FFF0FFF
+        merged = (d_ext & 0x80008000) | (i_ext & 0x7FFF7FFF)
+        merged = (merged & 0xC000C000) | (d_src & 0x3FFF3FFF)
+        return uint32((merged & 0xE000E000) | (i_src & 0x1FFF1FFF))
+
+    return bits
+
+
+@lru_cache(maxsize=None)
+def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4,
+                      traceback: bool = False, max_registers: int | None = None):
     """The kernel for query strips of ``lanes * rows`` rows (launch ``lanes * slots / 2``
     threads, any multiple of 32 a block): group ``g`` aligns slots ``a = 64 (g // 32) +
     g % 32`` and ``b = a + 32``, lane ``k`` holding query rows ``k * rows + r``.
@@ -98,9 +131,21 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     whose column is noted whenever a step raises it, so equal keys keep the first column;
     the group then takes the highest H, ties to the lowest row. Exact where no value
     leaves 16 bits and H stays within :func:`highest_score` (the caller checks both);
-    ``key_unit`` must be ``2**key_bits(rows)``."""
+    ``key_unit`` must be ``2**key_bits(rows)``.
+
+    ``traceback``: the cells' four bits (:func:`direction_bits`) go to ``tb``, a word
+    per 8 rows of a lane and step (row ``r`` at bits ``4 * r``), laid out so that a
+    warp's stores are whole lines: word ``w`` of lane ``k`` at step ``s`` of the slot in
+    lane ``l`` of warp ``v`` at ``warp_table[3, v] + (s * rows / 8 + w) * 32 * lanes +
+    l * lanes + k`` (the walk's ``grouped_rows`` layout,
+    :func:`gpualign_df.kernels.traceback.walk_functions`; the plan sizes it:
+    :func:`gpualign_df.kernels.planning.warp_plan`). ``rows`` must be a multiple of 8
+    and every value within ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the compiler's cap
+    a thread (None: its choice; the simulator takes none)."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
+    assert not traceback or rows % STRIP_ROWS == 0
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
+    flag_bits = direction_bits(use_dpx)
     table_words, shift, table_put, table_base, table_at = table
     receive, shuffle_across = shuffles
     group, height = lanes, rows
@@ -108,13 +153,17 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     bits = key_bits(rows)
     key_scale = int32(1 << bits)
     row_span = int32(1 << ROW_BITS)
+    lane_words = rows // STRIP_ROWS
 
     @inlined
     def step(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-             held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit):
+             held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words):
         """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
-        H the first row takes as diagonal) before and after."""
+        H the first row takes as diagonal) before and after. ``words`` (traceback): the
+        traceback array, the lane's first word of each half, the words between two
+        strips, the warp's columns, the lane's words within the plan, and
+        :func:`direction_bits`' gap constants."""
         best, j_a, j_b, h_last, f_last, diag_first = carried
         zero = int32(0)
         h_in, f_in = receive(h_last, f_last, starts, scratch, warp_lane)
@@ -127,10 +176,30 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         diag = diag_first
         before = best
         key_low = zero
+        tb, tb_a, tb_b, stride, columns, k_del, k_ins = words
+        stores = uint32(j) < uint32(columns)
+        at = uint64(s) * uint64(lane_words) * stride
+        upper = uint32(0)   # rows 0-3 of a word, both halves (row 0 lowest)
+        lower = uint32(0)   # rows 4-7
         for r in range(height):
             h_left = h[r]
-            value, f, e_r = cell(diag, table_at(shared, int32(row + held[r])), f, e[r], h_up,
-                                 h_left, go2, ge2)
+            e_old = e[r]
+            f_old = f
+            entry = table_at(shared, int32(row + held[r]))
+            value, f, e_r = cell(diag, entry, f, e_old, h_up, h_left, go2, ge2)
+            if traceback:
+                flags = flag_bits(e_old, h_left, f_old, h_up, e_r, f, int32(diag + entry),
+                                  k_del, k_ins)
+                # four rows' nibbles a half, entering at its top: the earlier shift down
+                if r % STRIP_ROWS < 4:
+                    upper = uint32(((upper >> 4) & 0x0FFF0FFF) | (flags & 0xF000F000))
+                else:
+                    lower = uint32(((lower >> 4) & 0x0FFF0FFF) | (flags & 0xF000F000))
+                if r % STRIP_ROWS == STRIP_ROWS - 1 and stores:  # a word a half
+                    at_word = at + stride * uint64(r // STRIP_ROWS)
+                    tb[tb_a + at_word] = uint32((upper & 0xFFFF) | ((lower & 0xFFFF) << 16))
+                    tb[tb_b + at_word] = uint32(((upper >> 16) & 0xFFFF)
+                                                | (lower & 0xFFFF0000))
             # both halves' key H * unit + (unit - 1 - r): no carry (H <= highest_score)
             key = int32(int64(value) * unit + pack_pair(key_scale - 1 - r))
             if r % 2 == 1:
@@ -174,10 +243,11 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     j = other_j
         return key, j
 
-    @cuda.jit
+    @cuda.jit(**({} if max_registers is None or simulator() else
+                 {"max_registers": max_registers}))
     def fill(query_codes, query_offsets, pair_query, target_codes, target_offsets, pair_target,
-             query_lengths, target_lengths, warp_columns, table, used_words, query_pair,
-             target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end):
+             query_lengths, target_lengths, warp_table, table, used_words, query_pair,
+             target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end, tb):
         shared = cuda.shared.array(table_words, int32)
         pairs_of_target = cuda.shared.array(256, int32)
         scratch = cuda.shared.array(scratch_size, int32)
@@ -223,14 +293,22 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         ge2 = pack_pair(-ge)
         zero = int32(0)
         starts = lane == 0
+        columns = warp_table[5, warp_a]
+        # traceback: both halves' words of this lane at step 0, the words between two
+        # words of a lane (the threads of a warp of slots)
+        at_lane = uint64((group_index % WARP) * group + lane)
+        words = (tb, uint64(warp_table[3, warp_a]) + at_lane,
+                 uint64(warp_table[3, warp_a + 1]) + at_lane, uint64(WARP * group),
+                 int32(columns), int64(pack_pair(0x7FFF - ge)),
+                 int64(pack_pair(0x3FFF - ge)))
         # best key (unit - 1: H 0, below every key of a cell above 0), its columns, the
         # last row's H and F*, the diagonal of the first row
         carried = (int32(pack_pair(key_scale - 1)), zero, zero, zero, zero, zero)
         # the warp's columns hold both targets; steps past them read padding only
-        for s in range(0, int32(warp_columns[warp_a]) + group - 1, unroll):
+        for s in range(0, int32(columns) + group - 1, unroll):
             carried = steps(int32(s), lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes,
                             pairs_of_target, base, shared, held, h, e, carried, starts,
-                            scratch, warp_lane, go2, ge2, int32(key_unit))
+                            scratch, warp_lane, go2, ge2, int32(key_unit), words)
         best, j_a, j_b = carried[0], carried[1], carried[2]
         for half in range(2):
             key, j = group_end(low_half(best) if half == 0 else high_half(best),

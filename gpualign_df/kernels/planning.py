@@ -19,12 +19,15 @@ QUANTITIES = 7
 
 @cuda.jit
 def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback, group_warps,
-              slot_row, slot_query, slot_target, warp_columns, quantities):
+              group_lanes, group_strips, slot_row, slot_query, slot_target, warp_columns,
+              quantities):
     """Thread ``g`` takes warps ``group_warps * g ...``: the slots of their pairs (slot
     ``s`` holds pair ``order[s]``: job row ``pairs[order[s]]``, or ``order[s]`` itself
     without ``has_pairs``; its lengths, -1 past the last pair), and per
     warp the quantities of :data:`QUANTITIES`, with rows and columns the largest of the
-    whole group (a packed warp pair shares them)."""
+    whole group (a packed warp pair shares them). ``group_lanes`` > 0: the traceback
+    words of the grouped pair kernel's layout, ``group_strips`` words a step and slot
+    over ``columns + group_lanes - 1`` steps."""
     group = cuda.grid(1)
     first_warp = group * group_warps
     if first_warp >= warp_columns.shape[0]:
@@ -38,7 +41,10 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
             rows = max(rows, query_lengths[pair])
             columns = max(columns, target_lengths[pair])
     strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
-    tb_words = WARP * strips * columns if traceback else 0
+    if group_lanes > 0:
+        tb_words = WARP * group_strips * (columns + group_lanes - 1) if traceback else 0
+    else:
+        tb_words = WARP * strips * columns if traceback else 0
     run_words = WARP * (rows + columns) if traceback else 0
     for warp in range(first_warp, first_warp + group_warps):
         cells = 0

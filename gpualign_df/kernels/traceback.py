@@ -73,7 +73,7 @@ def trailing_ones(mask, limit):
 
 @lru_cache(maxsize=None)
 def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool,
-                   lanes: int = 0, probes: int = 1):
+                   lanes: int = 0, probes: int = 1, grouped: tuple[int, int] | None = None):
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
     (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
@@ -90,7 +90,11 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     // 8``, row ``r = (i - row0 - 1) % 8``, at ``b0 + width * (strip * columns + j - 1)``;
     ``skewed`` (the band kernel's layout, :mod:`gpualign_df.kernels.band`): at ``b0 + strip
     * stride + j - 1 + r``, ``stride`` the :func:`~gpualign_df.kernels.strip.skewed_stride`
-    of ``columns``.
+    of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``) (the grouped pair kernel's
+    layout of that class, :func:`gpualign_df.kernels.pairs16.pair_group_kernel`): lane
+    ``k = (i - 1) // R`` wrote the cell at step ``s = j - 1 + k``, in its word ``w = (i -
+    1) % R // 8`` at ``b0 + (s * R / 8 + w) * width * L + k``, row ``r`` at bits ``4 *
+    r``.
 
     ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
     run it alike (the same reads, the same branches, the same stores), which in H looks at
@@ -108,10 +112,17 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     ballot = _ballot(lanes)
     width_lanes = int32(max(lanes, 1))
 
+    group_lanes, lane_words = (grouped[0], grouped[1] // STRIP_ROWS) if grouped else (0, 1)
+
     @cuda.jit(device=True, inline=True)
     def nibble_at(tb, b0, width, columns, row0, i, j):
         strip = (i - row0 - 1) // STRIP_ROWS
         row = (i - row0 - 1) % STRIP_ROWS
+        if group_lanes:
+            lane = strip // lane_words
+            word = tb[uint64(b0 + ((j - 1 + lane) * lane_words + strip % lane_words)
+                             * (width * group_lanes) + lane)]
+            return (word >> uint32(4 * row)) & uint32(15)
         if skewed:
             word = tb[uint64(b0 + skewed_word_index(strip, columns, j, row))]
         else:
@@ -256,12 +267,14 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
 
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool,
-                skewed: bool = False, lanes: int = 0, probes: int = 1):
+                skewed: bool = False, lanes: int = 0, probes: int = 1,
+                grouped: tuple[int, int] | None = None):
     """Traceback walk, one thread per slot (:func:`walk_functions`; ``skewed``: the band
-    kernel's layout, ``width`` 1), or with ``lanes`` > 0 a block of ``lanes`` threads per
-    slot (launch ``lanes`` threads a block, a block per slot) reading ``probes`` diagonal
-    stretches at once."""
-    steps, finish = walk_functions(mode, fqs, fts, merge_matches, skewed, lanes, probes)
+    kernel's layout, ``width`` 1; ``grouped``: the grouped pair kernel's), or with
+    ``lanes`` > 0 a block of ``lanes`` threads per slot (launch ``lanes`` threads a block,
+    a block per slot) reading ``probes`` diagonal stretches at once."""
+    steps, finish = walk_functions(mode, fqs, fts, merge_matches, skewed, lanes, probes,
+                                   grouped)
     probing = lanes > 0
     scratch_size = max(lanes, 1)
 
