@@ -61,13 +61,14 @@ def test_pair_groups_equal_cpu(settings, kernels_run):
     assert [shape[:2] for shape in kernels_run] == [(4, 3)]
 
 
-@pytest.mark.parametrize("shape, longest", [((2, 8), 16), ((4, 8), 30), ((2, 16), 13)])
+@pytest.mark.parametrize("shape, longest", [((2, 8), 16), ((4, 5), 20), ((2, 13), 26),
+                                            ((2, 16), 13)])
 def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, longest):
-    """Local alignments with CIGARs from the grouped kernel's traceback words (the walk of
-    the 32-bit fill reads them): random related reads with N and IUPAC codes, empty and
-    one-residue sequences, padding rows and columns, lanes of one and two words, and
-    (reads of 13) a lane whose words lie past the plan's strips; every column equal to
-    the CPU engine's."""
+    """Local alignments with CIGARs from the grouped kernel's traceback words (the walk's
+    grouped layout): random related reads with N and IUPAC codes, empty and one-residue
+    sequences, padding rows and columns, lanes of one and two words, a lane's last word
+    partly filled (5 and 13 rows), and (reads of 13) a lane of padding rows only; every
+    column equal to the CPU engine's."""
     settings(pair_group_fill=True, pair_groups=((4, 3), shape))
     rng = np.random.default_rng(5)
     alphabet = "ACGTNRY"
@@ -84,7 +85,7 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
 
 
 @pytest.mark.parametrize("shape, traceback", [((4, 3), False), ((2, 33), False),
-                                              ((2, 8), True)])
+                                              ((4, 3), True), ((2, 8), True)])
 def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run, shape,
                                                        traceback):
     """Repeats with many end cells of the best score: the lowest row, then the lowest
@@ -117,8 +118,8 @@ def test_pair_group_kernel_only_where_exact():
     assert pair_group_class(dna, 150, 300, ((4, 38),)) == (4, 38)     # 150 <= 510
     free = make_scoring(match=1, mismatch=-1, gap_open=0, gap_extend=0)
     assert pair_group_class(free, 10, 10, classes) is None
-    # with traceback: whole words a lane, and every compared value within 4095
-    assert pair_group_class(dna, 150, 277, classes, traceback=True) == (8, 32)
+    # with traceback: every compared value within 4095
+    assert pair_group_class(dna, 150, 277, classes, traceback=True) == (8, 19)
     assert pair_group_class(dna, 64, 277, classes, traceback=True) == (8, 8)
     assert pair_group_class(high, 204, 300, classes, traceback=True) == (8, 32)
     wide = make_scoring(match=16, mismatch=-4, gap_open=7, gap_extend=1)

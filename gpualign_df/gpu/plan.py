@@ -28,7 +28,7 @@ import numpy as np
 from .. import config
 from ..job import needs_linear_space
 from ..kernels import planning, simulator
-from ..kernels.strip import STRIP_ROWS, WARP
+from ..kernels.strip import WARP, lane_words
 from . import long
 from .device import THREADS_PER_BLOCK, kernel_view
 from .launch import launch
@@ -207,7 +207,7 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     packed = fits_16bit is not None and fits_16bit(longest_query, longest_target)
     group_class = traceback_groups(longest_query, longest_target) \
         if packed and traceback and traceback_groups is not None else None
-    group_lanes, group_rows = group_class or (0, 0)
+    group_lanes, group_rows = group_class or (0, 1)
     count = len(query_lengths)
     if sort:  # longest target first, then longest query; stable
         order = _length_order(xp, target_lengths, query_lengths)
@@ -232,7 +232,7 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     totals = block[at + table_rows * warp_count:]
     launch_plan(warp_count // group_warps, order, order if pairs is None else pairs,
                  pairs is not None, query_lengths, target_lengths, traceback, group_warps,
-                 group_lanes, group_lanes * group_rows // STRIP_ROWS, slot_row, slot_query,
+                 group_lanes, group_lanes * lane_words(group_rows), slot_row, slot_query,
                  slot_target, columns, quantities)
     (plan_sums_host if xp is np else launch_sums)(quantities, columns, warp_table, totals)
     totals = to_numpy(totals)

@@ -16,7 +16,7 @@ from ..kernels import dpx
 from ..kernels.cpu import MODE_LOCAL
 from ..kernels.pairs16 import COPIES, TRACEBACK_VALUES, group_rows_fit, highest_score
 from ..kernels.search import PAIR_TABLE_WORDS
-from ..kernels.strip import PAD16, STRIP_ROWS
+from ..kernels.strip import PAD16
 from ..scoring import Mode, Scoring
 
 
@@ -179,10 +179,9 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     query), or None where none does or the kernel would not be exact: every value within
     16 bits (as :func:`use_search_16bit`'s bound), H within the class's running-best keys
     (:func:`~gpualign_df.kernels.pairs16.highest_score`) and a positive gap open (padding
-    cells stay below the cell they come from). With ``traceback`` the class's rows are
-    a multiple of 8 (whole traceback words a lane) and every value a cell compares
-    within :data:`~gpualign_df.kernels.pairs16.TRACEBACK_VALUES` (the highest H plus an
-    entry; the gap extension within the second comparison's bound too).
+    cells stay below the cell they come from). With ``traceback`` every value a cell
+    compares lies within :data:`~gpualign_df.kernels.pairs16.TRACEBACK_VALUES` (the
+    highest H plus an entry; the gap extension within the second comparison's bound too).
 
     >>> from gpualign_df.scoring import make_scoring
     >>> scoring = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
@@ -191,7 +190,7 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     >>> pair_group_class(scoring, 1500, 1600, ((8, 16), (8, 19), (8, 24))) is None
     True
     >>> pair_group_class(scoring, 150, 277, ((8, 16), (8, 19), (8, 24)), traceback=True)
-    (8, 24)
+    (8, 19)
     """
     largest = largest_entry(scoring)
     high = largest * min(longest_query, longest_target)
@@ -202,5 +201,5 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
         return None
     fitting = [(lanes * rows, lanes, rows) for lanes, rows in classes
                if lanes * rows >= longest_query and group_rows_fit(lanes, rows)
-               and high <= highest_score(rows) and not (traceback and rows % STRIP_ROWS)]
+               and high <= highest_score(rows)]
     return min(fitting)[1:] if fitting else None

@@ -21,7 +21,7 @@ from numba import cuda, int32, int64, uint32, uint64
 from . import dpx, inlined, simulator
 from .dpx import high_half, low_half
 from .search import group_parts
-from .strip import STRIP_ROWS, WARP, pack_pair
+from .strip import STRIP_ROWS, WARP, lane_words, pack_pair
 
 
 #: Copies of the pair table in shared memory, interleaved word by word (entry ``e`` of copy
@@ -134,16 +134,16 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     ``key_unit`` must be ``2**key_bits(rows)``.
 
     ``traceback``: the cells' four bits (:func:`direction_bits`) go to ``tb``, a word
-    per 8 rows of a lane and step (row ``r`` at bits ``4 * r``), laid out so that a
+    per 8 rows of a lane and step (:func:`~gpualign_df.kernels.strip.lane_words`; the
+    lane's row ``8 w + r`` at bits ``4 * r`` of its word ``w``), laid out so that a
     warp's stores are whole lines: word ``w`` of lane ``k`` at step ``s`` of the slot in
-    lane ``l`` of warp ``v`` at ``warp_table[3, v] + (s * rows / 8 + w) * 32 * lanes +
-    l * lanes + k`` (the walk's ``grouped_rows`` layout,
+    lane ``l`` of warp ``v`` at ``warp_table[3, v] + (s * lane_words + w) * 32 * lanes +
+    l * lanes + k`` (the walk's ``grouped`` layout,
     :func:`gpualign_df.kernels.traceback.walk_functions`; the plan sizes it:
-    :func:`gpualign_df.kernels.planning.warp_plan`). ``rows`` must be a multiple of 8
-    and every value within ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the compiler's cap
+    :func:`gpualign_df.kernels.planning.warp_plan`). Every value must lie within
+    ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the compiler's cap
     a thread (None: its choice; the simulator takes none)."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
-    assert not traceback or rows % STRIP_ROWS == 0
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
     flag_bits = direction_bits(use_dpx)
     table_words, shift, table_put, table_base, table_at = table
@@ -153,7 +153,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     bits = key_bits(rows)
     key_scale = int32(1 << bits)
     row_span = int32(1 << ROW_BITS)
-    lane_words = rows // STRIP_ROWS
+    words_a_step = lane_words(rows)
 
     @inlined
     def step(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
@@ -178,7 +178,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         key_low = zero
         tb, tb_a, tb_b, stride, columns, k_del, k_ins = words
         stores = uint32(j) < uint32(columns)
-        at = uint64(s) * uint64(lane_words) * stride
+        at = uint64(s) * uint64(words_a_step) * stride
         upper = uint32(0)   # rows 0-3 of a word, both halves (row 0 lowest)
         lower = uint32(0)   # rows 4-7
         for r in range(height):
@@ -195,11 +195,21 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     upper = uint32(((upper >> 4) & 0x0FFF0FFF) | (flags & 0xF000F000))
                 else:
                     lower = uint32(((lower >> 4) & 0x0FFF0FFF) | (flags & 0xF000F000))
-                if r % STRIP_ROWS == STRIP_ROWS - 1 and stores:  # a word a half
+                held_rows = r % STRIP_ROWS + 1   # the word's rows so far
+                if (held_rows == STRIP_ROWS or r == height - 1) and stores:  # a word a half
                     at_word = at + stride * uint64(r // STRIP_ROWS)
-                    tb[tb_a + at_word] = uint32((upper & 0xFFFF) | ((lower & 0xFFFF) << 16))
-                    tb[tb_b + at_word] = uint32(((upper >> 16) & 0xFFFF)
-                                                | (lower & 0xFFFF0000))
+                    # a lane's last word may hold fewer rows: they sit at the top of
+                    # their four (the constant shifts bring row 0 to bit 0)
+                    if held_rows <= 4:
+                        down = 4 * (4 - held_rows)
+                        word_a = (upper & 0xFFFF) >> down
+                        word_b = ((upper >> 16) & 0xFFFF) >> down
+                    else:
+                        down = 4 * (STRIP_ROWS - held_rows)
+                        word_a = (upper & 0xFFFF) | (((lower & 0xFFFF) >> down) << 16)
+                        word_b = ((upper >> 16) & 0xFFFF) | (((lower >> 16) >> down) << 16)
+                    tb[tb_a + at_word] = uint32(word_a)
+                    tb[tb_b + at_word] = uint32(word_b)
             # both halves' key H * unit + (unit - 1 - r): no carry (H <= highest_score)
             key = int32(int64(value) * unit + pack_pair(key_scale - 1 - r))
             if r % 2 == 1:

@@ -58,6 +58,17 @@ append_sign = (_append_sign_simulated if simulator()
                else cuda.jit(device=True, inline=True)(_append_sign))
 
 
+def lane_words(rows: int) -> int:
+    """Traceback words a lane of ``rows`` rows of the grouped pair kernel writes a step
+    (:func:`gpualign_df.kernels.pairs16.pair_group_kernel`): one per ``STRIP_ROWS`` of its
+    rows, the last partly filled where they do not divide.
+
+    >>> [lane_words(rows) for rows in (8, 19, 24)]
+    [1, 3, 3]
+    """
+    return -(-rows // STRIP_ROWS)
+
+
 def skewed_stride(columns: int):
     """uint32 words between two strips' rows in the band kernel's skewed traceback layout
     of ``columns`` columns (:mod:`gpualign_df.kernels.band`): ``columns + STRIP_ROWS - 1``

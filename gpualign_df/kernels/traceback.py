@@ -14,7 +14,7 @@ from numba import cuda, int32, uint32, uint64
 
 from . import common, simulator
 from ..scoring import MODE_GLOBAL, MODE_LOCAL
-from .strip import STRIP_ROWS, skewed_word_index
+from .strip import STRIP_ROWS, lane_words, skewed_word_index
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 
@@ -92,9 +92,9 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     * stride + j - 1 + r``, ``stride`` the :func:`~gpualign_df.kernels.strip.skewed_stride`
     of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``) (the grouped pair kernel's
     layout of that class, :func:`gpualign_df.kernels.pairs16.pair_group_kernel`): lane
-    ``k = (i - 1) // R`` wrote the cell at step ``s = j - 1 + k``, in its word ``w = (i -
-    1) % R // 8`` at ``b0 + (s * R / 8 + w) * width * L + k``, row ``r`` at bits ``4 *
-    r``.
+    ``k = (i - 1) // R`` wrote the cell at step ``s = j - 1 + k``, its row ``(i - 1) % R
+    = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L + k`` (``W``:
+    :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 * r``.
 
     ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
     run it alike (the same reads, the same branches, the same stores), which in H looks at
@@ -112,17 +112,19 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     ballot = _ballot(lanes)
     width_lanes = int32(max(lanes, 1))
 
-    group_lanes, lane_words = (grouped[0], grouped[1] // STRIP_ROWS) if grouped else (0, 1)
+    group_lanes, group_rows = grouped if grouped else (0, 1)
+    words_a_step = lane_words(group_rows)
 
     @cuda.jit(device=True, inline=True)
     def nibble_at(tb, b0, width, columns, row0, i, j):
+        if group_lanes:
+            lane = (i - 1) // group_rows
+            lane_row = (i - 1) % group_rows
+            word = tb[uint64(b0 + ((j - 1 + lane) * words_a_step + lane_row // STRIP_ROWS)
+                             * (width * group_lanes) + lane)]
+            return (word >> uint32(4 * (lane_row % STRIP_ROWS))) & uint32(15)
         strip = (i - row0 - 1) // STRIP_ROWS
         row = (i - row0 - 1) % STRIP_ROWS
-        if group_lanes:
-            lane = strip // lane_words
-            word = tb[uint64(b0 + ((j - 1 + lane) * lane_words + strip % lane_words)
-                             * (width * group_lanes) + lane)]
-            return (word >> uint32(4 * row)) & uint32(15)
         if skewed:
             word = tb[uint64(b0 + skewed_word_index(strip, columns, j, row))]
         else:
