@@ -203,8 +203,12 @@ class Settings:
         True/False: always/never (True runs the plain form elsewhere, as tests do).
     pair_groups : tuple of (int, int) pairs
         Its classes as (lanes, query rows a lane): a batch takes the smallest class whose
-        ``lanes * rows`` holds its longest query (with traceback, of those whose rows are
-        a multiple of 8); one compiled kernel each. Empty: never.
+        ``lanes * rows`` holds its longest query (with traceback, of those of at most
+        :data:`~gpualign_df.kernels.pairs16.TRACEBACK_ROWS` rows); one compiled kernel
+        each. Empty: never.
+    pair_group_registers : int or None
+        The register cap a thread of the grouped kernel with traceback is compiled with
+        (None: the compiler's choice). At 128 two blocks of 256 threads share an SM.
     keyed_best : bool
         The GPU fills keep each row's running best as one int32 key (``H * 2**16 - j``)
         where scores and columns fit (:func:`gpualign_df.gpu.policy.keyed_best_fits`),
@@ -364,7 +368,8 @@ class Settings:
     search_unroll: tuple[tuple[int, int], ...] = ((24, 4), (26, 2))
     pair_group_fill: bool | None = None
     pair_groups: tuple[tuple[int, int], ...] = ((8, 8), (8, 12), (8, 16), (8, 19), (8, 24),
-                                                (8, 32))
+                                                (8, 32), (16, 12), (16, 16))
+    pair_group_registers: int | None = 128
     keyed_best: bool = True
     fill_strip_rows: int = 16
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))

@@ -22,15 +22,15 @@ pytestmark = pytest.mark.usefixtures("batch_path")
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The (lanes, rows, DPX) of every grouped pair kernel the engine builds from here on,
-    with traceback last where it was asked for."""
+    """The (lanes, rows, DPX, traceback) of every grouped pair kernel the engine builds
+    from here on."""
     from gpualign_df.kernels import pairs16
 
     shapes = []
     real = pairs16.pair_group_kernel
 
     def record(*args, **options):
-        shapes.append(args + tuple(options.values()))
+        shapes.append(args + (options.get("traceback", False),))
         return real(*args, **options)
 
     monkeypatch.setattr(pairs16, "pair_group_kernel", record)
@@ -118,10 +118,12 @@ def test_pair_group_kernel_only_where_exact():
     assert pair_group_class(dna, 150, 300, ((4, 38),)) == (4, 38)     # 150 <= 510
     free = make_scoring(match=1, mismatch=-1, gap_open=0, gap_extend=0)
     assert pair_group_class(free, 10, 10, classes) is None
-    # with traceback: every compared value within 4095
+    # with traceback: every compared value within 4095, at most 20 rows a lane
     assert pair_group_class(dna, 150, 277, classes, traceback=True) == (8, 19)
+    assert pair_group_class(dna, 200, 277, classes + ((16, 16),), traceback=True) == (16, 16)
+    assert pair_group_class(dna, 200, 277, classes, traceback=True) is None
     assert pair_group_class(dna, 64, 277, classes, traceback=True) == (8, 8)
-    assert pair_group_class(high, 204, 300, classes, traceback=True) == (8, 32)
+    assert pair_group_class(high, 152, 300, classes, traceback=True) == (8, 19)
     wide = make_scoring(match=16, mismatch=-4, gap_open=7, gap_extend=1)
     assert pair_group_class(wide, 63, 300, ((8, 8),)) == (8, 8)        # H <= 1008
     assert pair_group_class(wide, 63, 300, ((8, 8),), traceback=True) == (8, 8)
@@ -165,7 +167,7 @@ def test_pair_groups_on_real_reads_equal_cpu(kernels_run, traceback):
     both_engines(queries, targets, match=1, mismatch=-4, gap_open=7, gap_extend=1,
                  traceback=traceback)
     assert kernels_run and all(shape[2] for shape in kernels_run)
-    assert all(shape[-1] is traceback for shape in kernels_run if len(shape) == 4)
+    assert all(shape[-1] is traceback for shape in kernels_run)
 
 
 @pytest.mark.gpu

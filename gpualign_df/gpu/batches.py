@@ -409,7 +409,9 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
     in the inter-task layout (the walk then reads them as the 32-bit fill's)."""
     lanes, rows = shape
     table, query_pair, target_pair = job.pair_group.tables
-    kernel = pairs16.pair_group_kernel(lanes, rows, job.use_dpx, traceback=job.traceback)
+    kernel = pairs16.pair_group_kernel(
+        lanes, rows, job.use_dpx, traceback=job.traceback,
+        max_registers=job.tuning.pair_group_registers if job.traceback else None)
     threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
     columns = job.columns
     launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,

@@ -14,7 +14,8 @@ import numpy as np
 from .. import config
 from ..kernels import dpx
 from ..kernels.cpu import MODE_LOCAL
-from ..kernels.pairs16 import COPIES, TRACEBACK_VALUES, group_rows_fit, highest_score
+from ..kernels.pairs16 import (COPIES, TRACEBACK_ROWS, TRACEBACK_VALUES, group_rows_fit,
+                               highest_score)
 from ..kernels.search import PAIR_TABLE_WORDS
 from ..kernels.strip import PAD16
 from ..scoring import Mode, Scoring
@@ -181,7 +182,8 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     (:func:`~gpualign_df.kernels.pairs16.highest_score`) and a positive gap open (padding
     cells stay below the cell they come from). With ``traceback`` every value a cell
     compares lies within :data:`~gpualign_df.kernels.pairs16.TRACEBACK_VALUES` (the
-    highest H plus an entry; the gap extension within the second comparison's bound too).
+    highest H plus an entry; the gap extension within the second comparison's bound too)
+    and the class has at most :data:`~gpualign_df.kernels.pairs16.TRACEBACK_ROWS` rows.
 
     >>> from gpualign_df.scoring import make_scoring
     >>> scoring = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
@@ -201,5 +203,6 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
         return None
     fitting = [(lanes * rows, lanes, rows) for lanes, rows in classes
                if lanes * rows >= longest_query and group_rows_fit(lanes, rows)
-               and high <= highest_score(rows)]
+               and high <= highest_score(rows)
+               and not (traceback and rows > TRACEBACK_ROWS)]
     return min(fitting)[1:] if fitting else None

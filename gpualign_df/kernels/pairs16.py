@@ -80,6 +80,9 @@ def _twice(steps, offset: int):
 
 #: The highest value a cell of the traceback kernel may hold: the last comparison's bound.
 TRACEBACK_VALUES = 0x0FFF
+#: The most rows a lane of the traceback kernel takes: LLVM leaves a longer loop over a
+#: lane's rows rolled (its registers then live in local memory, several times slower).
+TRACEBACK_ROWS = 20
 
 
 @lru_cache(maxsize=None)
