@@ -84,6 +84,32 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
     assert (frame["gaps"] > 0).any() and (frame["mismatches"] > 0).any()
 
 
+@pytest.mark.parametrize("mode, free_ends", [
+    ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
+    ("sg", ("query_start", "query_end")), ("sg", ("query_end",)), ("sg", ("target_end",)),
+    ("sg", ())])
+def test_pair_groups_global_and_semiglobal_equal_cpu(settings, kernels_run, mode, free_ends):
+    """Global and semi-global alignments with CIGARs on the grouped kernel (biased
+    values, the borders of each free-ends subset, end cells on the last row and column
+    or the corner): random related reads with N and IUPAC codes, empty sequences on
+    either side, padding rows and columns, a lane's last word partly filled; every
+    column equal to the CPU engine's."""
+    settings(pair_group_fill=True, pair_groups=((4, 5),))
+    rng = np.random.default_rng(7)
+    alphabet = "ACGTNRY"
+    queries = random_sequences(rng, 12, alphabet, 16)
+    targets = [mutate(rng, "ACGT"[k % 4] * (k % 3) + query, alphabet, 0.1)
+               + "ACGT"[:k % 4] for k, query in enumerate(queries)]
+    queries += ["", "A", "ACGTACGTACGTA", "ACG"]
+    targets += ["ACG", "", "TTACGTACGAACGTTT", ""]
+    options = dict(free_ends=free_ends) if mode == "sg" else {}
+    frame = both_engines(queries, targets, mode=mode, traceback=True, match=3,
+                         mismatch=-2, gap_open=2, gap_extend=1, **options)
+    assert [built[:2] for built in kernels_run] == [(4, 5)]
+    assert (frame["gaps"] > 0).any()
+    assert mode != "nw" or (frame["score"] < 0).any()   # values below the bias's zero
+
+
 @pytest.mark.parametrize("shape, traceback", [((4, 3), False), ((2, 33), False),
                                               ((4, 3), True), ((2, 8), True)])
 def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run, shape,
@@ -127,6 +153,9 @@ def test_pair_group_kernel_only_where_exact():
     wide = make_scoring(match=16, mismatch=-4, gap_open=7, gap_extend=1)
     assert pair_group_class(wide, 63, 300, ((8, 8),)) == (8, 8)        # H <= 1008
     assert pair_group_class(wide, 63, 300, ((8, 8),), traceback=True) == (8, 8)
+    # global and semi-global: their bias (a path of two gaps) counts too
+    assert pair_group_class(dna, 150, 277, classes, traceback=True, bias=3937) == (8, 19)
+    assert pair_group_class(dna, 150, 277, classes, traceback=True, bias=3940) is None
     steep = make_scoring(match=1, mismatch=-4, gap_open=4090, gap_extend=1)
     assert pair_group_class(steep, 63, 300, ((8, 8),)) == (8, 8)
     assert pair_group_class(steep, 63, 300, ((8, 8),), traceback=True) is None
@@ -157,15 +186,16 @@ def test_pair_group_table_scores_each_pair():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("traceback", [False, True])
-def test_pair_groups_on_real_reads_equal_cpu(kernels_run, traceback):
-    """The GASAL2 reads against their windows (W1's pairs, 150 x 152-277 bp), local with
-    W1's scoring, score only and with CIGARs: the default settings take the grouped
-    kernel with DPX, and every column equals the CPU engine's."""
+@pytest.mark.parametrize("mode, traceback", [("sw", False), ("sw", True), ("nw", True),
+                                             ("sg", True)])
+def test_pair_groups_on_real_reads_equal_cpu(kernels_run, mode, traceback):
+    """The GASAL2 reads against their windows (W1's pairs, 150 x 152-277 bp) with W1's
+    scoring, local score only and every mode with CIGARs: the default settings take the
+    grouped kernel with DPX, and every column equals the CPU engine's."""
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=6000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=6000)
     both_engines(queries, targets, match=1, mismatch=-4, gap_open=7, gap_extend=1,
-                 traceback=traceback)
+                 traceback=traceback, mode=mode)
     assert kernels_run and all(shape[2] for shape in kernels_run)
     assert all(shape[-1] is traceback for shape in kernels_run)
 
@@ -177,8 +207,8 @@ def test_pair_groups_on_real_reads_equal_cpu(kernels_run, traceback):
 def test_pair_groups_on_random_pairs_equal_cpu(kernels_run, scores):
     """Reads of 0-250 bases (up to the largest default class) against related and
     unrelated windows of up to 700, with N and IUPAC codes, on the default classes with
-    DPX, and reads of 257-300 bases, which no class holds (the 32-bit fill takes them):
-    frames equal the CPU engine's."""
+    DPX, score only and with CIGARs in every mode, and reads of 257-300 bases, which no
+    class holds (the 32-bit fill takes them): frames equal the CPU engine's."""
     rng = np.random.default_rng(sum(scores.values()))
     alphabet = "ACGTACGTACGTNRY"
     queries = random_sequences(rng, 2500, alphabet, 250)   # H <= 4 * 250 < 1023
@@ -187,9 +217,11 @@ def test_pair_groups_on_random_pairs_equal_cpu(kernels_run, scores):
                random_sequences(rng, 1, alphabet, 700)[0] for k, query in enumerate(queries)]
     both_engines(queries, targets, **scores)
     assert kernels_run and all(shape[2] for shape in kernels_run)
-    if scores["match"] * 250 + scores["match"] + scores["gap_open"] <= 4095:
+    for mode, free_ends in (("sw", None), ("nw", None), ("sg", ("target_start",
+                                                                "target_end"))):
         kernels_run.clear()
-        both_engines(queries, targets, traceback=True, **scores)
+        options = dict(free_ends=free_ends) if free_ends else {}
+        both_engines(queries, targets, traceback=True, mode=mode, **scores, **options)
         assert kernels_run and all(shape[-1] is True for shape in kernels_run)
     long_reads = random_sequences(rng, 300, alphabet, 300, min_length=257)
     kernels_run.clear()

@@ -32,8 +32,8 @@ from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
 from .plan import Batch, module_of, plan_batches, to_numpy
-from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_class,
-                     pair_group_table, table16, use_fill_16bit)
+from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
+                     pair_group_class, pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
 from .streams import beside_default_stream
 
@@ -77,7 +77,8 @@ class PairGroup:
 
     scoring: Scoring
     tables: tuple
-    traceback: bool = False
+    traceback: bool
+    mode: Mode
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
     ``pair_group_fill`` setting allows it (None: where DPX runs) and they fit; else None
     (each batch still checks :func:`group_class`)."""
     allowed = dpx.available() if tuning.pair_group_fill is None else tuning.pair_group_fill
-    if not allowed or not tuning.pair_groups or mode.code != MODE_LOCAL:
+    if not allowed or not tuning.pair_groups or not (traceback or mode.code == MODE_LOCAL):
         return None
     tables = pair_group_table(scoring)
     if tables is None:
@@ -249,7 +250,7 @@ def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
     return PairGroup(scoring, tuple(
         device_table(name, values) for name, values in
         zip(("pair_group_table", "pair_group_query", "pair_group_target"), tables)),
-        traceback)
+        traceback, mode)
 
 
 def group_class(job: DeviceJob, longest_query: int, longest_target: int):
@@ -257,8 +258,11 @@ def group_class(job: DeviceJob, longest_query: int, longest_target: int):
     these lengths, or None where the job or the batch does not take it."""
     if job.pair_group is None:
         return None
-    return pair_group_class(job.pair_group.scoring, longest_query, longest_target,
-                            job.tuning.pair_groups, job.pair_group.traceback)
+    group = job.pair_group
+    return pair_group_class(group.scoring, longest_query, longest_target,
+                            job.tuning.pair_groups, group.traceback,
+                            pair_group_bias(group.scoring, group.mode, longest_query,
+                                            longest_target))
 
 
 def _offsets(xp, lengths):
@@ -409,9 +413,11 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
     in the inter-task layout (the walk then reads them as the 32-bit fill's)."""
     lanes, rows = shape
     table, query_pair, target_pair = job.pair_group.tables
+    group = job.pair_group
     kernel = pairs16.pair_group_kernel(
         lanes, rows, job.use_dpx, traceback=job.traceback,
-        max_registers=job.tuning.pair_group_registers if job.traceback else None)
+        max_registers=job.tuning.pair_group_registers if job.traceback else None,
+        mode=(group.mode.code, *group.mode.flags()))
     threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
     columns = job.columns
     launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,
@@ -420,7 +426,9 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
                   query_lengths, target_lengths, batch.warp_table, table, len(table),
                   query_pair, target_pair, job.alphabet_size + 1, job.gap_open,
                   job.gap_extend, 1 << pairs16.key_bits(rows), slot_row, columns["score"],
-                  columns["query_end"], columns["target_end"], tb, stream=stream)
+                  columns["query_end"], columns["target_end"], tb,
+                  pair_group_bias(group.scoring, group.mode, batch.longest_query,
+                                  batch.longest_target), stream=stream)
 
 
 def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct, grid,

@@ -172,9 +172,27 @@ def _pair_group_table(matrix_bytes: bytes, size: int, gap_open: int):
     return np.repeat(table, COPIES), query_pair.ravel(), target_pair.ravel()
 
 
+def pair_group_bias(scoring: Scoring, mode: Mode, longest_query: int,
+                    longest_target: int) -> int:
+    """What the grouped pair kernel adds to every value of a global or semi-global fill
+    of pairs up to these lengths, so that none is negative: a bound on the lowest H (a
+    path of two gaps) and so on every gap value and diagonal candidate (entries are
+    never negative); 0 in local mode, whose values are not.
+
+    >>> from gpualign_df.scoring import make_scoring, parse_mode
+    >>> scoring = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1)
+    >>> pair_group_bias(scoring, parse_mode("nw"), 150, 277), pair_group_bias(
+    ...     scoring, parse_mode("sw"), 150, 277)
+    (441, 0)
+    """
+    if mode.code == MODE_LOCAL:
+        return 0
+    return 2 * scoring.gap_open + (longest_query + longest_target) * scoring.gap_extend
+
+
 def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
-                     classes: tuple[tuple[int, int], ...],
-                     traceback: bool = False) -> tuple[int, int] | None:
+                     classes: tuple[tuple[int, int], ...], traceback: bool = False,
+                     bias: int = 0) -> tuple[int, int] | None:
     """The class ``(lanes, rows)`` of the grouped pair kernel for a batch of local
     pairs up to these lengths (the smallest of ``classes`` holding its longest
     query), or None where none does or the kernel would not be exact: every value within
@@ -182,7 +200,8 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     (:func:`~gpualign_df.kernels.pairs16.highest_score`) and a positive gap open (padding
     cells stay below the cell they come from). With ``traceback`` every value a cell
     compares lies within :data:`~gpualign_df.kernels.pairs16.TRACEBACK_VALUES` (the
-    highest H plus an entry; the gap extension within the second comparison's bound too)
+    highest H plus an entry, and the ``bias`` of a global or semi-global fill,
+    :func:`pair_group_bias`; the gap extension within the second comparison's bound too)
     and the class has at most :data:`~gpualign_df.kernels.pairs16.TRACEBACK_ROWS` rows.
 
     >>> from gpualign_df.scoring import make_scoring
@@ -197,7 +216,7 @@ def pair_group_class(scoring: Scoring, longest_query: int, longest_target: int,
     largest = largest_entry(scoring)
     high = largest * min(longest_query, longest_target)
     limit = TRACEBACK_VALUES if traceback else (1 << 15) - 2
-    if (scoring.gap_open <= 0 or high + largest + scoring.gap_open > limit
+    if (scoring.gap_open <= 0 or bias + high + largest + scoring.gap_open > limit
             or longest_target >= 1 << 15
             or (traceback and scoring.gap_extend + TRACEBACK_VALUES > 0x3FFF)):
         return None

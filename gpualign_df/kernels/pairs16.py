@@ -21,7 +21,8 @@ from numba import cuda, int32, int64, uint32, uint64
 from . import dpx, inlined, simulator
 from .dpx import high_half, low_half
 from .search import group_parts
-from .strip import STRIP_ROWS, WARP, lane_words, pack_pair
+from ..scoring import MODE_LOCAL
+from .strip import STRIP_ROWS, WARP, lane_words, mode_shape, pack_pair, strip_functions
 
 
 #: Copies of the pair table in shared memory, interleaved word by word (entry ``e`` of copy
@@ -67,13 +68,13 @@ def _twice(steps, offset: int):
 
     @inlined
     def twice(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-              held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words):
+              held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words, ends):
         carried = steps(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
                         shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2,
-                        unit, words)
+                        unit, words, ends)
         return steps(int32(s + offset32), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
                      target_pair, base, shared, held, h, e, carried, starts, scratch,
-                     warp_lane, go2, ge2, unit, words)
+                     warp_lane, go2, ge2, unit, words, ends)
 
     return twice
 
@@ -115,7 +116,8 @@ def direction_bits(use_dpx: bool):
 
 @lru_cache(maxsize=None)
 def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4,
-                      traceback: bool = False, max_registers: int | None = None):
+                      traceback: bool = False, max_registers: int | None = None,
+                      mode: tuple = (MODE_LOCAL, False, False, False, False)):
     """The kernel for query strips of ``lanes * rows`` rows (launch ``lanes * slots / 2``
     threads, any multiple of 32 a block): group ``g`` aligns slots ``a = 64 (g // 32) +
     g % 32`` and ``b = a + 32``, lane ``k`` holding query rows ``k * rows + r``.
@@ -145,7 +147,17 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     :func:`gpualign_df.kernels.traceback.walk_functions`; the plan sizes it:
     :func:`gpualign_df.kernels.planning.warp_plan`). Every value must lie within
     ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the compiler's cap
-    a thread (None: its choice; the simulator takes none)."""
+    a thread (None: its choice; the simulator takes none).
+
+    ``mode`` (code and free ends, with traceback): global and semi-global alignments keep
+    every value ``bias`` above its own, so that none is negative (the cell's floor at 0
+    then never binds on a real cell: the caller's bias bounds the lowest H), start from
+    the borders of their free ends and skip the steps before a lane's first column. The
+    end cell is then the highest H among the mode's candidates (the corner, the last row
+    up to the target's end, the last column up to the query's end), ties to the lowest
+    row, then the lowest column, as :func:`gpualign_df.kernels.strip.strip_functions`'
+    ``end_candidates``: a lane keeps the best key ``H * 2**b + (2**b - 1 - r)`` of its
+    candidates (row ``m`` each step, column ``n`` at its step), raised strictly."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
     flag_bits = direction_bits(use_dpx)
@@ -157,20 +169,41 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     key_scale = int32(1 << bits)
     row_span = int32(1 << ROW_BITS)
     words_a_step = lane_words(rows)
+    local, corner, free_row0, free_col0, end_row, end_column = mode_shape(*mode)
+    assert local or traceback
+    empty_end = strip_functions(*mode, False, False)[0]
+
+    @inlined
+    def fold_end(best, best_j, value, r, j):
+        """A candidate of one half (H ``value``, lane row ``r``, column ``j``) raising the
+        lane's best key strictly (equal keys keep the earlier column)."""
+        key = value * key_scale + (key_scale - 1 - r)
+        if key > best:
+            return key, j
+        return best, best_j
 
     @inlined
     def step(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-             held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words):
+             held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words, ends):
         """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
         H the first row takes as diagonal) before and after. ``words`` (traceback): the
         traceback array, the lane's first word of each half, the words between two
         strips, the warp's columns, the lane's words within the plan, and
-        :func:`direction_bits`' gap constants."""
-        best, j_a, j_b, h_last, f_last, diag_first = carried
+        :func:`direction_bits`' gap constants. ``ends`` (global and semi-global): the
+        lane rows of both halves' last query rows, the lane's rows within each query,
+        the bias and the gap costs; the best keys are then the first and last of
+        ``carried``."""
+        best, j_a, j_b, h_last, f_last, diag_first, best_b = carried
         zero = int32(0)
         h_in, f_in = receive(h_last, f_last, starts, scratch, warp_lane)
         j = int32(s - lane)
+        row_m_a, row_m_b, last_a, last_b, bias, go, ge = ends
+        if not local:
+            if starts:   # row 0 (F there is minus infinity: the floor)
+                h_in = pack_pair(bias if free_row0 else bias - go - j * ge)
+            if j < 0:   # before the lane's first column: its borders stay
+                return carried
         low = int32(target[t0_a + uint64(j)]) if uint32(j) < uint32(n_a) else pad
         high = int32(target[t0_b + uint64(j)]) if uint32(j) < uint32(n_b) else pad
         row = base + (target_pair[uint32(low * codes + high)] << shift)
@@ -184,6 +217,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         at = uint64(s) * uint64(words_a_step) * stride
         upper = uint32(0)   # rows 0-3 of a word, both halves (row 0 lowest)
         lower = uint32(0)   # rows 4-7
+        last_row_a = zero   # H of the halves' last query rows (where this lane holds them)
+        last_row_b = zero
         for r in range(height):
             h_left = h[r]
             e_old = e[r]
@@ -213,24 +248,46 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                         word_b = ((upper >> 16) & 0xFFFF) | (((lower >> 16) >> down) << 16)
                     tb[tb_a + at_word] = uint32(word_a)
                     tb[tb_b + at_word] = uint32(word_b)
-            # both halves' key H * unit + (unit - 1 - r): no carry (H <= highest_score)
-            key = int32(int64(value) * unit + pack_pair(key_scale - 1 - r))
-            if r % 2 == 1:
-                best = max3_2(best, key_low, key)
-            elif r == height - 1:
-                best = max3_2(best, key, key)
-            else:
-                key_low = key
+            if local:
+                # both halves' key H * unit + (unit - 1 - r): no carry (H <= highest_score)
+                key = int32(int64(value) * unit + pack_pair(key_scale - 1 - r))
+                if r % 2 == 1:
+                    best = max3_2(best, key_low, key)
+                elif r == height - 1:
+                    best = max3_2(best, key, key)
+                else:
+                    key_low = key
+            elif end_row:
+                if r == row_m_a:
+                    last_row_a = value
+                if r == row_m_b:
+                    last_row_b = value
             e[r] = e_r
             diag = h_left
             h[r] = value
             h_up = value
-        if best != before:
-            if low_half(best) != low_half(before):
-                j_a = j
-            if high_half(best) != high_half(before):
-                j_b = j
-        return best, j_a, j_b, h_up, f, h_in
+        if local:
+            if best != before:
+                if low_half(best) != low_half(before):
+                    j_a = j
+                if high_half(best) != high_half(before):
+                    j_b = j
+            return best, j_a, j_b, h_up, f, h_in, best_b
+        if end_row:   # row m up to the target's end
+            if uint32(row_m_a) < uint32(height) and j < n_a:
+                best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
+            if uint32(row_m_b) < uint32(height) and j < n_b:
+                best_b, j_b = fold_end(best_b, j_b, high_half(last_row_b), row_m_b, j)
+        if end_column or corner:   # column n: its rows up to the query's end, or row m
+            if j == n_a - 1:
+                for r in range(height):
+                    if (r < last_a) if end_column else (r == row_m_a):
+                        best, j_a = fold_end(best, j_a, low_half(h[r]), r, j)
+            if j == n_b - 1:
+                for r in range(height):
+                    if (r < last_b) if end_column else (r == row_m_b):
+                        best_b, j_b = fold_end(best_b, j_b, high_half(h[r]), r, j)
+        return best, j_a, j_b, h_up, f, h_in, best_b
 
     steps = step
     width = 1
@@ -241,10 +298,11 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     @inlined
     def group_end(best, j, lane, scratch, warp_lane):
         """A half's (H, row, column) over the group: each lane's best key as
-        ``H * 2**13 + (2**13 - 1 - row)`` (0 where no cell passed 0), the highest kept
-        with its column (rows differ between lanes, so keys never tie above 0)."""
-        key = int32(0)
-        if best >= key_scale:
+        ``H * 2**13 + (2**13 - 1 - row)`` (local: 0 where no cell passed 0; else -1
+        where the lane has no candidate), the highest kept with its column (rows differ
+        between lanes, so keys never tie above 0)."""
+        key = int32(0 if local else -1)
+        if best >= (key_scale if local else 0):
             row = lane * height + (key_scale - 1 - (best & (key_scale - 1)))
             key = (best >> bits) * row_span + (row_span - 1 - row)
         for offset in (1, 2, 4, 8, 16):
@@ -260,7 +318,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                  {"max_registers": max_registers}))
     def fill(query_codes, query_offsets, pair_query, target_codes, target_offsets, pair_target,
              query_lengths, target_lengths, warp_table, table, used_words, query_pair,
-             target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end, tb):
+             target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end, tb,
+             bias):
         shared = cuda.shared.array(table_words, int32)
         pairs_of_target = cuda.shared.array(256, int32)
         scratch = cuda.shared.array(scratch_size, int32)
@@ -295,12 +354,14 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         held = cuda.local.array(height, int32)
         h = cuda.local.array(height, int32)
         e = cuda.local.array(height, int32)
+        first_row = lane * height   # (0-based) the row above the lane: the first's diagonal
         for r in range(height):
-            i = lane * height + r
+            i = first_row + r
             low = int32(query_codes[q0_a + i]) if i < m_a else pad
             high = int32(query_codes[q0_b + i]) if i < m_b else pad
             held[r] = int32(query_pair[low * codes + high] * COPIES + lane % COPIES) << shift
-            h[r] = 0
+            # column 0 (E there is minus infinity: the floor)
+            h[r] = 0 if local else pack_pair(bias if free_col0 else bias - go - i * ge)
             e[r] = 0
         go2 = pack_pair(-go)
         ge2 = pack_pair(-ge)
@@ -314,22 +375,39 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                  uint64(warp_table[3, warp_a + 1]) + at_lane, uint64(WARP * group),
                  int32(columns), int64(pack_pair(0x7FFF - ge)),
                  int64(pack_pair(0x3FFF - ge)))
-        # best key (unit - 1: H 0, below every key of a cell above 0), its columns, the
-        # last row's H and F*, the diagonal of the first row
-        carried = (int32(pack_pair(key_scale - 1)), zero, zero, zero, zero, zero)
+        ends = (int32(m_a - 1 - first_row), int32(m_b - 1 - first_row),
+                int32(m_a - first_row), int32(m_b - first_row), int32(bias), int32(go),
+                int32(ge))
+        # best key (local: unit - 1, H 0, below every key of a cell above 0; else -1,
+        # below every key), its columns, the last row's H and F*, the diagonal of the
+        # first row (row first_row, column 0), the high half's best key (not local)
+        if local:
+            carried = (int32(pack_pair(key_scale - 1)), zero, zero, zero, zero, zero, zero)
+        else:
+            carried = (int32(-1), zero, zero, zero, zero,
+                       pack_pair(bias if free_col0 or lane == 0
+                                 else bias - go - (first_row - 1) * ge), int32(-1))
         # the warp's columns hold both targets; steps past them read padding only
         for s in range(0, int32(columns) + group - 1, unroll):
             carried = steps(int32(s), lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes,
                             pairs_of_target, base, shared, held, h, e, carried, starts,
-                            scratch, warp_lane, go2, ge2, int32(key_unit), words)
-        best, j_a, j_b = carried[0], carried[1], carried[2]
+                            scratch, warp_lane, go2, ge2, int32(key_unit), words, ends)
+        best, j_a, j_b, best_b = carried[0], carried[1], carried[2], carried[6]
         for half in range(2):
-            key, j = group_end(low_half(best) if half == 0 else high_half(best),
-                               j_a if half == 0 else j_b, lane, scratch, warp_lane)
+            if local:
+                lane_best = low_half(best) if half == 0 else high_half(best)
+            else:
+                lane_best = best if half == 0 else best_b
+            key, j = group_end(lane_best, j_a if half == 0 else j_b, lane, scratch,
+                               warp_lane)
             row = row_a if half == 0 else row_b
+            m = m_a if half == 0 else m_b
+            n = n_a if half == 0 else n_b
             if lane == 0 and row >= 0:
-                if key > 0:
-                    score[row] = key >> ROW_BITS
+                if not local and (m == 0 or n == 0):
+                    score[row], query_end[row], target_end[row] = empty_end(m, n, go, ge)
+                elif key > 0:
+                    score[row] = (key >> ROW_BITS) - bias
                     query_end[row] = row_span - (key & (row_span - 1))
                     target_end[row] = j + 1
                 else:
