@@ -177,7 +177,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     def fold_end(best, best_j, value, r, j):
         """A candidate of one half (H ``value``, lane row ``r``, column ``j``) raising the
         lane's best key strictly (equal keys keep the earlier column)."""
-        key = value * key_scale + (key_scale - 1 - r)
+        key = int32(value * key_scale + (key_scale - 1 - r))
         if key > best:
             return key, j
         return best, best_j
@@ -257,7 +257,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     best = max3_2(best, key, key)
                 else:
                     key_low = key
-            elif end_row:
+            elif end_row or corner:   # (selects: an index would put h in local memory)
                 if r == row_m_a:
                     last_row_a = value
                 if r == row_m_b:
@@ -278,14 +278,19 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
             if uint32(row_m_b) < uint32(height) and j < n_b:
                 best_b, j_b = fold_end(best_b, j_b, high_half(last_row_b), row_m_b, j)
-        if end_column or corner:   # column n: its rows up to the query's end, or row m
+        elif corner:   # row m at the target's end
+            if uint32(row_m_a) < uint32(height) and j == n_a - 1:
+                best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
+            if uint32(row_m_b) < uint32(height) and j == n_b - 1:
+                best_b, j_b = fold_end(best_b, j_b, high_half(last_row_b), row_m_b, j)
+        if end_column:   # column n: its rows up to the query's end
             if j == n_a - 1:
                 for r in range(height):
-                    if (r < last_a) if end_column else (r == row_m_a):
+                    if r < last_a:
                         best, j_a = fold_end(best, j_a, low_half(h[r]), r, j)
             if j == n_b - 1:
                 for r in range(height):
-                    if (r < last_b) if end_column else (r == row_m_b):
+                    if r < last_b:
                         best_b, j_b = fold_end(best_b, j_b, high_half(h[r]), r, j)
         return best, j_a, j_b, h_up, f, h_in, best_b
 
