@@ -87,13 +87,14 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
 @pytest.mark.parametrize("mode, free_ends", [
     ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
     ("sg", ("query_start", "query_end")), ("sg", ("query_end",)), ("sg", ("target_end",)),
-    ("sg", ())])
+    ("sg", ()), ("sg", ("target_start",)), ("sg", ("target_start", "query_end"))])
 def test_pair_groups_global_and_semiglobal_equal_cpu(settings, kernels_run, mode, free_ends):
     """Global and semi-global alignments with CIGARs on the grouped kernel (biased
     values, the borders of each free-ends subset, end cells on the last row and column
-    or the corner): random related reads with N and IUPAC codes, empty sequences on
-    either side, padding rows and columns, a lane's last word partly filled; every
-    column equal to the CPU engine's."""
+    or the corner; queries aligned to the group's last row where the target's start is
+    free): random related reads with N and IUPAC codes, empty sequences on either side,
+    padding rows and columns, a lane's last word partly filled; every column equal to
+    the CPU engine's."""
     settings(pair_group_fill=True, pair_groups=((4, 5),))
     rng = np.random.default_rng(7)
     alphabet = "ACGTNRY"
@@ -160,6 +161,10 @@ def test_pair_group_kernel_only_where_exact():
     assert pair_group_class(steep, 63, 300, ((8, 8),)) == (8, 8)
     assert pair_group_class(steep, 63, 300, ((8, 8),), traceback=True) is None
     assert pair_group_table(dna) is not None
+    # the padding rows above a top-aligned query score 0 against every residue
+    table, query_pair, _ = pair_group_table(dna, query_padding=7)
+    pad = len(dna.alphabet)
+    assert (table[query_pair[pad * (pad + 1) + pad] * 8] & 0xFFFF) == 7
     assert pair_group_table(make_scoring("BLOSUM62", gap_open=11, gap_extend=1)) is None
     # a mismatch below -gap_open would make a shifted entry negative
     assert pair_group_table(make_scoring(match=1, mismatch=-9, gap_open=7,

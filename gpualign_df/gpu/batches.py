@@ -244,7 +244,8 @@ def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
     allowed = dpx.available() if tuning.pair_group_fill is None else tuning.pair_group_fill
     if not allowed or not tuning.pair_groups or not (traceback or mode.code == MODE_LOCAL):
         return None
-    tables = pair_group_table(scoring)
+    tables = pair_group_table(scoring, scoring.gap_open if pairs16.top_aligned(
+        (mode.code, *mode.flags())) else 0)
     if tables is None:
         return None
     return PairGroup(scoring, tuple(
@@ -392,7 +393,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     lanes = walk_lanes(job.flags[0], tuning) if batch.kind == "long" else 0
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip,
                                   batch.kind == "long", lanes, walk_probes(job, lanes),
-                                  shape)
+                                  None if shape is None else
+                                  (*shape, pairs16.top_aligned(job.flags[:5])))
     # a block of ``lanes`` threads per pair, or a thread per slot
     walk_grid, walk_threads = (batch.slots, lanes) if lanes else (grid, THREADS_PER_BLOCK)
     launch_kernel("walk", walk, walk_grid, walk_threads, query, target, query_lengths,

@@ -115,7 +115,8 @@ def table16(scoring: Scoring) -> np.ndarray:
     return table.ravel()
 
 
-def pair_group_table(scoring: Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def pair_group_table(scoring: Scoring, query_padding: int = 0
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The grouped pair kernel's tables (:func:`gpualign_df.kernels.pairs16.pair_group_kernel`),
     or None where they do not fit: ``(table, query_pair, target_pair)``.
 
@@ -128,7 +129,9 @@ def pair_group_table(scoring: Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarr
     query codes, ``target_pair[low * codes + high]`` the first word of two target codes'
     row, ``codes`` = alphabet size + 1 (the last code is the padding). None where the
     copies pass the shared table, an entry would be negative (a substitution below
-    ``-gap_open``) or the code pairs pass 256.
+    ``-gap_open``) or the code pairs pass 256. ``query_padding``: the entry of the query's
+    padding class against every target class but the padding (0, or ``gap_open``: the
+    padding rows above a query aligned to the group's last row then keep row 0's H).
 
     >>> from gpualign_df.scoring import make_scoring
     >>> table, query_pair, target_pair = pair_group_table(
@@ -139,11 +142,11 @@ def pair_group_table(scoring: Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarr
     True
     """
     return _pair_group_table(scoring.matrix.astype(np.int64).tobytes(), len(scoring.matrix),
-                             scoring.gap_open)
+                             scoring.gap_open, query_padding)
 
 
 @lru_cache(maxsize=16)
-def _pair_group_table(matrix_bytes: bytes, size: int, gap_open: int):
+def _pair_group_table(matrix_bytes: bytes, size: int, gap_open: int, query_padding: int):
     """:func:`pair_group_table` of a matrix (its int64 bytes) and gap open, built once
     (shared: read only)."""
     matrix = np.frombuffer(matrix_bytes, np.int64).reshape(size, size)
@@ -159,6 +162,7 @@ def _pair_group_table(matrix_bytes: bytes, size: int, gap_open: int):
         return None
     shifted = np.zeros((query_classes, target_classes), np.int64)  # padding: 0 (-go)
     shifted[query_class[:, None], target_class[None, :]] = matrix + gap_open
+    shifted[-1, :-1] = query_padding
     if shifted.min() < 0 or shifted.max() >= 1 << 15:
         return None
     # [low target, high target, low query, high query] -> low | high << 16

@@ -19,7 +19,7 @@ from functools import lru_cache
 from numba import cuda, int32, int64, uint32, uint64
 
 from . import dpx, inlined, simulator
-from .dpx import high_half, low_half
+from .dpx import high_half, low_half, pack_halves
 from .search import group_parts
 from ..scoring import MODE_LOCAL
 from .strip import STRIP_ROWS, WARP, lane_words, mode_shape, pack_pair, strip_functions
@@ -114,6 +114,18 @@ def direction_bits(use_dpx: bool):
     return bits
 
 
+def top_aligned(mode: tuple) -> bool:
+    """Whether the grouped traceback kernel aligns a query's last row with its group's
+    (``mode``: code and free ends): in global and semi-global modes whose row 0 is free,
+    so that the end cell's row is a lane's last register and no select finds it. The
+    padding rows then lie above the query; scoring 0 against every residue (a table
+    entry ``go``: :func:`gpualign_df.gpu.policy.pair_group_table`'s ``query_padding``),
+    from row 0's H (the bias) and F (minus infinity: the floor), they keep that H, so
+    the query's first row sees the border it would see without them."""
+    local, _corner, free_row0, _free_col0, _end_row, _end_column = mode_shape(*mode)
+    return free_row0 and not local
+
+
 @lru_cache(maxsize=None)
 def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4,
                       traceback: bool = False, max_registers: int | None = None,
@@ -157,7 +169,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     up to the target's end, the last column up to the query's end), ties to the lowest
     row, then the lowest column, as :func:`gpualign_df.kernels.strip.strip_functions`'
     ``end_candidates``: a lane keeps the best key ``H * 2**b + (2**b - 1 - r)`` of its
-    candidates (row ``m`` each step, column ``n`` at its step), raised strictly."""
+    candidates (row ``m`` each step, column ``n`` at its step), raised strictly. Where
+    :func:`top_aligned`, a query's rows end at the group's last row (its padding rows
+    above it; the walk's ``row0`` is minus their count)."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
     flag_bits = direction_bits(use_dpx)
@@ -171,6 +185,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     words_a_step = lane_words(rows)
     local, corner, free_row0, free_col0, end_row, end_column = mode_shape(*mode)
     assert local or traceback
+    aligned = top_aligned(mode)
     empty_end = strip_functions(*mode, False, False)[0]
 
     @inlined
@@ -198,7 +213,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         zero = int32(0)
         h_in, f_in = receive(h_last, f_last, starts, scratch, warp_lane)
         j = int32(s - lane)
-        row_m_a, row_m_b, last_a, last_b, bias, go, ge = ends
+        row_m_a, row_m_b, last_a, last_b, bias, go, ge = ends[:7]
         if not local:
             if starts:   # row 0 (F there is minus infinity: the floor)
                 h_in = pack_pair(bias if free_row0 else bias - go - j * ge)
@@ -257,8 +272,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     best = max3_2(best, key, key)
                 else:
                     key_low = key
-            elif end_row or corner:   # (selects: an index would put h in local memory)
-                if r == row_m_a:
+            elif (end_row or corner) and not aligned:   # (selects: an index would put
+                if r == row_m_a:                          # h in local memory)
                     last_row_a = value
                 if r == row_m_b:
                     last_row_b = value
@@ -273,6 +288,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 if high_half(best) != high_half(before):
                     j_b = j
             return best, j_a, j_b, h_up, f, h_in, best_b
+        if aligned:   # row m is the last lane's last row: its H leaves the row loop
+            last_row_a = h_up
+            last_row_b = h_up
         if end_row:   # row m up to the target's end
             if uint32(row_m_a) < uint32(height) and j < n_a:
                 best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
@@ -283,14 +301,15 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
             if uint32(row_m_b) < uint32(height) and j == n_b - 1:
                 best_b, j_b = fold_end(best_b, j_b, high_half(last_row_b), row_m_b, j)
-        if end_column:   # column n: its rows up to the query's end
+        if end_column:   # column n: the query's rows (lane rows first_a ..< last_a)
+            first_a, first_b = ends[7], ends[8]
             if j == n_a - 1:
                 for r in range(height):
-                    if r < last_a:
+                    if first_a <= r < last_a:
                         best, j_a = fold_end(best, j_a, low_half(h[r]), r, j)
             if j == n_b - 1:
                 for r in range(height):
-                    if r < last_b:
+                    if first_b <= r < last_b:
                         best_b, j_b = fold_end(best_b, j_b, high_half(h[r]), r, j)
         return best, j_a, j_b, h_up, f, h_in, best_b
 
@@ -360,13 +379,19 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         h = cuda.local.array(height, int32)
         e = cuda.local.array(height, int32)
         first_row = lane * height   # (0-based) the row above the lane: the first's diagonal
+        # the halves' padding rows above their queries (top-aligned), which shift rows
+        skip_a = max(group * height - m_a, 0) if aligned else 0
+        skip_b = max(group * height - m_b, 0) if aligned else 0
         for r in range(height):
-            i = first_row + r
-            low = int32(query_codes[q0_a + i]) if i < m_a else pad
-            high = int32(query_codes[q0_b + i]) if i < m_b else pad
+            i_a = first_row + r - skip_a
+            i_b = first_row + r - skip_b
+            low = int32(query_codes[q0_a + i_a]) if 0 <= i_a < m_a else pad
+            high = int32(query_codes[q0_b + i_b]) if 0 <= i_b < m_b else pad
             held[r] = int32(query_pair[low * codes + high] * COPIES + lane % COPIES) << shift
-            # column 0 (E there is minus infinity: the floor)
-            h[r] = 0 if local else pack_pair(bias if free_col0 else bias - go - i * ge)
+            # column 0 (E there is minus infinity: the floor); padding rows keep the bias
+            h[r] = 0 if local else pack_halves(
+                bias if free_col0 or i_a < 0 else bias - go - i_a * ge,
+                bias if free_col0 or i_b < 0 else bias - go - i_b * ge)
             e[r] = 0
         go2 = pack_pair(-go)
         ge2 = pack_pair(-ge)
@@ -380,18 +405,23 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                  uint64(warp_table[3, warp_a + 1]) + at_lane, uint64(WARP * group),
                  int32(columns), int64(pack_pair(0x7FFF - ge)),
                  int64(pack_pair(0x3FFF - ge)))
-        ends = (int32(m_a - 1 - first_row), int32(m_b - 1 - first_row),
-                int32(m_a - first_row), int32(m_b - first_row), int32(bias), int32(go),
-                int32(ge))
+        ends = (int32(m_a + skip_a - 1 - first_row), int32(m_b + skip_b - 1 - first_row),
+                int32(m_a + skip_a - first_row), int32(m_b + skip_b - first_row),
+                int32(bias), int32(go), int32(ge), int32(skip_a - first_row),
+                int32(skip_b - first_row))
         # best key (local: unit - 1, H 0, below every key of a cell above 0; else -1,
         # below every key), its columns, the last row's H and F*, the diagonal of the
         # first row (row first_row, column 0), the high half's best key (not local)
         if local:
             carried = (int32(pack_pair(key_scale - 1)), zero, zero, zero, zero, zero, zero)
         else:
+            above_a = first_row - 1 - skip_a   # (0-based; -1: row 0)
+            above_b = first_row - 1 - skip_b
             carried = (int32(-1), zero, zero, zero, zero,
-                       pack_pair(bias if free_col0 or lane == 0
-                                 else bias - go - (first_row - 1) * ge), int32(-1))
+                       pack_halves(bias if free_col0 or above_a < 0
+                                   else bias - go - above_a * ge,
+                                   bias if free_col0 or above_b < 0
+                                   else bias - go - above_b * ge), int32(-1))
         # the warp's columns hold both targets; steps past them read padding only
         for s in range(0, int32(columns) + group - 1, unroll):
             carried = steps(int32(s), lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes,
@@ -413,7 +443,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     score[row], query_end[row], target_end[row] = empty_end(m, n, go, ge)
                 elif key > 0:
                     score[row] = (key >> ROW_BITS) - bias
-                    query_end[row] = row_span - (key & (row_span - 1))
+                    query_end[row] = row_span - (key & (row_span - 1)) - (
+                        skip_a if half == 0 else skip_b)
                     target_end[row] = j + 1
                 else:
                     score[row] = 0

@@ -73,7 +73,8 @@ def trailing_ones(mask, limit):
 
 @lru_cache(maxsize=None)
 def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool,
-                   lanes: int = 0, probes: int = 1, grouped: tuple[int, int] | None = None):
+                   lanes: int = 0, probes: int = 1,
+                   grouped: tuple[int, int, bool] | None = None):
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
     (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
@@ -90,11 +91,13 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     // 8``, row ``r = (i - row0 - 1) % 8``, at ``b0 + width * (strip * columns + j - 1)``;
     ``skewed`` (the band kernel's layout, :mod:`gpualign_df.kernels.band`): at ``b0 + strip
     * stride + j - 1 + r``, ``stride`` the :func:`~gpualign_df.kernels.strip.skewed_stride`
-    of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``) (the grouped pair kernel's
-    layout of that class, :func:`gpualign_df.kernels.pairs16.pair_group_kernel`): lane
-    ``k = (i - 1) // R`` wrote the cell at step ``s = j - 1 + k``, its row ``(i - 1) % R
-    = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L + k`` (``W``:
-    :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 * r``.
+    of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``, top-aligned) (the grouped pair
+    kernel's layout of that class, :func:`gpualign_df.kernels.pairs16.pair_group_kernel`):
+    lane ``k = (i - row0 - 1) // R`` wrote the cell at step ``s = j - 1 + k``, its row
+    ``(i - row0 - 1) % R = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L +
+    k`` (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 *
+    r``; top-aligned (:func:`~gpualign_df.kernels.pairs16.top_aligned`), ``row0`` is
+    minus the padding rows above the query (the walk kernel passes it).
 
     ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
     run it alike (the same reads, the same branches, the same stores), which in H looks at
@@ -112,14 +115,14 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     ballot = _ballot(lanes)
     width_lanes = int32(max(lanes, 1))
 
-    group_lanes, group_rows = grouped if grouped else (0, 1)
+    group_lanes, group_rows, _aligned = grouped if grouped else (0, 1, False)
     words_a_step = lane_words(group_rows)
 
     @cuda.jit(device=True, inline=True)
     def nibble_at(tb, b0, width, columns, row0, i, j):
         if group_lanes:
-            lane = (i - 1) // group_rows
-            lane_row = (i - 1) % group_rows
+            lane = (i - row0 - 1) // group_rows
+            lane_row = (i - row0 - 1) % group_rows
             word = tb[uint64(b0 + ((j - 1 + lane) * words_a_step + lane_row // STRIP_ROWS)
                              * (width * group_lanes) + lane)]
             return (word >> uint32(4 * (lane_row % STRIP_ROWS))) & uint32(15)
@@ -270,7 +273,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool,
                 skewed: bool = False, lanes: int = 0, probes: int = 1,
-                grouped: tuple[int, int] | None = None):
+                grouped: tuple[int, int, bool] | None = None):
     """Traceback walk, one thread per slot (:func:`walk_functions`; ``skewed``: the band
     kernel's layout, ``width`` 1; ``grouped``: the grouped pair kernel's), or with
     ``lanes`` > 0 a block of ``lanes`` threads per slot (launch ``lanes`` threads a block,
@@ -279,6 +282,8 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
                                    grouped)
     probing = lanes > 0
     scratch_size = max(lanes, 1)
+    # top-aligned grouped layout: rows counted from minus the query's padding rows
+    group_height = grouped[0] * grouped[1] if grouped and grouped[2] else 0
 
     @cuda.jit
     def walk(query, target, query_lengths, target_lengths, query_start, target_start, tb_start,
@@ -298,9 +303,10 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
         out = run_base[slot]
         # state 1: in H, 2: in I, 3: in D; value (local): H, I or D of the cell and state
         walk = (end_i[pair], end_j[pair], 1, score[pair], 0, -1, 0, 0, 0, 0, 0, 0)
+        row0 = m - group_height if group_height else 0
         walk = steps(query, target, query_start[slot], target_start[slot], width, tb,
-                     tb_start[slot], slot_columns[slot], 0, 0, concrete, sub, alphabet_size,
-                     go, ge, runs, out, walk, lane, scratch)
+                     tb_start[slot], slot_columns[slot], row0, 0, concrete, sub,
+                     alphabet_size, go, ge, runs, out, walk, lane, scratch)
         count, size, n_open = finish(runs, out, walk, soft_clip, m, end_i[pair])
         run_count[slot] = count
         start_i[pair] = walk[0]
