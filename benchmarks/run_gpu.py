@@ -44,12 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cudf-only", action="store_true",
                         help="only the cuDF rows (skip the pandas rows)")
     parser.add_argument("--compare-fills", action="store_true",
-                        help="also the local rows (score-only and with CIGARs) on the 32-bit "
+                        help="also the rows with CIGARs and local score-only on the 32-bit "
                              "fill (pair_group_fill off), frames checked equal")
     parser.add_argument("--pair-group-classes", nargs="*", default=[], metavar="LANESxROWS",
-                        help="also the local rows with the grouped pair kernel's classes "
-                             "set to each of these alone (e.g. 8x19 16x10), frames checked "
-                             "equal")
+                        help="also those rows with the grouped pair kernel's classes set to "
+                             "each of these alone (e.g. 8x19 16x10), frames checked equal")
     parser.add_argument("--modes", nargs="*", default=["sw", "nw", "sg"],
                         choices=["sw", "nw", "sg"], help="the modes whose rows run")
     parser.add_argument("--unsorted", type=int, choices=(0, 1), default=1,
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 frame = measure(name, name, "yes" if sort else "no", run)
                 if name == "local + traceback" and sort:
                     local_scores = frame["score"].to_numpy(dtype=np.int64)
-                if mode != "sw":   # the fills compared: local, with and without CIGARs
+                if mode != "sw" and not traceback:   # score only: local's fills compared
                     continue
                 for suffix, settings in _variants(args):
                     with config.override(**settings):
@@ -138,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             run()  # compile
             frame = measure(name + (" (cuDF)" if use_dpx else " (cuDF, no DPX)"), name, "yes",
                             run)
-            if mode != "sw" or not use_dpx:
+            if (mode != "sw" and not traceback) or not use_dpx:
                 continue
             for suffix, settings in _variants(args):
                 with config.override(**settings):
