@@ -84,6 +84,29 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
     assert (frame["gaps"] > 0).any() and (frame["mismatches"] > 0).any()
 
 
+@pytest.mark.parametrize("mode", ["sw", "sg"])
+def test_pair_groups_with_traceback_across_batches(settings, monkeypatch, mode):
+    """Little free memory: the grouped kernel's pairs in several batches (warp pairs
+    apart; later batches' layout tables are copies, the first a view of the job's),
+    their CIGARs gathered from each batch's buffers; every column equals the CPU
+    engine's."""
+    import gpualign_df.gpu.batches as batches
+
+    settings(pair_group_fill=True, pair_groups=((4, 5),))
+    planned = []
+    original = batches.plan_batches
+    monkeypatch.setattr(batches, "plan_batches",
+                        lambda *args, **kwargs: planned.append(original(*args, **kwargs))
+                        or planned[-1])
+    monkeypatch.setattr(batches, "free_bytes", lambda: 60_000)
+    rng = np.random.default_rng(11)
+    queries = random_sequences(rng, 150, "ACGT", 20)
+    targets = [mutate(rng, query, "ACGT", 0.1) for query in queries]
+    both_engines(queries, targets, mode=mode, traceback=True, match=2, mismatch=-3,
+                 gap_open=5, gap_extend=2)
+    assert len(planned[0]) >= 2 and all(batch.group_class == (4, 5) for batch in planned[0])
+
+
 @pytest.mark.parametrize("mode, free_ends", [
     ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
     ("sg", ("query_start", "query_end")), ("sg", ("query_end",)), ("sg", ("target_end",)),

@@ -154,8 +154,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     per 8 rows of a lane and step (:func:`~gpualign_df.kernels.strip.lane_words`; the
     lane's row ``8 w + r`` at bits ``4 * r`` of its word ``w``), laid out so that a
     warp's stores are whole lines: word ``w`` of lane ``k`` at step ``s`` of the slot in
-    lane ``l`` of warp ``v`` at ``warp_table[3, v] + (s * lane_words + w) * 32 * lanes +
-    l * lanes + k`` (the walk's ``grouped`` layout,
+    lane ``l`` of warp ``v`` at ``tb_base[v] + (s * lane_words + w) * 32 * lanes + l *
+    lanes + k`` (the walk's ``grouped`` layout,
     :func:`gpualign_df.kernels.traceback.walk_functions`; the plan sizes it:
     :func:`gpualign_df.kernels.planning.warp_plan`). Every value must lie within
     ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the compiler's cap
@@ -341,7 +341,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     @cuda.jit(**({} if max_registers is None or simulator() else
                  {"max_registers": max_registers}))
     def fill(query_codes, query_offsets, pair_query, target_codes, target_offsets, pair_target,
-             query_lengths, target_lengths, warp_table, table, used_words, query_pair,
+             query_lengths, target_lengths, warp_columns, tb_base, table, used_words, query_pair,
              target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end, tb,
              bias):
         shared = cuda.shared.array(table_words, int32)
@@ -397,12 +397,12 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         ge2 = pack_pair(-ge)
         zero = int32(0)
         starts = lane == 0
-        columns = warp_table[5, warp_a]
+        columns = warp_columns[warp_a]
         # traceback: both halves' words of this lane at step 0, the words between two
         # words of a lane (the threads of a warp of slots)
         at_lane = uint64((group_index % WARP) * group + lane)
-        words = (tb, uint64(warp_table[3, warp_a]) + at_lane,
-                 uint64(warp_table[3, warp_a + 1]) + at_lane, uint64(WARP * group),
+        words = (tb, uint64(tb_base[warp_a]) + at_lane,
+                 uint64(tb_base[warp_a + 1]) + at_lane, uint64(WARP * group),
                  int32(columns), int64(pack_pair(0x7FFF - ge)),
                  int64(pack_pair(0x3FFF - ge)))
         ends = (int32(m_a + skip_a - 1 - first_row), int32(m_b + skip_b - 1 - first_row),
