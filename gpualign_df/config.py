@@ -196,10 +196,11 @@ class Settings:
         of 256 threads fits an SM instead of two (at 26 columns: 151 registers at 4 rows,
         124 at 2, from the offline sm_90 build).
     pair_group_fill : bool or None
-        Local fills of 1:1 pairs, score-only and with traceback, on the grouped packed
-        16-bit kernel (:func:`gpualign_df.kernels.pairs16.pair_group_kernel`: a group of
-        lanes per two pairs, query rows in registers, the targets streamed) where it is
-        exact (:func:`gpualign_df.gpu.policy.pair_group_class`). None: where DPX runs;
+        Local score-only fills of 1:1 pairs, and fills with traceback in every mode, on
+        the grouped packed 16-bit kernel
+        (:func:`gpualign_df.kernels.pairs16.pair_group_kernel`: a group of lanes per two
+        pairs, query rows in registers, the targets streamed) where it is exact
+        (:func:`gpualign_df.gpu.policy.pair_group_class`). None: where DPX runs;
         True/False: always/never (True runs the plain form elsewhere, as tests do).
     pair_groups : tuple of (int, int) pairs
         Its classes as (lanes, query rows a lane): a batch takes the smallest class whose

@@ -238,9 +238,9 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
 
 def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
                        tuning: config.Settings) -> PairGroup | None:
-    """The grouped pair kernel's tables on the device for a local job where the
-    ``pair_group_fill`` setting allows it (None: where DPX runs) and they fit; else None
-    (each batch still checks :func:`group_class`)."""
+    """The grouped pair kernel's tables on the device for a local job or one with
+    traceback where the ``pair_group_fill`` setting allows it (None: where DPX runs) and
+    they fit; else None (each batch still checks :func:`group_class`)."""
     allowed = dpx.available() if tuning.pair_group_fill is None else tuning.pair_group_fill
     if not allowed or not tuning.pair_groups or not (traceback or mode.code == MODE_LOCAL):
         return None
@@ -412,7 +412,7 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
                  query_lengths, target_lengths, tb, stream) -> None:
     """Launch the grouped pair kernel of class ``shape`` (lanes, rows) on a packed inter
     batch, residues read where the sequences are; with traceback its words go to ``tb``
-    in the inter-task layout (the walk then reads them as the 32-bit fill's)."""
+    in the layout the plan sized (the walk's ``grouped``)."""
     lanes, rows = shape
     table, query_pair, target_pair = job.pair_group.tables
     group = job.pair_group
@@ -426,8 +426,7 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
                   job.queries.codes, job.queries.offsets, job.pair_query,
                   job.targets.codes, job.targets.offsets, job.pair_target,
                   query_lengths, target_lengths, batch.warp_table[5], batch.warp_table[3],
-                  table, len(table),
-                  query_pair, target_pair, job.alphabet_size + 1, job.gap_open,
+                  table, len(table), query_pair, target_pair, job.alphabet_size + 1, job.gap_open,
                   job.gap_extend, 1 << pairs16.key_bits(rows), slot_row, columns["score"],
                   columns["query_end"], columns["target_end"], tb,
                   pair_group_bias(group.scoring, group.mode, batch.longest_query,

@@ -96,9 +96,8 @@ def direction_bits(use_dpx: bool):
     one subtraction ``x - y + 2**b - 1`` (b = 15, 14, 13, 12) whose bit ``b`` holds
     ``x > y`` and whose bits above it are 0 where ``|x - y| < 2**b``, so three bit
     selects merge them (the gap extensions fold ``- ge`` into their offsets): exact where
-    every operand lies in
-    ``[0, TRACEBACK_VALUES]``, so that no half borrows from the other. ``k_del``,
-    ``k_ins``: both halves' ``0x7FFF - ge`` and ``0x3FFF - ge``."""
+    every operand lies in ``[0, TRACEBACK_VALUES]``, so that no half borrows from the
+    other. ``k_del``, ``k_ins``: both halves' ``0x7FFF - ge`` and ``0x3FFF - ge``."""
     max2 = dpx.functions16(use_dpx)[1]
 
     @inlined
@@ -203,12 +202,12 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
         H the first row takes as diagonal) before and after. ``words`` (traceback): the
-        traceback array, the lane's first word of each half, the words between two
-        strips, the warp's columns, the lane's words within the plan, and
-        :func:`direction_bits`' gap constants. ``ends`` (global and semi-global): the
-        lane rows of both halves' last query rows, the lane's rows within each query,
-        the bias and the gap costs; the best keys are then the first and last of
-        ``carried``."""
+        traceback array, the lane's word 0 of each half at step 0, the words between two
+        words of a lane, the warp's columns, and :func:`direction_bits`' gap constants.
+        ``ends`` (global and semi-global): the lane rows of both halves' last query
+        rows, the ends of their rows in this lane (exclusive), the bias, the gap costs
+        and the starts of their rows in this lane; the best keys are then the first and
+        last of ``carried``."""
         best, j_a, j_b, h_last, f_last, diag_first, best_b = carried
         zero = int32(0)
         h_in, f_in = receive(h_last, f_last, starts, scratch, warp_lane)
