@@ -464,9 +464,9 @@ def search_table_layout(words: int, use_dpx: bool,
     """(copies of the pair table, threads a block) of the grouped search kernel for a
     table of ``words`` words: the ``search_table_copies`` and ``search_block_threads``
     settings, as many copies as fit a block's shared memory (one on a GPU without DPX,
-    where the table is a static array), a block of one warp under the simulator. Threads None: with copies, as many as each
-    kernel's registers allow (a block is alone on its SM), returned as 0; with one copy
-    256 (two blocks an SM)."""
+    where the table is a static array), a block of one warp under the simulator. Threads
+    None: with copies, as many as each kernel's registers allow (a block is alone on its
+    SM), returned as 0; with one copy 256 (two blocks an SM)."""
     copies = tuning.search_table_copies
     if copies is None:
         copies = DEFAULT_TABLE_COPIES if use_dpx else 1

@@ -119,7 +119,8 @@ def block_merge(lists, spare, first, gap, step, length, top_k, counts, out, out_
             have, take = counts[thread], counts[thread + stride]
             i = j = written = 0
             while written < top_k and (i < have or j < take):
-                if j >= take or (i < have and source[base + i * step] > source[other + j * step]):
+                if j >= take or (i < have
+                                 and source[base + i * step] > source[other + j * step]):
                     target[base + written * step] = source[base + i * step]
                     i += 1
                 else:
@@ -142,10 +143,10 @@ def top_k_blocks(scores, target_offset, top_k, segments, lists, spare, part):
     the best ``top_k`` of the tile's targets ``t = segment * T + thread + i * segments *
     T`` (``T`` threads a block, a power of two up to :data:`TOP_K_BLOCK`; ``scores[query,
     t]``, global target ``target_offset + t``) in ``part[(query * (segments + 1) + segment)
-    * top_k:][:top_k]`` as keys (:func:`rank_key`), best first. Each thread first keeps its own targets' best in
-    ``lists`` (``top_k`` keys a thread of the grid, rank-major: a warp's reads of one rank
-    coalesce; ``spare`` alike), then :func:`block_merge`. The threads of a block read
-    consecutive scores of one query."""
+    * top_k:][:top_k]`` as keys (:func:`rank_key`), best first. Each thread first keeps its
+    own targets' best in ``lists`` (``top_k`` keys a thread of the grid, rank-major: a
+    warp's reads of one rank coalesce; ``spare`` alike), then :func:`block_merge`. The
+    threads of a block read consecutive scores of one query."""
     counts = cuda.shared.array(TOP_K_BLOCK, int32)
     thread = cuda.threadIdx.x
     size = cuda.blockDim.x
