@@ -929,9 +929,9 @@ def test_packed_16bit_fill_equals_cpu(settings, planned, mode, free_ends, sort):
     """The packed 16-bit score-only fill (two pairs per thread, here in its plain
     half-by-half form) equals the CPU engine: 36 pairs fill one warp pair (the odd warp
     mostly unused slots), with empty and one-residue sequences; unsorted, either half of a
-    thread may be the shorter one, in rows and in columns. With traceback the job stays on
-    32-bit cells."""
-    settings(fill_16bit=True, sort_by_length=sort)
+    thread may be the shorter one, in rows and in columns. With traceback, and the grouped
+    kernel off, the job stays on 32-bit cells."""
+    settings(fill_16bit=True, sort_by_length=sort, pair_group_fill=False)
     queries, targets = small_pairs(21, "ACGT", max_length=24)
     options = dict(mode=mode, free_ends=free_ends, match=2, mismatch=-3, gap_open=3,
                    gap_extend=1)

@@ -386,7 +386,8 @@ def test_a_pair_that_does_not_fit_even_in_linear_space_is_refused(monkeypatch):
 
 def test_threads_count_the_linear_pairs_memory(monkeypatch):
     """Three 3,000 x 3,000 pairs whose full matrices (4.5 MB) would fit one at a time in the
-    job's 6.75 MB take the linear path (budget 3.4 MB) and run on every thread."""
+    job's 6.75 MB take the linear path (budget 3.4 MB) and run at once (on three threads, or
+    on every thread where there are fewer)."""
     rng = np.random.default_rng(2)
     queries = ["".join(rng.choice(list(DNA), 3000)) for _ in range(3)]
     targets = ["".join(rng.choice(list(DNA), 3000)) for _ in range(3)]
@@ -402,7 +403,7 @@ def test_threads_count_the_linear_pairs_memory(monkeypatch):
     monkeypatch.setattr(engine, "cpu_threads", spy)
     monkeypatch.setattr(engine, "available_host_memory", lambda: 2 * 3000 * 1501 * 3 // 2)
     pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, **options), expected)
-    assert threads_used == [numba.get_num_threads()]
+    assert len(threads_used) == 1 and threads_used[0] >= min(3, numba.get_num_threads())
     pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, traceback_memory=1 << 30,
                                                     **options), expected)
     assert threads_used[-1] == 1   # full matrices: one at a time
