@@ -20,7 +20,7 @@ from .libraries import is_cudf
 from .pairs import best_first, pairwise_pairs, search_pairs
 from .gpu.launch import launch
 from .gpu.memory import engine_allocations
-from .kernels.encoding import encode_column
+from .kernels.encoding import ENCODE_WORD, encode_column
 from .scoring import Scoring
 
 #: :func:`encode_device`'s first bad byte where every byte is in the alphabet.
@@ -73,17 +73,25 @@ def encode_device(series, lut, summary, slot: int):
             cupy.zeros(0, cupy.uint8)
         # a sliced column: its characters are chars[offsets[0]:offsets[-1]]; offsets stay
         # absolute (no host read of the bounds) and the code map covers the whole buffer
-    # one allocation: int64 offsets and lengths, validity, residue codes
-    block = cupy.empty(8 * (2 * rows + 1) + rows + max(len(chars), 1), dtype=cupy.uint8)
-    offsets = block[:8 * (rows + 1)].view(cupy.int64)
-    lengths = block[8 * (rows + 1):8 * (2 * rows + 1)].view(cupy.int64)
-    valid = block[8 * (2 * rows + 1):8 * (2 * rows + 1) + rows].view(bool)
-    codes = block[8 * (2 * rows + 1) + rows:]
+    # one allocation: residue codes (placed so that their 8-byte words line up with the
+    # characters'), int64 offsets and lengths, validity
+    size = max(len(chars), 1)
+    head = min(-chars.data.ptr % ENCODE_WORD, len(chars))   # bytes before the first word
+    words = (len(chars) - head) // ENCODE_WORD
+    codes_end = -(-(ENCODE_WORD - 1 + size) // ENCODE_WORD) * ENCODE_WORD
+    block = cupy.empty(codes_end + 8 * (2 * rows + 1) + rows, dtype=cupy.uint8)
+    pad = (chars.data.ptr - block.data.ptr) % ENCODE_WORD
+    codes = block[pad:pad + size]
+    offsets = block[codes_end:codes_end + 8 * (rows + 1)].view(cupy.int64)
+    lengths = block[codes_end + 8 * (rows + 1):codes_end + 8 * (2 * rows + 1)].view(cupy.int64)
+    valid = block[codes_end + 8 * (2 * rows + 1):].view(bool)
     if has_nulls:
         valid[...] = series.notna().to_cupy()
+    span = slice(head, head + ENCODE_WORD * words)
     threads = 256
-    launch(encode_column, (max(len(chars), rows + 1) + threads - 1) // threads, threads,
-           (chars, lut, column_offsets, codes, offsets, lengths, valid, not has_nulls, summary,
+    launch(encode_column, (max(words, rows + 1, ENCODE_WORD) + threads - 1) // threads, threads,
+           (chars, chars[span].view(cupy.uint64), head, lut, column_offsets, codes,
+            codes[span].view(cupy.uint64), offsets, lengths, valid, not has_nulls, summary,
             slot), gpu.kernel_view)
     return gpu.DeviceSequences(codes, offsets), lengths, valid
 

@@ -1017,3 +1017,51 @@ def test_item_order_takes_bands_across_problems_in_order():
     order = item_order(item_problem, first, False)
     assert order.tolist() == [0, 3, 4, 1, 5, 2]
     assert item_order(item_problem, first, True).tolist() == list(range(6))
+
+
+def test_column_encoding_takes_words_at_every_alignment():
+    """The cuDF path's encoding kernel maps 8 bytes a thread through whole aligned words,
+    and the bytes before and after them one by one: at every alignment of the characters
+    and every length around a word, the codes equal the table's, the first byte outside
+    the alphabet within the column's range is the one reported (a bad byte outside the
+    range is not), and the longest row is found."""
+    from gpualign_df.cudf_path import NO_BAD_BYTE
+    from gpualign_df.kernels.encoding import ENCODE_WORD, encode_column
+    from gpualign_df.scoring import INVALID_CODE
+    if gpualign_df.gpu.simulator():
+        xp, pointer = np, (lambda array: array.ctypes.data)
+    else:
+        import cupy as xp
+        pointer = (lambda array: array.data.ptr)
+    lut = np.full(256, INVALID_CODE, np.uint8)
+    lut[np.frombuffer(b"ACGTN", np.uint8)] = np.arange(5, dtype=np.uint8)
+    rng = np.random.default_rng(3)
+    for shift in range(ENCODE_WORD):
+        for n in (0, 1, 7, 8, 9, 16, 23, 41):
+            text = rng.choice(np.frombuffer(b"ACGTN", np.uint8), n + 2 * ENCODE_WORD)
+            text[shift + n] = ord("x")   # past the column's range: not reported
+            if n >= 4:
+                text[shift + n - 3] = ord("*")
+            raw = xp.asarray(text)
+            chars = raw[shift:shift + n + 1]   # the column holds the first n
+            head = min(-pointer(chars) % ENCODE_WORD, len(chars))
+            words = (len(chars) - head) // ENCODE_WORD
+            codes_buffer = xp.zeros(len(chars) + 2 * ENCODE_WORD, np.uint8)
+            pad = (pointer(chars) - pointer(codes_buffer)) % ENCODE_WORD
+            codes = codes_buffer[pad:pad + len(chars)]
+            span = slice(head, head + ENCODE_WORD * words)
+            column_offsets = xp.asarray(np.array([0, n // 3, n], np.int64))
+            offsets, lengths = xp.zeros(3, np.int64), xp.zeros(2, np.int64)
+            valid = xp.zeros(2, bool)
+            summary = xp.asarray(np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], np.int64))
+            grid = -(-max(words, 3, ENCODE_WORD) // 32)
+            encode_column[grid, 32](chars, chars[span].view(np.uint64), head, xp.asarray(lut),
+                                    column_offsets, codes, codes[span].view(np.uint64),
+                                    offsets, lengths, valid, True, summary, 1)
+            host = (lambda array: array if xp is np else array.get())
+            expected = lut[text[shift:shift + n + 1]]
+            assert (host(codes) == expected).all(), (shift, n)
+            bad = np.flatnonzero(expected[:n] == INVALID_CODE)
+            assert host(summary).tolist() == [NO_BAD_BYTE, bad[0] if len(bad) else NO_BAD_BYTE,
+                                              0, max(n // 3, n - n // 3)], (shift, n)
+            assert host(lengths).tolist() == [n // 3, n - n // 3] and host(valid).all()

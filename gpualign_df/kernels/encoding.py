@@ -1,6 +1,6 @@
 """Encoding kernels: strings' bytes to residue codes through an alphabet's 256-entry lookup
 table, on the host (numba, GIL released so chunks run on Python threads) and on the device
-(one thread per byte of a cuDF string column)."""
+(one thread per 8 bytes of a cuDF string column)."""
 
 from __future__ import annotations
 
@@ -41,25 +41,62 @@ def codes_in_range(codes, start, stop):
     return seen
 
 
+#: Bytes one thread of :func:`encode_column` maps (one 8-byte word).
+ENCODE_WORD = 8
+
+
+@cuda.jit(device=True, inline=True)
+def _encode_byte(data, lut, codes, k, first, last, summary, slot):
+    """codes[k] = lut[data[k]]; a byte outside the alphabet within the column's range
+    [first, last) lowers ``summary[slot]`` to ``k``."""
+    code = lut[data[k]]
+    codes[k] = code
+    if code == INVALID_CODE and first <= k < last:
+        cuda.atomic.min(summary, slot, k)
+
+
 @cuda.jit
-def encode_column(data, lut, column_offsets, codes, offsets, lengths, valid, fill_valid,
-                   summary, slot):
-    """One pass over a string column: thread ``k`` maps byte ``k`` to its residue code (the
-    first byte of the column's range, ``column_offsets[0]`` to ``column_offsets[-1]``,
-    outside the alphabet goes to ``summary[slot]``) and writes row ``k``'s int64 offset,
-    length and (``fill_valid``) validity; the longest length goes to ``summary[2 +
-    slot]`` (a block's maximum first, then one atomic per block)."""
+def encode_column(data, words, head, lut, column_offsets, codes, code_words, offsets, lengths,
+                  valid, fill_valid, summary, slot):
+    """One pass over a string column: thread ``k`` maps the 8 bytes of word ``k`` to their
+    residue codes (``words``: ``data[head:]``'s whole 8-byte words as uint64, 8-aligned,
+    ``code_words`` the same span of ``codes``; the bytes before and after them, fewer than
+    8 each, go to the first threads); the first byte of the column's range
+    (``column_offsets[0]`` to ``column_offsets[-1]``) outside the alphabet goes to
+    ``summary[slot]``. Thread ``k`` also writes row ``k``'s int64 offset, length and
+    (``fill_valid``) validity; the longest length goes to ``summary[2 + slot]`` (a block's
+    maximum first, then one atomic per block)."""
     longest = cuda.shared.array(1, int64)
     if cuda.threadIdx.x == 0:
         longest[0] = 0
     cuda.syncthreads()
     k = cuda.grid(1)
     rows = lengths.shape[0]
-    if k < data.shape[0]:
-        code = lut[data[k]]
-        codes[k] = code
-        if code == INVALID_CODE and column_offsets[0] <= k < column_offsets[rows]:
-            cuda.atomic.min(summary, slot, k)
+    first = column_offsets[0]
+    last = column_offsets[rows]
+    if k < words.shape[0]:
+        word = words[k]
+        mapped = uint64(0)
+        invalid = False
+        for b in range(ENCODE_WORD):
+            code = lut[(word >> uint64(8 * b)) & uint64(255)]
+            invalid |= code == INVALID_CODE
+            mapped |= uint64(code) << uint64(8 * b)
+        code_words[k] = mapped
+        if invalid:  # rare: which of its bytes, and whether in the column's range
+            for b in range(ENCODE_WORD):
+                position = head + ENCODE_WORD * k + b
+                if lut[(word >> uint64(8 * b)) & uint64(255)] == INVALID_CODE and \
+                        first <= position < last:
+                    cuda.atomic.min(summary, slot, position)
+    if k < ENCODE_WORD:  # the bytes outside the words
+        for position in (k, head + ENCODE_WORD * words.shape[0] + k):
+            if (position < head or position >= head + ENCODE_WORD * words.shape[0]) and \
+                    position < data.shape[0]:
+                code = lut[data[position]]
+                codes[position] = code
+                if code == INVALID_CODE and first <= position < last:
+                    cuda.atomic.min(summary, slot, position)
     if k <= rows:
         offsets[k] = column_offsets[k]
     if k < rows:
