@@ -243,3 +243,22 @@ def test_fills_on_the_side_stream_equal_the_default_stream(mode):
                             for job_queries, job_targets, extra in jobs]
     for on_default, on_side in zip(frames[False], frames[True]):
         pd.testing.assert_frame_equal(on_default, on_side)
+
+
+@pytest.mark.parametrize("longest", [300, 1 << 16, 1 << 20])
+def test_device_length_order_equals_the_host(longest):
+    """The inter-task plan's length sort on the device (32-bit keys where every length is
+    below 2**16, 64-bit ones above) orders the pairs as the host's stable sort does:
+    target length, then query length, both descending, ties in row order."""
+    import cupy
+
+    from gpualign_df.gpu.plan import length_order
+    rng = np.random.default_rng(longest)
+    queries = rng.integers(0, min(longest, 1 << 16), 5000)
+    targets = rng.integers(0, longest, 5000)
+    targets[:100] = targets[100:200]   # ties
+    queries[:100] = queries[100:200]
+    host = length_order(np, targets, queries, int(targets.max()), int(queries.max()))
+    device = length_order(cupy, cupy.asarray(targets), cupy.asarray(queries),
+                           int(targets.max()), int(queries.max()))
+    assert (device.get() == host).all()

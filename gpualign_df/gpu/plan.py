@@ -210,7 +210,8 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     group_lanes, group_rows = group_class or (0, 1)
     count = len(query_lengths)
     if sort:  # longest target first, then longest query; stable
-        order = _length_order(xp, target_lengths, query_lengths)
+        order = length_order(xp, target_lengths, query_lengths, longest_target,
+                              longest_query)
     else:
         order = xp.arange(count, dtype=np.int64)
     group_warps = 2 if packed else 1
@@ -272,21 +273,30 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     return batches
 
 
-def _length_order(xp, target_lengths, query_lengths):
+def length_order(xp, target_lengths, query_lengths, longest_target: int, longest_query: int):
     """The permutation that sorts pairs by target length, then query length, both
     descending, ties in their order (stable; CuPy's argsort is stable). CuPy's argsort
     takes less host time than libcudf's ``stable_sorted_order``, which also waits for the
-    device."""
+    device. Lengths below 2**16 (``longest_*`` bound them) sort as 32-bit keys: half the
+    radix passes of 64-bit ones."""
     if xp is np:
         return np.argsort(-(target_lengths * (1 << 32) + query_lengths), kind="stable")
-    return xp.argsort(_sort_key()(target_lengths, query_lengths))
+    short = max(longest_target, longest_query) < (1 << 16)
+    return xp.argsort(_sort_key(short)(target_lengths, query_lengths))
 
 
 @lru_cache(maxsize=None)
-def _sort_key():
-    """CuPy kernel of the length sort's key: ``-(target * 2**32 + query)``, in one pass."""
+def _sort_key(short: bool):
+    """CuPy kernel of the length sort's key, ascending where the lengths descend, in one
+    pass: ``-(target * 2**32 + query)``, or with ``short`` (both below 2**16) the uint32
+    ``(2**16 - 1 - target) * 2**16 + 2**16 - 1 - query``."""
     import cupy
 
+    if short:
+        return cupy.ElementwiseKernel(
+            "int64 target, int64 query", "uint32 key",
+            "key = ((unsigned int)(65535 - target) << 16) | (unsigned int)(65535 - query)",
+            "gpualign_sort_key16")
     return cupy.ElementwiseKernel("int64 target, int64 query", "int64 key",
                                   "key = -((target << 32) + query)", "gpualign_sort_key")
 
