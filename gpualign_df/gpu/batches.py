@@ -320,12 +320,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
         starts, run_base = table[3:7], table[7]
     grid = blocks(batch.slots)
-    # the grouped kernel and its walk read the residues where they are (width 1)
-    in_place = shape is not None
-    query, target = (job.queries.codes, job.targets.codes) if in_place else (
-        scratch("query", batch.query_size, np.uint8),
-        scratch("target", batch.target_size, np.uint8))
-    width = 1 if in_place else batch.width
+    query = scratch("query", batch.query_size, np.uint8)
+    target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
         # the layout table's rows: query, target, row-above, traceback, run-word bases;
         # columns, run words per slot
@@ -336,7 +332,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                       1 if shape is None else shape[0], starts, slot_row,
                       job.queries.codes, job.queries.offsets, job.pair_query, query_lengths,
                       query, job.targets.codes, job.targets.offsets, job.pair_target,
-                      target_lengths, target, not in_place)
+                      target_lengths, target)
         run_base = starts[4]
     else:
         for sequences, sequence_of_row, start, lengths, out in (
@@ -403,7 +399,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     walk_grid, walk_threads = (batch.slots, lanes) if lanes else (grid, THREADS_PER_BLOCK)
     launch_kernel("walk", walk, walk_grid, walk_threads, query, target, query_lengths,
                   target_lengths, query_start, target_start, tb_start, slot_columns,
-                  width, tb, job.concrete, job.sub, *alphabet_and_gaps, slot_row,
+                  batch.width, tb, job.concrete, job.sub, *alphabet_and_gaps, slot_row,
                   columns["score"], columns["query_end"], columns["target_end"], run_base, runs,
                   run_count, columns["query_start"], columns["target_start"], columns["matches"],
                   columns["mismatches"], columns["gap_opens"], columns["gaps"],

@@ -57,31 +57,25 @@ def gather_long_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths
 def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns, run_stride,
                         tb_lane_stride, slot_starts, slot_row, query_codes, query_offsets,
                         pair_query, query_lengths, query_out, target_codes, target_offsets,
-                        pair_target, target_lengths, target_out, gather):
+                        pair_target, target_lengths, target_out):
     """One pass over the slots of an inter batch: each slot's starts from its warp's row of
-    the layout table (traceback base + lane * ``tb_lane_stride``, the warp's columns, and
-    its first run word: run base + lane * run words per slot, into rows 2-4 of
-    ``slot_starts``). With ``gather``, the residues of its pair's query and target go to
-    the interleaved buffers (``base + WARP * i``; query, target base + lane into rows 0
-    and 1); without, rows 0 and 1 get where its query and target start in the codes
-    (read in place, width 1: the grouped pair kernel's batches)."""
+    the layout table (query, target base + lane, traceback base + lane *
+    ``tb_lane_stride``, the warp's columns, and its first run word: run base + lane * run
+    words per slot, into the five rows of ``slot_starts``), then the residues of its
+    pair's query and target into the interleaved buffers (``base + WARP * i``)."""
     slot = cuda.grid(1)
     if slot >= slot_starts.shape[1]:
         return
     warp = slot // WARP
     lane = slot % WARP
-    slot_starts[2, slot] = tb_base[warp] + lane * tb_lane_stride
-    slot_starts[3, slot] = warp_columns[warp]
-    slot_starts[4, slot] = run_base[warp] + lane * run_stride[warp]
-    row = slot_row[slot]
-    if not gather:
-        slot_starts[0, slot] = query_offsets[pair_query[row]] if row >= 0 else 0
-        slot_starts[1, slot] = target_offsets[pair_target[row]] if row >= 0 else 0
-        return
     query_start = query_base[warp] + lane
     target_start = target_base[warp] + lane
     slot_starts[0, slot] = query_start
     slot_starts[1, slot] = target_start
+    slot_starts[2, slot] = tb_base[warp] + lane * tb_lane_stride
+    slot_starts[3, slot] = warp_columns[warp]
+    slot_starts[4, slot] = run_base[warp] + lane * run_stride[warp]
+    row = slot_row[slot]
     if row >= 0:
         _copy_residues(query_codes, query_offsets, pair_query[row], query_lengths[slot],
                        query_start, WARP, query_out)

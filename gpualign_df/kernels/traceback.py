@@ -14,7 +14,7 @@ from numba import cuda, int32, uint32, uint64
 
 from . import common, simulator
 from ..scoring import MODE_GLOBAL, MODE_LOCAL
-from .strip import STRIP_ROWS, WARP, lane_words, skewed_word_index
+from .strip import STRIP_ROWS, lane_words, skewed_word_index
 
 OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
 
@@ -94,12 +94,10 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``, top-aligned) (the grouped pair
     kernel's layout of that class, :func:`gpualign_df.kernels.pairs16.pair_group_kernel`):
     lane ``k = (i - row0 - 1) // R`` wrote the cell at step ``s = j - 1 + k``, its row
-    ``(i - row0 - 1) % R = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * 32 * L +
-    k`` (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``; a warp's 32
-    slots), at bits ``4 * r``; top-aligned (:func:`~gpualign_df.kernels.pairs16.top_aligned`),
-    ``row0`` is minus the padding rows above the query (the walk kernel passes it).
-    Residues: query row ``i`` at ``q0 + width * (i - 1)``, target column ``j`` at ``t0 +
-    width * (j - 1)`` (``width`` 1 in the grouped layout: read where the sequences are).
+    ``(i - row0 - 1) % R = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L +
+    k`` (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 *
+    r``; top-aligned (:func:`~gpualign_df.kernels.pairs16.top_aligned`), ``row0`` is
+    minus the padding rows above the query (the walk kernel passes it).
 
     ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
     run it alike (the same reads, the same branches, the same stores), which in H looks at
@@ -126,7 +124,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
             lane = (i - row0 - 1) // group_rows
             lane_row = (i - row0 - 1) % group_rows
             word = tb[uint64(b0 + ((j - 1 + lane) * words_a_step + lane_row // STRIP_ROWS)
-                             * (WARP * group_lanes) + lane)]
+                             * (width * group_lanes) + lane)]
             return (word >> uint32(4 * (lane_row % STRIP_ROWS))) & uint32(15)
         strip = (i - row0 - 1) // STRIP_ROWS
         row = (i - row0 - 1) % STRIP_ROWS
