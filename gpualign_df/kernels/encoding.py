@@ -45,16 +45,6 @@ def codes_in_range(codes, start, stop):
 ENCODE_WORD = 8
 
 
-@cuda.jit(device=True, inline=True)
-def _encode_byte(data, lut, codes, k, first, last, summary, slot):
-    """codes[k] = lut[data[k]]; a byte outside the alphabet within the column's range
-    [first, last) lowers ``summary[slot]`` to ``k``."""
-    code = lut[data[k]]
-    codes[k] = code
-    if code == INVALID_CODE and first <= k < last:
-        cuda.atomic.min(summary, slot, k)
-
-
 @cuda.jit
 def encode_column(data, words, head, lut, column_offsets, codes, code_words, offsets, lengths,
                   valid, fill_valid, summary, slot):
