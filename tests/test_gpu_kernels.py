@@ -1033,6 +1033,7 @@ def test_column_encoding_takes_words_at_every_alignment():
     else:
         import cupy as xp
         pointer = (lambda array: array.data.ptr)
+    host = (lambda array: array if xp is np else array.get())
     lut = np.full(256, INVALID_CODE, np.uint8)
     lut[np.frombuffer(b"ACGTN", np.uint8)] = np.arange(5, dtype=np.uint8)
     rng = np.random.default_rng(3)
@@ -1058,7 +1059,6 @@ def test_column_encoding_takes_words_at_every_alignment():
             encode_column[grid, 32](chars, chars[span].view(np.uint64), head, xp.asarray(lut),
                                     column_offsets, codes, codes[span].view(np.uint64),
                                     offsets, lengths, valid, True, summary, 1)
-            host = (lambda array: array if xp is np else array.get())
             expected = lut[text[shift:shift + n + 1]]
             assert (host(codes) == expected).all(), (shift, n)
             bad = np.flatnonzero(expected[:n] == INVALID_CODE)

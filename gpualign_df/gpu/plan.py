@@ -211,7 +211,7 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     count = len(query_lengths)
     if sort:  # longest target first, then longest query; stable
         order = length_order(xp, target_lengths, query_lengths, longest_target,
-                              longest_query)
+                             longest_query)
     else:
         order = xp.arange(count, dtype=np.int64)
     group_warps = 2 if packed else 1

@@ -79,10 +79,10 @@ def encode_column(data, words, head, lut, column_offsets, codes, code_words, off
                 if lut[(word >> uint64(8 * b)) & uint64(255)] == INVALID_CODE and \
                         first <= position < last:
                     cuda.atomic.min(summary, slot, position)
-    if k < ENCODE_WORD:  # the bytes outside the words
-        for position in (k, head + ENCODE_WORD * words.shape[0] + k):
-            if (position < head or position >= head + ENCODE_WORD * words.shape[0]) and \
-                    position < data.shape[0]:
+    if k < ENCODE_WORD:  # the bytes before the first word (k < head) and after the last
+        tail = head + ENCODE_WORD * words.shape[0]
+        for position in (k if k < head else data.shape[0], tail + k):
+            if position < data.shape[0]:
                 code = lut[data[position]]
                 codes[position] = code
                 if code == INVALID_CODE and first <= position < last:
