@@ -49,7 +49,7 @@ STAGES = (("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "encode_job"),
           ("gpualign_df.gpu.batches", "fill_long_batch"),
           ("gpualign_df.gpu.batches", "_write_cigars"), ("gpualign_df.gpu.batches", "to_host"),
           ("gpualign_df.gpu.batches", "align_small"), ("gpualign_df.gpu.small", "upload_parts"),
-          ("gpualign_df.gpu.small", "launch_kernel"), ("gpualign_df.gpu.small", "to_numpy"))
+          ("gpualign_df.gpu.small", "launch_kernel"), ("gpualign_df.gpu.small", "download"))
 REFERENCE, HAPLOTYPE, INSET = 700, 600, 50
 
 

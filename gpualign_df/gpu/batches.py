@@ -327,12 +327,16 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         # columns, run words per slot
         warps = batch.warp_table
         starts = scratch("slot_starts", 5 * batch.slots, np.int64).reshape((5, batch.slots))
-        launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
-                      warps[1], warps[3], warps[4], warps[5], warps[6],
-                      1 if shape is None else shape[0], starts, slot_row,
-                      job.queries.codes, job.queries.offsets, job.pair_query, query_lengths,
-                      query, job.targets.codes, job.targets.offsets, job.pair_target,
-                      target_lengths, target)
+
+        def gather() -> None:
+            launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
+                          warps[1], warps[3], warps[4], warps[5], warps[6],
+                          1 if shape is None else shape[0], starts, slot_row,
+                          job.queries.codes, job.queries.offsets, job.pair_query,
+                          query_lengths, query, job.targets.codes, job.targets.offsets,
+                          job.pair_target, target_lengths, target)
+        if shape is None:  # the inter fill reads the gathered residues
+            gather()
         run_base = starts[4]
     else:
         for sequences, sequence_of_row, start, lengths, out in (
@@ -370,6 +374,9 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
             if batch.kind == "inter" and shape is not None:  # a group of lanes per 2 pairs
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
                              stream)
+                # the grouped fill reads residues in place: the walk's gather is queued
+                # behind it, so the fill starts a launch sooner
+                gather()
             elif batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,

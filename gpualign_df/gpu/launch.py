@@ -51,14 +51,21 @@ def _array_kind(argument):
     (numba types a C-contiguous array 'C', else F-contiguous 'F', else 'A')."""
     flags = argument.flags
     layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
-    return argument.dtype.str, argument.ndim, layout
+    return argument.dtype, argument.ndim, layout
+
+
+_SCALARS = (bool, int, float)
 
 
 def _kind(argument):
     """A hashable description of an argument's type, None where the fast path does not
     take it (anything but CuPy arrays and Python or numpy scalars)."""
     kind = type(argument)
-    if kind in (bool, int, float) or isinstance(argument, (np.integer, np.floating, np.bool_)):
+    if kind in _SCALARS:
+        return kind
+    if kind.__name__ == "ndarray" and kind.__module__.startswith("cupy"):
+        return _array_kind(argument)
+    if isinstance(argument, (np.integer, np.floating, np.bool_)):
         return kind
     if kind.__module__.startswith("cupy") and hasattr(argument, "data") \
             and hasattr(argument, "flags"):

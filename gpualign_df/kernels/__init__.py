@@ -8,12 +8,15 @@ specialised for as arguments (so a changed setting builds another kernel, never 
 cached one), and the engines (:mod:`gpualign_df.gpu`) decide.
 """
 
+import functools
 import os
 
 
+@functools.cache
 def simulator() -> bool:
     """True when numba runs CUDA kernels in its CPU simulator (``NUMBA_ENABLE_CUDASIM=1``,
-    set before numba is imported)."""
+    set before numba is imported: numba reads it once, and so does this, on the first
+    call)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
