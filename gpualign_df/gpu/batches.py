@@ -35,7 +35,7 @@ from .plan import Batch, module_of, plan_batches, to_numpy
 from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
                      pair_group_class, pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
-from .streams import beside_default_stream
+from .streams import beside_default_stream, default_waits_for, launch_beside
 
 #: Result columns the kernels write, by job row (int32), named as the result frame's
 #: (:mod:`gpualign_df.results`); score-only jobs write the first 3.
@@ -328,15 +328,18 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         warps = batch.warp_table
         starts = scratch("slot_starts", 5 * batch.slots, np.int64).reshape((5, batch.slots))
 
-        def gather() -> None:
+        def gather(stream=None) -> None:
             launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
                           warps[1], warps[3], warps[4], warps[5], warps[6],
                           1 if shape is None else shape[0], starts, slot_row,
                           job.queries.codes, job.queries.offsets, job.pair_query,
                           query_lengths, query, job.targets.codes, job.targets.offsets,
-                          job.pair_target, target_lengths, target)
+                          job.pair_target, target_lengths, target, stream=stream)
         if shape is None:  # the inter fill reads the gathered residues
             gather()
+            gathered = None
+        else:  # the grouped fill reads residues in place: the walk's gather runs beside it
+            gathered = launch_beside(gather)
         run_base = starts[4]
     else:
         for sequences, sequence_of_row, start, lengths, out in (
@@ -374,9 +377,6 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
             if batch.kind == "inter" and shape is not None:  # a group of lanes per 2 pairs
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
                              stream)
-                # the grouped fill reads residues in place: the walk's gather is queued
-                # behind it, so the fill starts a launch sooner
-                gather()
             elif batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
@@ -395,6 +395,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     if not job.traceback:
         settle()
         return None
+    if batch.kind == "inter":
+        default_waits_for(gathered)  # the walk reads the gathered residues and starts
     runs = scratch("runs", batch.run_words, np.uint32)
     run_count = scratch("run_count", batch.slots, np.int32)
     lanes = walk_lanes(job.flags[0], tuning) if batch.kind == "long" else 0

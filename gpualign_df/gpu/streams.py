@@ -66,6 +66,39 @@ class SideStream:
         """Block the calling thread until everything launched on this stream is done."""
         self._cupy_stream.synchronize()
 
+    def done_event(self):
+        """A CuPy event recorded after everything launched on this stream so far, for
+        :func:`default_waits_for`."""
+        import cupy
+
+        event = cupy.cuda.Event(disable_timing=True)
+        event.record(self._cupy_stream)
+        return event
+
+
+def launch_beside(launch) -> object | None:
+    """Call ``launch(stream)`` to queue a short launch on the side stream, where it runs
+    beside the default stream's next work (a long fill that does not read what it writes),
+    after everything already queued on the default stream. Returns the event the default
+    stream waits for (:func:`default_waits_for`) before work that reads its output; under
+    the CUDA simulator ``launch(None)`` goes on the default stream and None is returned."""
+    side = SideStream.current()
+    if side is None:
+        launch(None)
+        return None
+    side.follow_default()
+    launch(side.stream)
+    return side.done_event()
+
+
+def default_waits_for(event) -> None:
+    """Work queued on the default stream from now on starts after ``event`` (from
+    :func:`launch_beside`; None: nothing to wait for). The host does not wait."""
+    if event is not None:
+        import cupy
+
+        cupy.cuda.Stream.null.wait_event(event)
+
 
 @contextlib.contextmanager
 def beside_default_stream(cells: int, tuning: config.Settings):
