@@ -226,23 +226,26 @@ def test_search_score_pass_leaves_the_default_stream_free():
 @pytest.mark.usefixtures("batch_path")  # (the planner's batches and kernels)
 @pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
 def test_fills_on_the_side_stream_equal_the_default_stream(mode):
-    """Every fill kernel (32-bit inter-task, packed 16-bit, intra-task for a long pair) run on
-    the side stream (every batch at least ``side_stream_cells``) gives the frames of the
-    default stream."""
+    """Every fill kernel (32-bit inter-task, packed 16-bit, grouped, intra-task for a long
+    pair) run on the side stream (every batch at least ``side_stream_cells``), or on the
+    default stream with the walk's residue gather beside it on the side stream (the
+    defaults), gives the frames of the default stream alone."""
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=3000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=3000)
     long_pair = random_sequences(np.random.default_rng(11), 2, "ACGT", 3000, 3000)
     options = dict(mode=mode, match=1, mismatch=-4, gap_open=7, gap_extend=1, backend="cuda")
     jobs = [(queries, targets, {}), (queries, targets, {"traceback": False}),
             (long_pair[:1], long_pair[1:], {})]
-    frames = {}
-    for side in (False, True):
+    frames = []
+    for streams in ({"side_stream": False}, {"side_stream": True, "side_stream_cells": 0},
+                    {"side_stream": True}):
         # fill_16bit None: packed cells where DPX runs
-        with config.override(side_stream=side, side_stream_cells=0, fill_16bit=None):
-            frames[side] = [gpualign_df.align(job_queries, job_targets, **options, **extra)
-                            for job_queries, job_targets, extra in jobs]
-    for on_default, on_side in zip(frames[False], frames[True]):
-        pd.testing.assert_frame_equal(on_default, on_side)
+        with config.override(**streams, fill_16bit=None):
+            frames.append([gpualign_df.align(job_queries, job_targets, **options, **extra)
+                           for job_queries, job_targets, extra in jobs])
+    for on_default, *others in zip(*frames):
+        for other in others:
+            pd.testing.assert_frame_equal(on_default, other)
 
 
 @pytest.mark.parametrize("longest", [300, 1 << 16, 1 << 20])

@@ -339,7 +339,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
             gather()
             gathered = None
         else:  # the grouped fill reads residues in place: the walk's gather runs beside it
-            gathered = launch_beside(gather)
+            gathered = launch_beside(gather, tuning)
         run_base = starts[4]
     else:
         for sequences, sequence_of_row, start, lengths, out in (

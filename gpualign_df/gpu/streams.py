@@ -76,13 +76,14 @@ class SideStream:
         return event
 
 
-def launch_beside(launch) -> object | None:
+def launch_beside(launch, tuning: config.Settings) -> object | None:
     """Call ``launch(stream)`` to queue a short launch on the side stream, where it runs
     beside the default stream's next work (a long fill that does not read what it writes),
     after everything already queued on the default stream. Returns the event the default
-    stream waits for (:func:`default_waits_for`) before work that reads its output; under
-    the CUDA simulator ``launch(None)`` goes on the default stream and None is returned."""
-    side = SideStream.current()
+    stream waits for (:func:`default_waits_for`) before work that reads its output. With
+    the ``side_stream`` setting off, or under the CUDA simulator, ``launch(None)`` goes on
+    the default stream and None is returned."""
+    side = SideStream.current() if tuning.side_stream else None
     if side is None:
         launch(None)
         return None
