@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -125,4 +127,13 @@ def frame_of(columns: dict, rows: int) -> pd.DataFrame:
         if isinstance(values, np.ndarray):  # a numpy block is 2-D: (columns, rows)
             values = values.reshape(1, -1)
         blocks.append((values, np.array([place])))
-    return create_dataframe_from_blocks(blocks, index=index, columns=pd.Index(list(columns)))
+    # a view of the names' Index built once (making it infers its dtype, which costs more
+    # than the rest of a small frame); a view has a name of its own
+    return create_dataframe_from_blocks(blocks, index=index,
+                                        columns=_column_names(tuple(columns)).view())
+
+
+@lru_cache(maxsize=64)
+def _column_names(names: tuple) -> pd.Index:
+    """The Index of these column names (shared: only views of it leave here)."""
+    return pd.Index(names)

@@ -820,6 +820,20 @@ LABEL_KINDS = {
 }
 
 
+def test_result_frames_share_no_column_index():
+    """The column names' Index is made once and each frame takes a view: naming one
+    frame's columns leaves every other frame's as the constructor makes them."""
+    options = dict(mode="sw", backend="cpu", progress=False)
+    first = gpualign_df.align(["ACGT"], ["ACGA"], **options)
+    second = gpualign_df.align(["ACGT"], ["ACGA"], **options)
+    first.columns.name = "renamed"
+    expected = pd.DataFrame({name: [] for name in second.columns}).columns
+    assert second.columns.name is None
+    assert second.columns.equals(expected) and second.columns.dtype == expected.dtype
+    third = gpualign_df.align(["ACGT"], ["ACGA"], **options)
+    assert third.columns.name is None and third.columns.equals(second.columns)
+
+
 @pytest.mark.parametrize("kind", sorted(LABEL_KINDS))
 def test_result_frame_equals_the_constructors_for_every_label_kind(kind):
     """The result frame is built from its columns as blocks: it must equal, dtypes and
