@@ -20,7 +20,7 @@ from .libraries import is_cudf
 from .pairs import best_first, pairwise_pairs, search_pairs
 from .gpu.launch import launch
 from .gpu.memory import engine_allocations
-from .kernels.encoding import ENCODE_WORD, encode_column
+from .kernels.encoding import ENCODE_WORD, encode_column, word_layout
 from .scoring import Scoring
 
 #: :func:`encode_device`'s first bad byte where every byte is in the alphabet.
@@ -76,8 +76,7 @@ def encode_device(series, lut, summary, slot: int):
     # one allocation: residue codes (placed so that their 8-byte words line up with the
     # characters'), int64 offsets and lengths, validity
     size = max(len(chars), 1)
-    head = min(-chars.data.ptr % ENCODE_WORD, len(chars))   # bytes before the first word
-    words = (len(chars) - head) // ENCODE_WORD
+    head, words = word_layout(chars.data.ptr, len(chars))
     codes_end = -(-(ENCODE_WORD - 1 + size) // ENCODE_WORD) * ENCODE_WORD
     block = cupy.empty(codes_end + 8 * (2 * rows + 1) + rows, dtype=cupy.uint8)
     pad = (chars.data.ptr - block.data.ptr) % ENCODE_WORD

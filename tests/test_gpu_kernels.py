@@ -1026,7 +1026,7 @@ def test_column_encoding_takes_words_at_every_alignment():
     the alphabet within the column's range is the one reported (a bad byte outside the
     range is not), and the longest row is found."""
     from gpualign_df.cudf_path import NO_BAD_BYTE
-    from gpualign_df.kernels.encoding import ENCODE_WORD, encode_column
+    from gpualign_df.kernels.encoding import ENCODE_WORD, encode_column, word_layout
     from gpualign_df.scoring import INVALID_CODE
     if gpualign_df.gpu.simulator():
         xp, pointer = np, (lambda array: array.ctypes.data)
@@ -1045,8 +1045,7 @@ def test_column_encoding_takes_words_at_every_alignment():
                 text[shift + n - 3] = ord("*")
             raw = xp.asarray(text)
             chars = raw[shift:shift + n + 1]   # the column holds the first n
-            head = min(-pointer(chars) % ENCODE_WORD, len(chars))
-            words = (len(chars) - head) // ENCODE_WORD
+            head, words = word_layout(pointer(chars), len(chars))
             codes_buffer = xp.zeros(len(chars) + 2 * ENCODE_WORD, np.uint8)
             pad = (pointer(chars) - pointer(codes_buffer)) % ENCODE_WORD
             codes = codes_buffer[pad:pad + len(chars)]

@@ -320,6 +320,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
         starts, run_base = table[3:7], table[7]
     grid = blocks(batch.slots)
+    gathered = None   # the event of a gather queued beside the fill (launch_beside)
     query = scratch("query", batch.query_size, np.uint8)
     target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
@@ -337,7 +338,6 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                           job.pair_target, target_lengths, target, stream=stream)
         if shape is None:  # the inter fill reads the gathered residues
             gather()
-            gathered = None
         else:  # the grouped fill reads residues in place: the walk's gather runs beside it
             gathered = launch_beside(gather, tuning)
         run_base = starts[4]
@@ -395,8 +395,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     if not job.traceback:
         settle()
         return None
-    if batch.kind == "inter":
-        default_waits_for(gathered)  # the walk reads the gathered residues and starts
+    default_waits_for(gathered)  # the walk reads the gathered residues
     runs = scratch("runs", batch.run_words, np.uint32)
     run_count = scratch("run_count", batch.slots, np.int32)
     lanes = walk_lanes(job.flags[0], tuning) if batch.kind == "long" else 0

@@ -63,13 +63,12 @@ def _kind(argument):
     kind = type(argument)
     if kind in _SCALARS:
         return kind
-    if kind.__name__ == "ndarray" and kind.__module__.startswith("cupy"):
-        return _array_kind(argument)
+    if kind.__module__.startswith("cupy"):   # CuPy's ndarray first: the usual argument
+        is_array = kind.__name__ == "ndarray" or (hasattr(argument, "data")
+                                                  and hasattr(argument, "flags"))
+        return _array_kind(argument) if is_array else None
     if isinstance(argument, (np.integer, np.floating, np.bool_)):
         return kind
-    if kind.__module__.startswith("cupy") and hasattr(argument, "data") \
-            and hasattr(argument, "flags"):
-        return _array_kind(argument)
     return None
 
 

@@ -45,6 +45,15 @@ def codes_in_range(codes, start, stop):
 ENCODE_WORD = 8
 
 
+def word_layout(pointer: int, length: int) -> tuple[int, int]:
+    """How :func:`encode_column` takes ``length`` characters at device address
+    ``pointer``: ``(head, words)``, the bytes before the first 8-aligned word (at most
+    ``length``) and the whole words after them; the bytes past the last word are the
+    rest. Their codes are written where their words line up too."""
+    head = min(-pointer % ENCODE_WORD, length)
+    return head, (length - head) // ENCODE_WORD
+
+
 @cuda.jit
 def encode_column(data, words, head, lut, column_offsets, codes, code_words, offsets, lengths,
                   valid, fill_valid, summary, slot):
