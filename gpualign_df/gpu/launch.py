@@ -6,11 +6,15 @@ per array argument, a millisecond for a kernel of a few dozen arguments, all of 
 time during which the GPU waits at the start of a job. Here the first launch of a kernel
 for a given kind of arguments goes through numba (which compiles it); later ones reuse the
 compiled kernel and lay out the arguments the way numba's ``_Kernel._prepare_args`` does,
-straight from the CuPy arrays' pointers, shapes and strides, and launch it with
-``cuda.core``.
+straight from the CuPy arrays' pointers, shapes and strides, into an 8-byte slot a
+parameter of a buffer kept per kernel, and launch it with the driver's ``cuLaunchKernel``
+given a pointer to each slot (the driver copies each parameter's own size from it: the
+low bytes of a little-endian slot). That is one assignment of integers and one driver
+call; ``cuda.core``'s launch, which converts every parameter by its Python type, costs
+several times more for a kernel of a few dozen array arguments.
 
-Wherever that is not possible (the CUDA simulator, a numba-cuda without ``cuda.core``
-launches, an argument of another kind, the ``fast_launch`` setting off) the launch goes
+Wherever that is not possible (the CUDA simulator, a numba-cuda without these driver
+bindings, an argument of another kind, the ``fast_launch`` setting off) the launch goes
 through numba.
 """
 
@@ -26,24 +30,41 @@ from .. import config
 from ..kernels import simulator
 from .device import current_device, kernel_view
 
-_COMPILED: dict[tuple, tuple] = {}
+_COMPILED: dict[tuple, "_Launcher"] = {}
 _LOCK = threading.Lock()
-_CORE: tuple | None = None
+_DRIVER: tuple | None = None
 
 
-def _core():
-    """``(launch, LaunchConfig, default stream)`` of numba-cuda's ``cuda.core`` launcher,
-    or None where this numba-cuda launches otherwise."""
-    global _CORE
-    if _CORE is None:
+def _driver():
+    """``(cuLaunchKernel, CUDA_SUCCESS)`` of the driver bindings numba-cuda uses, or None
+    where this numba-cuda has none."""
+    global _DRIVER
+    if _DRIVER is None:
         try:
-            from numba.cuda import dispatcher
-            from numba.cuda.cudadrv.driver import _to_core_stream
+            from numba.cuda.cudadrv.driver import binding
 
-            _CORE = (dispatcher.launch, dispatcher.LaunchConfig, _to_core_stream(0))
+            _DRIVER = (binding.cuLaunchKernel, binding.CUresult.CUDA_SUCCESS)
         except (ImportError, AttributeError):
-            _CORE = ()
-    return _CORE or None
+            _DRIVER = ()
+    return _DRIVER or None
+
+
+class _Launcher:
+    """A compiled kernel with how each argument is laid out, and the parameter slots its
+    launches fill: ``slots`` (int64, one a parameter) and ``address``, that of the array
+    of pointers to them which ``cuLaunchKernel`` reads (``lock``: one launch at a time
+    fills them; the driver has copied them when it returns)."""
+
+    __slots__ = ("kernel", "layouts", "loaded", "slots", "pointers", "address", "lock")
+
+    def __init__(self, kernel, layouts: tuple, loaded, parameters: int) -> None:
+        self.kernel, self.layouts, self.loaded = kernel, layouts, loaded
+        self.slots = np.zeros(max(parameters, 1), np.int64)
+        base = self.slots.ctypes.data
+        self.pointers = (ctypes.c_void_p * len(self.slots))(
+            *(base + 8 * place for place in range(len(self.slots))))
+        self.address = ctypes.addressof(self.pointers)
+        self.lock = threading.Lock()
 
 
 def _array_kind(argument):
@@ -72,26 +93,51 @@ def _kind(argument):
     return None
 
 
-#: How :func:`launch` lays out an argument (see :func:`_layout`).
-_ARRAY, _AS_IS, _CTYPE = 0, 1, 2
+#: How :func:`launch` fills an argument's slots (see :func:`_layout`).
+_ARRAY, _INTEGER, _UNSIGNED, _FLOAT = 0, 1, 2, 3
 
 
-def _layout(argument_type):
-    """How numba's ``_Kernel._prepare_args`` passes an argument of this numba type:
-    ``(_ARRAY, None)`` (meminfo, parent, size, itemsize, pointer, shape, strides),
-    ``(_AS_IS, None)`` (booleans) or ``(_CTYPE, ctypes type)`` (integers, float64); None
-    for a type the fast path does not take."""
+def _layout(argument_type) -> tuple[int, int] | None:
+    """How numba's ``_Kernel._prepare_args`` passes an argument of this numba type, as
+    ``(how, parameters)``: an array as ``5 + 2 * ndim`` parameters (meminfo, parent, size,
+    itemsize, pointer, shape, strides), a boolean or integer as one (``_UNSIGNED``: an
+    unsigned 64-bit one, whose slot takes its bits), a float64 as one; None for a type
+    the fast path does not take."""
     from numba.cuda import types
 
     if isinstance(argument_type, types.Array):
-        return _ARRAY, None
+        return _ARRAY, 5 + 2 * argument_type.ndim
     if isinstance(argument_type, types.Boolean):
-        return _AS_IS, None
+        return _INTEGER, 1
     if isinstance(argument_type, types.Integer):
-        return _CTYPE, getattr(ctypes, f"c_{argument_type}")
+        unsigned = not argument_type.signed and argument_type.bitwidth == 64
+        return (_UNSIGNED if unsigned else _INTEGER), 1
     if argument_type == types.float64:
-        return _CTYPE, ctypes.c_double
+        return _FLOAT, 1
     return None
+
+
+def _slot_value(how: int, value) -> int:
+    """The int64 whose bytes a scalar's slot holds."""
+    if how == _FLOAT:
+        return int(np.float64(value).view(np.int64))
+    value = int(value)
+    return value - (1 << 64) if how == _UNSIGNED and value >= 1 << 63 else value
+
+
+def _dimensions(count) -> tuple[int, int, int]:
+    """A grid's or block's size as numba takes it (an int or up to three) as three."""
+    if isinstance(count, tuple):
+        return tuple(int(size) for size in count) + (1,) * (3 - len(count))
+    return int(count), 1, 1
+
+
+def _stream_handle(stream) -> int:
+    """The driver's handle of a numba stream (0, the default stream, for None)."""
+    if not stream:
+        return 0
+    handle = stream.handle
+    return int(getattr(handle, "value", handle) or 0)
 
 
 #: Launches so far by path (``fast``: marshalled here; ``numba``: through numba's own).
@@ -108,14 +154,14 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
     ``stream`` (a numba stream), with ``shared_bytes`` of dynamic shared memory a block;
     ``view`` turns an argument into what numba's own path takes (first launches,
     fallbacks)."""
-    core = None if simulator() or not config.settings().fast_launch else _core()
+    driver = None if simulator() or not config.settings().fast_launch else _driver()
     key = None
-    if core is not None:
+    if driver is not None:
         kinds = tuple(_kind(argument) for argument in arguments)
         if None not in kinds:  # a kernel is loaded per device (context)
             key = (id(kernel), current_device(), kinds)
-    compiled = _COMPILED.get(key) if key is not None else None
-    if compiled is None or compiled[0] is not kernel:
+    launcher = _COMPILED.get(key) if key is not None else None
+    if launcher is None or launcher.kernel is not kernel:
         views = tuple(view(argument) for argument in arguments)
         if shared_bytes > DEFAULT_DYNAMIC_SHARED and not simulator():
             _allow_shared(_function(kernel, views).kernel, shared_bytes)
@@ -124,28 +170,31 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
         if key is not None:
             _remember(kernel, key, views)
         return
-    _kernel, layouts, cufunc_kernel = compiled
     if shared_bytes > DEFAULT_DYNAMIC_SHARED:
-        _allow_shared(cufunc_kernel, shared_bytes)
-    parameters: list = []
-    for (how, ctype), value in zip(layouts, arguments):
+        _allow_shared(launcher.loaded, shared_bytes)
+    values: list[int] = []
+    for how, value in zip(launcher.layouts, arguments):
         if how == _ARRAY:
-            parameters += (0, 0, value.size, value.itemsize, value.data.ptr)
-            parameters += value.shape
-            parameters += value.strides
-        elif how == _AS_IS:
-            parameters.append(value)
+            values += (0, 0, value.size, value.itemsize, value.data.ptr)
+            values += value.shape
+            values += value.strides
+        elif how == _INTEGER:
+            values.append(int(value))
         else:
-            parameters.append(ctype(value))
-    core_launch, launch_config, default_stream = core
-    if stream is not None:
-        from numba.cuda.cudadrv.driver import _to_core_stream
-
-        default_stream = _to_core_stream(stream)
-    core_launch(default_stream,
-                launch_config(grid=blocks, block=threads, shmem_size=shared_bytes),
-                cufunc_kernel, *parameters)
-    LAUNCHES["fast"] += 1
+            values.append(_slot_value(how, value))
+    cu_launch_kernel, success = driver
+    with launcher.lock:
+        launcher.slots[:] = values
+        error, = cu_launch_kernel(launcher.loaded.handle, *_dimensions(blocks),
+                                  *_dimensions(threads), shared_bytes, _stream_handle(stream),
+                                  launcher.address, 0)
+    if error == success:
+        LAUNCHES["fast"] += 1
+        return
+    # (no current context on this thread, say): numba's launch, which makes its context
+    # current, and raises its own error where the launch itself fails
+    kernel[blocks, threads, stream or 0, shared_bytes](*(view(argument) for argument in arguments))
+    LAUNCHES["numba"] += 1
 
 
 _MOST_THREADS: dict[tuple, int] = {}
@@ -202,8 +251,10 @@ def _remember(kernel, key, views) -> None:
         loaded = overload._codelibrary.get_cufunc().kernel
     except (AttributeError, TypeError):
         return
+    launcher = _Launcher(kernel, tuple(how for how, _count in layouts), loaded,
+                         sum(count for _how, count in layouts))
     with _LOCK:
-        _COMPILED[key] = (kernel, layouts, loaded)
+        _COMPILED[key] = launcher
 
 
 #: Seconds spent in each kernel, by the name it was launched under, while the
