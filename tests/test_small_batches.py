@@ -13,6 +13,7 @@ import pytest
 import gpualign_df  # noqa: F401  (the accessor)
 from gpualign_df import gpu
 from gpualign_df.gpu import batches, small
+from gpualign_df.kernels import block
 
 REAL_GPU = os.environ.get("GPUALIGN_REAL_GPU") == "1"
 SCORES = dict(match=2, mismatch=-3, gap_open=5, gap_extend=2, progress=False)
@@ -118,26 +119,26 @@ def test_a_searchs_hits_upload_only_the_sequences_they_read(monkeypatch):
     the whole database), renumbered, or, in a prepared database kept on the device, with
     none (the kept copy's codes): the CPU engine's rows either way."""
     uploaded = []
-    real = small.upload_parts
-    monkeypatch.setattr(small, "upload_parts",
-                        lambda parts: uploaded.append([len(part) for part in parts])
-                        or real(parts))
+    real = small.upload_into
+    monkeypatch.setattr(small, "upload_into",
+                        lambda device, host: uploaded.append(len(host)) or real(device, host))
     rng = np.random.default_rng(5)
     database = pd.Series(["".join(rng.choice(list("ACGT"), 16)) for _ in range(12)])
     queries = pd.Series([database[7][3:15], database[10][:12]])
     options = dict(SCORES, top_k=2)
     cpu = queries.aln.search(database, backend="cpu", **options)
     pd.testing.assert_frame_equal(queries.aln.search(database, backend="cuda", **options), cpu)
-    # pairs, counter, the 2 queries, at most 4 hits' targets of the 12
-    assert len(uploaded) == 1 and len(uploaded[0]) == 4 and uploaded[0][3] <= 4 * 16
+    # the pairs table of the 4 hits and its counter, the 2 queries' 24 residues, then at
+    # most 4 hits' targets of the 12 (not the database's 192 residues)
+    table = 8 * (block.PAIR_FIELDS * 4 + 1)
+    assert len(uploaded) == 1 and table + 24 < uploaded[0] <= table + 24 + 4 * 16
     prepared = gpualign_df.database(database, match=2, mismatch=-3)
     uploaded.clear()  # (the search's score pass keeps the device copy the hits then read)
     pd.testing.assert_frame_equal(queries.aln.search(prepared, backend="cuda", **options), cpu)
-    assert len(uploaded) == 1 and len(uploaded[0]) == 3  # pairs, counter, the queries
+    assert uploaded == [table + 24]  # the table and the queries
 
 
 def test_the_block_kernels_rows_are_the_result_columns():
-    from gpualign_df.kernels import block
 
     assert block.CHAR_ROW == len(gpu.RESULT_COLUMNS) == block.OUT_ROWS - 1
     assert gpu.RESULT_COLUMNS[block.CIGAR_LENGTH_ROW] == "cigar_length"

@@ -48,6 +48,13 @@ def free_bytes() -> int:
 def scratch(name: str, count: int, dtype) -> object:
     """A reusable device buffer of at least ``count`` elements on the current device (no
     allocate/free churn)."""
+    return scratch_buffer(name, count, dtype)[:max(int(count), 1)]
+
+
+def scratch_buffer(name: str, count: int, dtype) -> object:
+    """:func:`scratch`'s buffer whole (at least ``count`` elements): for a kernel given
+    its sizes, which needs no slice of exactly ``count`` (each slice, view or reshape of
+    a CuPy array costs microseconds of host time)."""
     count = max(int(count), 1)
     key = (name, current_device())
     buffer = SCRATCH.get(key)
@@ -55,7 +62,30 @@ def scratch(name: str, count: int, dtype) -> object:
         SCRATCH.pop(key, None)
         buffer = array_module().empty(count, dtype=dtype)
         SCRATCH[key] = buffer
-    return buffer[:count]
+    return buffer
+
+
+#: Views of scratch buffers as other types, by (name, device, type): (buffer, view).
+VIEWS: dict[tuple[str, int, np.dtype], tuple[object, object]] = {}
+
+
+def scratch_views(name: str, count: int, dtype, *types) -> tuple:
+    """:func:`scratch_buffer` (at least ``count`` elements of ``dtype``, a multiple of
+    every one of ``types``' sizes in bytes) as each of ``types`` (itself for its own
+    type), each view made once for as long as the buffer is kept."""
+    buffer = scratch_buffer(name, count, dtype)
+    device = current_device()
+    views = []
+    for kind in types:
+        if np.dtype(kind) == buffer.dtype:
+            views.append(buffer)
+            continue
+        key = (name, device, np.dtype(kind))
+        cached = VIEWS.get(key)
+        if cached is None or cached[0] is not buffer:
+            cached = VIEWS[key] = (buffer, buffer.view(kind))
+        views.append(cached[1])
+    return tuple(views)
 
 
 def device_empty(count: int, dtype) -> object:
@@ -98,6 +128,7 @@ def forget_buffers() -> None:
     """Drop every cached scratch buffer, table and pinned staging buffer (freed once no
     job holds them)."""
     SCRATCH.clear()
+    VIEWS.clear()
     TABLES.clear()
     STAGING.clear()
 
@@ -141,7 +172,7 @@ def used_sequences(encoded: EncodedSequences,
 SHARED_UPLOAD_BYTES = 1 << 20
 
 
-def _staging(size: int) -> np.ndarray:
+def staging(size: int) -> np.ndarray:
     """``size`` bytes of host memory to gather an upload's small arrays in: on a GPU, a
     view of a pinned buffer kept per device (grown as needed; no page faults and no
     staging copy of pageable memory at each call), else a new array."""
@@ -167,7 +198,7 @@ def upload_codes(encoded: EncodedSequences) -> np.ndarray:
 def upload_parts(parts: list[np.ndarray]) -> list[object]:
     """Device copies of host byte arrays (``uint8``): those up to
     :data:`SHARED_UPLOAD_BYTES` as views of one buffer filled by one transfer from
-    :func:`_staging`'s pinned memory, in order (a part viewed there as wider values must
+    :func:`staging`'s pinned memory, in order (a part viewed there as wider values must
     start at a multiple of their size: put such parts first), larger ones each by its
     own."""
     shared = [part for part in parts if part.nbytes <= SHARED_UPLOAD_BYTES]
@@ -175,7 +206,7 @@ def upload_parts(parts: list[np.ndarray]) -> list[object]:
     if shared:
         ends = np.cumsum([len(part) for part in shared])
         with DEVICE_LOCK:  # (one staging buffer a device)
-            host = _staging(int(ends[-1]))
+            host = staging(int(ends[-1]))
             for part, end in zip(shared, ends):
                 host[end - len(part):end] = part
             if simulator():
@@ -191,18 +222,31 @@ def upload_parts(parts: list[np.ndarray]) -> list[object]:
     return [views[id(part)] if id(part) in views else to_device(part) for part in parts]
 
 
-def download(device, size: int) -> np.ndarray:
-    """The first ``size`` bytes of a device ``uint8`` array, as a new host array: on a GPU
-    by one synchronous copy (it waits for the default stream's work) into
-    :func:`_staging`'s pinned memory."""
+def upload_into(device, host: np.ndarray) -> None:
+    """Copy host bytes (``uint8``, best :func:`staging`'s pinned memory) to the start of a
+    device ``uint8`` array, by one synchronous copy: ``host`` is free again once it
+    returns."""
     if simulator():
-        return np.array(device[:size])
+        device[:len(host)] = host
+        return
+    import cupy
+
+    cupy.cuda.runtime.memcpy(device.data.ptr, host.ctypes.data, len(host),
+                             cupy.cuda.runtime.memcpyHostToDevice)
+
+
+def download(device, size: int, start: int = 0) -> np.ndarray:
+    """``size`` bytes of a device ``uint8`` array from byte ``start``, as a new host
+    array: on a GPU by one synchronous copy (it waits for the default stream's work) into
+    :func:`staging`'s pinned memory."""
+    if simulator():
+        return np.array(device[start:start + size])
     import cupy
 
     with DEVICE_LOCK:  # (one staging buffer a device)
-        host = _staging(size)
+        host = staging(size)
         if size:
-            cupy.cuda.runtime.memcpy(host.ctypes.data, device.data.ptr, size,
+            cupy.cuda.runtime.memcpy(host.ctypes.data, device.data.ptr + start, size,
                                      cupy.cuda.runtime.memcpyDeviceToHost)
         return host.copy()
 

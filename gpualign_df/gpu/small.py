@@ -15,10 +15,10 @@ from .. import config
 from ..encode import EncodedSequences
 from ..job import needs_linear_space
 from ..kernels import block, dpx, simulator
-from ..kernels.strip import STRIP_ROWS, WARP
+from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
-from .buffers import (DEVICE_LOCK, device_table, download, kept_upload, scratch,
-                      upload_codes, upload_parts, used_sequences)
+from .buffers import (DEVICE_LOCK, device_table, download, kept_upload, scratch_buffer,
+                      scratch_views, staging, upload_into, used_sequences)
 from .launch import launch_kernel
 from .long import walk_lanes
 from .memory import engine_allocations
@@ -45,12 +45,6 @@ def small_batch(query_lengths: np.ndarray, target_lengths: np.ndarray,
                 query_lengths, target_lengths, traceback_memory).any())
 
 
-def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(values), np.int64)
-    np.cumsum(values[:-1], out=out[1:])
-    return out
-
-
 def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                 pair_target: np.ndarray, valid: np.ndarray, scoring: Scoring, mode: Mode, *,
                 traceback: bool, cigar_style: str, clip: str | None) -> tuple:
@@ -58,65 +52,79 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     one launch of the block kernel. Returns host arrays in pair order: ``(table, chars,
     offsets, cells)``, ``table`` the result columns as its rows (the first 3 without
     traceback, whose CIGAR ``chars`` and ``offsets`` are None; rows not valid hold
-    anything). Reads the settings of the calling thread."""
+    anything). Reads the settings of the calling thread.
+
+    The host work of a call is a few calls and no device allocation: the pairs table is
+    written by one compiled pass (:func:`gpualign_df.kernels.block.pair_table`) straight
+    into pinned memory beside the codes, which one copy takes to a buffer kept between
+    calls, and the kernel is given kept buffers whole (views made once) where it can,
+    since each CuPy slice or view costs microseconds (the result table and the CIGAR
+    characters, which it writes, are disjoint slices of one buffer, so that one copy
+    takes both back)."""
     tuning = config.settings()
     count = len(pair_query)
     queries, pair_query = used_sequences(queries, pair_query)
     targets, pair_target = used_sequences(targets, pair_target)
-    m = np.where(valid, queries.lengths[pair_query], -1)
-    n = np.where(valid, targets.lengths[pair_target], 0)
-    rows = np.maximum(m, 0)
-    strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
-    pairs = np.stack([queries.offsets[pair_query], targets.offsets[pair_target], m, n,
-                      _exclusive_cumsum(strips * n if traceback else np.zeros(count, np.int64)),
-                      _exclusive_cumsum(2 * (n + 1)),
-                      _exclusive_cumsum(rows + n + 1)]).astype(np.int64)
-    counter = np.zeros(1, np.int64)
-    lanes = walk_lanes(mode.code, tuning)
-    if simulator() and lanes:  # (the simulator's warp ballot is a block barrier)
-        threads = lanes
-    else:  # a strip a thread, in as many passes as it takes
-        cap = min(tuning.small_batch_threads, WARP if simulator() else block.MAX_THREADS)
-        threads = max(lanes, min(cap, -(-int(strips.max(initial=1)) // WARP) * WARP))
-    kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
-                                clip == "soft", dpx.available(), lanes,
-                                tuning.walk_probes if lanes else 1)
-    cells = int((rows * n).sum())
-    bound = int(2 * (rows + n).sum()) + 1 if traceback else 0
-    out_bytes = 4 * block.OUT_ROWS * count
+    kept = [kept_upload(encoded) for encoded in (queries, targets)]
+    # the upload: the pairs table and its counter (int64), then the codes of each
+    # collection not kept on the device (a pairwise job's one collection once)
+    table_bytes = 8 * (block.PAIR_FIELDS * count + 1)
+    bases: dict[int, int] = {}
+    size = table_bytes
+    for encoded, copy in zip((queries, targets), kept):
+        if copy is None and id(encoded) not in bases:
+            bases[id(encoded)] = size
+            size += len(encoded.codes)
+    sizes = np.zeros(6, np.int64)
     with DEVICE_LOCK, engine_allocations():
-        # the codes of a collection kept on the device (a prepared database) are there
-        kept = [kept_upload(encoded) for encoded in (queries, targets)]
-        device_pairs, device_counter, *uploaded = upload_parts(
-            [pairs.view(np.uint8).ravel(), counter.view(np.uint8)] + [
-                upload_codes(encoded) for encoded, copy in zip((queries, targets), kept)
-                if copy is None])
-        query_codes, target_codes = (
-            copy.codes if copy is not None else uploaded.pop(0) for copy in kept)
-        device_pairs = device_pairs.view(np.int64).reshape(block.PAIR_FIELDS, count)
-        # the result table, then the CIGAR characters: one copy back takes both
-        results = scratch("small_results", out_bytes + bound, np.uint8)
-        out = results[:out_bytes].view(np.int32).reshape(block.OUT_ROWS, count)
-        tb = scratch("small_tb", int((strips * n).sum()) if traceback else 1, np.uint32)
-        rows_above = scratch("small_rows_above", int(2 * (n + 1).sum()), np.int32)
-        runs = scratch("small_runs", int((rows + n + 1).sum()) if traceback else 1, np.uint32)
-        launch_kernel("small", kernel, count, threads, query_codes, target_codes, device_pairs,
+        host = staging(size)
+        block.pair_table(queries.offsets, queries.lengths, targets.offsets, targets.lengths,
+                         pair_query, pair_target, valid, traceback, bases.get(id(queries), 0),
+                         bases.get(id(targets), 0), host[:table_bytes].view(np.int64), sizes)
+        for encoded in (queries, targets):
+            if id(encoded) in bases:
+                start = bases[id(encoded)]
+                host[start:start + len(encoded.codes)] = encoded.codes
+        sent, table = scratch_views("small_upload", -(-size // 8) * 8, np.uint8, np.uint8,
+                                    np.int64)
+        upload_into(sent, host)
+        query_codes, target_codes = (sent if copy is None else copy.codes for copy in kept)
+        cells, bound = int(sizes[block.SIZE_CELLS]), int(sizes[block.SIZE_CHARACTERS])
+        lanes = walk_lanes(mode.code, tuning)
+        if simulator() and lanes:  # (the simulator's warp ballot is a block barrier)
+            threads = lanes
+        else:  # a strip a thread, in as many passes as it takes
+            cap = min(tuning.small_batch_threads, WARP if simulator() else block.MAX_THREADS)
+            strips = max(int(sizes[block.SIZE_STRIPS]), 1)
+            threads = max(lanes, min(cap, -(-strips // WARP) * WARP))
+        kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
+                                    clip == "soft", dpx.available(), lanes,
+                                    tuning.walk_probes if lanes else 1)
+        # the result table (int32, a row of ``count`` a column), then the CIGAR characters:
+        # one copy back takes both
+        out_bytes = 4 * block.OUT_ROWS * count
+        results, out = scratch_views("small_results", -(-(out_bytes + bound) // 4) * 4,
+                                     np.uint8, np.uint8, np.int32)
+        words = int(sizes[block.SIZE_TRACEBACK]) if traceback else 1
+        runs = int(sizes[block.SIZE_RUNS]) if traceback else 1
+        launch_kernel("small", kernel, count, threads, query_codes, target_codes, table, count,
                       device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
                       len(scoring.alphabet), scoring.gap_open, scoring.gap_extend,
-                      device_table("concrete", scoring.concrete), tb, rows_above, runs, out,
-                      results[out_bytes:], device_counter.view(np.int32))
+                      device_table("concrete", scoring.concrete),
+                      scratch_buffer("small_tb", words, np.uint32),
+                      scratch_buffer("small_rows_above", int(sizes[block.SIZE_ROWS_ABOVE]),
+                                     np.int32),
+                      scratch_buffer("small_runs", runs, np.uint32),
+                      out[:block.OUT_ROWS * count], results[out_bytes:])
         # the table and the characters of CIGARs of up to ``CHARACTERS_GUESS`` on average
         first = download(results, out_bytes + min(bound, CHARACTERS_GUESS * count))
-        table = first[:out_bytes].view(np.int32).reshape(block.OUT_ROWS, count)
+        columns = first[:out_bytes].view(np.int32)
         if not traceback:
-            return table[:3], None, None, cells
-        lengths = np.where(valid, table[block.CIGAR_LENGTH_ROW], 0).astype(np.int64)
-        offsets = np.zeros(count + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        total = int(offsets[-1])
+            return columns.reshape(block.OUT_ROWS, count)[:3], None, None, cells
+        offsets = np.empty(count + 1, np.int64)
+        total = int(block.cigar_offsets(columns, count, valid, offsets))
         placed = first[out_bytes:] if out_bytes + total <= len(first) else \
-            download(results[out_bytes:], total)
-    # each pair's characters from where the kernel put them, in row order
-    at = np.repeat(table[block.CHAR_ROW].astype(np.int64) - offsets[:-1], lengths) + \
-        np.arange(total)
-    return table[:block.CHAR_ROW], placed[at], offsets, cells
+            download(results, total, out_bytes)
+    chars = np.empty(total, np.uint8)
+    block.place_cigars(columns, count, placed, offsets, chars)
+    return columns.reshape(block.OUT_ROWS, count)[:block.CHAR_ROW], chars, offsets, cells

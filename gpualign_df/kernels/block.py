@@ -21,32 +21,109 @@ ascending, strict >), and thread 0 folds the strips in order (strict >; the corn
 global mode taken as the last strip leaves it), which is the sequential fold of the
 one-thread kernels. The walk runs on the first ``lanes`` threads (one thread in local
 mode), then thread 0 writes the statistics and the CIGAR at a position taken from
-``counter`` (an atomic add), which it records in ``out[CHAR_ROW]``.
+the count after the pairs table (an atomic add), which it records in ``out[CHAR_ROW]``.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32, uint64
+import numba
+from numba import cuda, int32, int64, uint64
 
 from ..scoring import NEG_INF
 from .strip import SHARED_TABLE, STRIP_ROWS, load_table, mode_shape, strip_functions
 from .traceback import cigar_writer, walk_functions
 
-#: Rows of the ``pairs`` table (int64, a column per pair): query and target residue
-#: starts, lengths (query length -1: a pair that is not aligned), and the starts of the
-#: pair's traceback words, rows above a pass and CIGAR runs in their buffers.
+#: Rows of the ``pairs`` table (int64, ``count`` values a row: field ``f`` of pair ``p``
+#: at ``f * count + p``): query and target residue starts, lengths (query length -1: a
+#: pair that is not aligned), and the starts of the pair's traceback words, rows above a
+#: pass and CIGAR runs in their buffers. The value after the table counts the CIGAR
+#: characters written (0 at the launch).
 P_Q0, P_T0, P_M, P_N, P_TB0, P_ROW0, P_RUN0 = range(7)
 PAIR_FIELDS = 7
-#: Rows of ``out`` (int32, a column per pair): score, query_end, target_end, query_start,
-#: target_start, matches, mismatches, gap_opens, gaps, cigar_length (the engines' result
-#: columns, in that order), then the position of the pair's first CIGAR character.
+#: Rows of ``out`` (int32, ``count`` values a row): score, query_end, target_end,
+#: query_start, target_start, matches, mismatches, gap_opens, gaps, cigar_length (the
+#: engines' result columns, in that order), then the position of the pair's first CIGAR
+#: character.
 OUT_ROWS = 11
 CIGAR_LENGTH_ROW = 9
 CHAR_ROW = 10
 #: Most threads a block (a strip each per pass).
 MAX_THREADS = 1024
+#: What :func:`pair_table` returns in ``sizes``: cells, the CIGAR characters' bound, the
+#: traceback words, rows-above values and CIGAR runs the buffers must hold, most strips
+#: of a pair.
+SIZE_CELLS, SIZE_CHARACTERS, SIZE_TRACEBACK, SIZE_ROWS_ABOVE, SIZE_RUNS, SIZE_STRIPS = range(6)
+
+
+@numba.njit(cache=True, nogil=True)
+def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pair_query,
+               pair_target, valid, traceback, query_base, target_base, table, sizes):
+    """Fill ``table`` (int64, at least ``PAIR_FIELDS * count + 1`` values) with the block
+    kernel's pairs table of pairs ``(pair_query[k], pair_target[k])`` (where ``valid[k]``;
+    others get length -1), the queries' and targets' residues starting ``query_base`` and
+    ``target_base`` after their offsets, and the counter after it 0; ``sizes`` (int64, 6)
+    gets the ``SIZE_*`` values. One pass, where numpy would take a dozen calls.
+
+    >>> import numpy as np
+    >>> table, sizes = np.zeros(2 * PAIR_FIELDS + 1, np.int64), np.zeros(6, np.int64)
+    >>> pair_table(np.array([0, 3]), np.array([3]), np.array([0, 9]), np.array([9]),
+    ...            np.array([0, 0]), np.array([0, 0]), np.array([True, False]), True, 0, 3,
+    ...            table, sizes)
+    >>> table[:2 * PAIR_FIELDS].reshape(PAIR_FIELDS, 2)[:, 0].tolist()
+    [0, 3, 3, 9, 0, 0, 0]
+    >>> sizes.tolist()
+    [27, 25, 9, 22, 14, 1]
+    """
+    count = len(pair_query)
+    cells = characters = words = above = runs = most = 0
+    for k in range(count):
+        q, t = pair_query[k], pair_target[k]
+        m, n = (query_lengths[q], target_lengths[t]) if valid[k] else (-1, 0)
+        rows = max(m, 0)
+        strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
+        table[P_Q0 * count + k] = query_base + query_offsets[q]
+        table[P_T0 * count + k] = target_base + target_offsets[t]
+        table[P_M * count + k] = m
+        table[P_N * count + k] = n
+        table[P_TB0 * count + k] = words
+        table[P_ROW0 * count + k] = above
+        table[P_RUN0 * count + k] = runs
+        above += 2 * (n + 1)
+        cells += rows * n
+        most = max(most, strips)
+        if traceback:
+            words += strips * n
+            runs += rows + n + 1
+            characters += 2 * (rows + n)
+    table[PAIR_FIELDS * count] = 0
+    sizes[SIZE_CELLS] = cells
+    sizes[SIZE_CHARACTERS] = characters + 1 if traceback else 0
+    sizes[SIZE_TRACEBACK] = words
+    sizes[SIZE_ROWS_ABOVE] = above
+    sizes[SIZE_RUNS] = runs
+    sizes[SIZE_STRIPS] = most
+
+
+@numba.njit(cache=True, nogil=True)
+def cigar_offsets(out, count, valid, offsets):
+    """``offsets`` (int64, ``count + 1``) of the pairs' CIGARs in pair order, from the
+    lengths in ``out`` (the kernel's, 0 where not ``valid``); returns their total."""
+    offsets[0] = 0
+    for p in range(count):
+        offsets[p + 1] = offsets[p] + (out[CIGAR_LENGTH_ROW * count + p] if valid[p] else 0)
+    return offsets[count]
+
+
+@numba.njit(cache=True, nogil=True)
+def place_cigars(out, count, placed, offsets, chars):
+    """Each pair's CIGAR characters from where the kernel put them (``out[CHAR_ROW]`` in
+    ``placed``) into ``chars`` at its ``offsets`` (:func:`cigar_offsets`)."""
+    for p in range(count):
+        start = out[CHAR_ROW * count + p]
+        for k in range(offsets[p + 1] - offsets[p]):
+            chars[offsets[p] + k] = placed[start + k]
 
 
 @lru_cache(maxsize=None)
@@ -57,7 +134,8 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     ``lanes`` threads walk a pair's traceback (0: one thread; ``lanes`` and ``probes`` as
     in :func:`gpualign_df.kernels.traceback.walk_functions`). Launch a block per pair of
     at most :data:`MAX_THREADS` threads and at least ``lanes`` (exactly ``lanes`` under
-    the CUDA simulator, whose warp ballot is a block barrier)."""
+    the CUDA simulator, whose warp ballot is a block barrier), on ``count`` pairs of the
+    ``pairs`` table (:data:`PAIR_FIELDS` rows)."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
         mode, fqs, fqe, fts, fte, traceback, use_dpx)
     corner = mode_shape(mode, fqs, fqe, fts, fte)[1]
@@ -67,8 +145,8 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     neg = NEG_INF
 
     @cuda.jit
-    def align(query, target, pairs, sub, alphabet_size, go, ge, concrete, tb, rows_above,
-              runs, out, chars, counter):
+    def align(query, target, pairs, count, sub, alphabet_size, go, ge, concrete, tb,
+              rows_above, runs, out, chars):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         h_pass = cuda.shared.array((2, MAX_THREADS), int32)
         i_pass = cuda.shared.array((2, MAX_THREADS), int32)
@@ -78,14 +156,14 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         p = cuda.blockIdx.x
         t = cuda.threadIdx.x
         threads = cuda.blockDim.x
-        m = int32(pairs[P_M, p])
+        m = int32(pairs[P_M * count + p])
         if m < 0:  # (the whole block leaves)
             return
-        n = int32(pairs[P_N, p])
-        q0 = pairs[P_Q0, p]
-        t0 = pairs[P_T0, p]
-        tb0 = pairs[P_TB0, p]
-        r0 = pairs[P_ROW0, p]
+        n = int32(pairs[P_N * count + p])
+        q0 = pairs[P_Q0 * count + p]
+        t0 = pairs[P_T0 * count + p]
+        tb0 = pairs[P_TB0 * count + p]
+        r0 = pairs[P_ROW0 * count + p]
         row_offset = cuda.local.array(STRIP_ROWS, int32)
         h_left = cuda.local.array(STRIP_ROWS, int32)
         del_score = cuda.local.array(STRIP_ROWS, int32)
@@ -144,31 +222,31 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         if t == 0:
             if strips == 0:
                 best, best_i, best_j = empty_end(m, n, go, ge)
-            out[0, p] = best
-            out[1, p] = best_i
-            out[2, p] = best_j
+            out[p] = best
+            out[count + p] = best_i
+            out[2 * count + p] = best_j
         if not traceback:
             return
         cuda.syncthreads()
         if t >= walkers:
             return
-        end_i = out[1, p]
-        run0 = pairs[P_RUN0, p]
+        end_i = out[count + p]
+        run0 = pairs[P_RUN0 * count + p]
         # state 1: in H, 2: in I, 3: in D; value (local): H, I or D of the cell and state
-        walk = (end_i, out[2, p], 1, out[0, p], 0, -1, 0, 0, 0, 0, 0, 0)
+        walk = (end_i, out[2 * count + p], 1, out[p], 0, -1, 0, 0, 0, 0, 0, 0)
         walk = steps(query, target, q0, t0, 1, tb, tb0, n, 0, 0, concrete, sub, alphabet_size,
                      go, ge, runs, run0, walk, t, scratch)
         if t == 0:
-            count, size, n_open = finish(runs, run0, walk, soft_clip, m, end_i)
-            position = cuda.atomic.add(counter, 0, int32(size))
-            write_cigar(chars, position, runs, run0, count, walk[0], m - end_i)
-            out[3, p] = walk[0]
-            out[4, p] = walk[1]
-            out[5, p] = walk[8]
-            out[6, p] = walk[9]
-            out[7, p] = n_open
-            out[8, p] = walk[11]
-            out[CIGAR_LENGTH_ROW, p] = size
-            out[CHAR_ROW, p] = position
+            runs_count, size, n_open = finish(runs, run0, walk, soft_clip, m, end_i)
+            position = cuda.atomic.add(pairs, PAIR_FIELDS * count, int64(size))
+            write_cigar(chars, position, runs, run0, runs_count, walk[0], m - end_i)
+            out[3 * count + p] = walk[0]
+            out[4 * count + p] = walk[1]
+            out[5 * count + p] = walk[8]
+            out[6 * count + p] = walk[9]
+            out[7 * count + p] = n_open
+            out[8 * count + p] = walk[11]
+            out[CIGAR_LENGTH_ROW * count + p] = size
+            out[CHAR_ROW * count + p] = position
 
     return align
