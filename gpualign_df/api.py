@@ -188,7 +188,7 @@ def align(
 def _on_small_job_engine(encoded: EncodedJob, backend: str) -> EncodedJob:
     """The encoded job on the engine :func:`~gpualign_df.engine.small_job_engine` picks
     for its DP cells."""
-    job = small_job_engine(encoded.job, float(_query_costs(encoded)[1].sum()), backend)
+    job = small_job_engine(encoded.job, lambda: float(_query_costs(encoded)[1].sum()), backend)
     return encoded if job is encoded.job else replace(encoded, job=job)
 
 

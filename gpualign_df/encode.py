@@ -25,8 +25,8 @@ def encoding_threads(size: int) -> int:
     """Threads to encode ``size`` bytes: one per ``encode_bytes_per_thread``, at most
     ``encode_max_threads`` (:mod:`gpualign_df.config`) and numba's thread count."""
     tuning = config.settings()
-    return max(1, min(numba.get_num_threads(), tuning.encode_max_threads,
-                      size // tuning.encode_bytes_per_thread))
+    pieces = min(tuning.encode_max_threads, size // tuning.encode_bytes_per_thread)
+    return 1 if pieces <= 1 else min(numba.get_num_threads(), pieces)
 
 
 def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> tuple[int, int]:
@@ -278,5 +278,7 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
                                   scoring.alphabet, scoring.nucleotide)
     valid = np.ones(count, dtype=bool) if array.null_count == 0 \
         else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False))
-    return EncodedSequences(codes, np.ascontiguousarray(offsets), valid, pd.Index(labels),
+    # (an Index is immutable: the caller's is shared, not copied)
+    labels = labels if isinstance(labels, pd.Index) else pd.Index(labels)
+    return EncodedSequences(codes, np.ascontiguousarray(offsets), valid, labels,
                             largest_code=largest)

@@ -113,9 +113,10 @@ def choose_engine(backend: str, scoring: Scoring | None = None, gatk: bool = Fal
     return engine
 
 
-def small_job_engine(job: Job, cells: float, backend: str) -> Job:
+def small_job_engine(job: Job, cells: Callable[[], float], backend: str) -> Job:
     """``job``, on the CPU engine where ``backend="auto"`` chose the GPU for a job from
-    pandas or Python sequences of at most ``auto_cpu_cells`` DP cells: the GPU's fixed
+    pandas or Python sequences of at most ``auto_cpu_cells`` DP cells (``cells()``, asked
+    only where it decides): the GPU's fixed
     cost per call (planning, uploads, launches, the results' trip back) exceeds such a
     job's work on the CPU. A cuDF job stays on the GPU (its data is there); so does one
     with ``backend="cuda"``. The frames are the same on either engine.
@@ -126,13 +127,14 @@ def small_job_engine(job: Job, cells: float, backend: str) -> Job:
     >>> from gpualign_df.scoring import make_scoring, parse_mode
     >>> job = Job("rowwise", "pandas", "cuda", make_scoring(match=1, mismatch=-1),
     ...           parse_mode("sw", None))
-    >>> small_job_engine(job, 420_000, "auto").engine, small_job_engine(job, 1e9, "auto").engine
+    >>> small, large = (lambda: 420_000), (lambda: 1e9)
+    >>> small_job_engine(job, small, "auto").engine, small_job_engine(job, large, "auto").engine
     ('cpu', 'cuda')
-    >>> small_job_engine(job, 420_000, "cuda").engine
+    >>> small_job_engine(job, small, "cuda").engine
     'cuda'
     """
     if (backend == "auto" and job.engine == "cuda" and job.library == "pandas"
-            and cells <= config.settings().auto_cpu_cells):
+            and cells() <= config.settings().auto_cpu_cells):
         return replace(job, engine="cpu")
     return job
 

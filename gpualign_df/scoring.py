@@ -159,6 +159,14 @@ def parse_mode(mode: str, free_ends: Iterable[str] | str | None = None) -> Mode:
 
 
 def _lookup_table(alphabet: str, aliases: dict[str, str] | None = None) -> np.ndarray:
+    """The 256-entry byte -> code table of an alphabet (either case) and its aliases: a
+    copy of the one built once (a job resolves its scoring at every call)."""
+    return _built_lookup_table(alphabet, tuple(sorted((aliases or {}).items()))).copy()
+
+
+@lru_cache(maxsize=64)
+def _built_lookup_table(alphabet: str, aliases: tuple) -> np.ndarray:
+    aliases = dict(aliases)
     lut = np.full(256, INVALID_CODE, dtype=np.uint8)
     for code, symbol in enumerate(alphabet):
         lut[ord(symbol.upper())] = code
@@ -333,7 +341,12 @@ def concrete_symbols(alphabet: str) -> np.ndarray:
     >>> concrete_symbols("ACGTN").tolist(), concrete_symbols("ARNDX*").tolist()
     ([1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0])
     """
-    upper = alphabet.upper()
+    return _concrete_symbols(alphabet.upper()).copy()
+
+
+@lru_cache(maxsize=64)
+def _concrete_symbols(upper: str) -> np.ndarray:
+    """:func:`concrete_symbols` of an upper-case alphabet, computed once (callers copy)."""
     if set(upper) <= set(NUCLEOTIDE_CODES):
         return np.array([symbol in "ACGTU" for symbol in upper], dtype=np.uint8)
     return np.array([symbol not in PROTEIN_WILDCARDS for symbol in upper], dtype=np.uint8)
