@@ -48,8 +48,11 @@ STAGES = (("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "encode_job"),
           ("gpualign_df.gpu.batches", "run_batch"),
           ("gpualign_df.gpu.batches", "fill_long_batch"),
           ("gpualign_df.gpu.batches", "_write_cigars"), ("gpualign_df.gpu.batches", "to_host"),
-          ("gpualign_df.gpu.batches", "align_small"), ("gpualign_df.gpu.small", "upload_parts"),
-          ("gpualign_df.gpu.small", "launch_kernel"), ("gpualign_df.gpu.small", "download"))
+          ("gpualign_df.gpu.batches", "align_small"), ("gpualign_df.gpu.small", "staging"),
+          ("gpualign_df.kernels.block", "pair_table"), ("gpualign_df.gpu.small", "upload_into"),
+          ("gpualign_df.gpu.small", "launch_kernel"), ("gpualign_df.gpu.small", "download"),
+          ("gpualign_df.kernels.block", "place_cigars"), ("gpualign_df.api", "check_host_memory"),
+          ("gpualign_df.api", "_on_small_job_engine"))
 REFERENCE, HAPLOTYPE, INSET = 700, 600, 50
 
 

@@ -24,8 +24,17 @@ CIGAR_DTYPE = pd.StringDtype("pyarrow")
 
 
 def _nullable_int32(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
-    """A column of its own (a copy: the frame takes it as it is)."""
-    return pd.arrays.IntegerArray(np.array(values, dtype=np.int32), ~valid)
+    """A column of its own (a copy, and a mask of its own: the frame takes both as they
+    are, and a write to one column must not reach another)."""
+    return _masked_array(pd.arrays.IntegerArray, np.array(values, dtype=np.int32), ~valid)
+
+
+def _masked_array(kind, values: np.ndarray, mask: np.ndarray):
+    """``kind(values, mask)`` (a pandas masked array taking both as they are), without
+    the constructor's checks where :func:`_internals` found pandas' own maker works:
+    ``values`` is 1-D of the kind's dtype and ``mask`` a bool array of its length, as
+    the checks would require."""
+    return kind._simple_new(values, mask) if _internals() is not None else kind(values, mask)
 
 
 def cigar_strings(chars: np.ndarray, offsets: np.ndarray,
@@ -83,7 +92,7 @@ def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: 
     length = arrays.stats["length"]
     identity = np.divide(arrays.stats["matches"], length, out=np.zeros(len(valid)),
                          where=length > 0)
-    columns["identity"] = pd.arrays.FloatingArray(identity, ~valid)
+    columns["identity"] = _masked_array(pd.arrays.FloatingArray, identity, ~valid)
     return _with_offset(columns, arrays)
 
 
@@ -121,16 +130,82 @@ def frame_of(columns: dict, rows: int) -> pd.DataFrame:
     if create_dataframe_from_blocks is None:
         return pd.DataFrame(columns, index=index, copy=False)
     blocks = []
-    for place, values in enumerate(columns.values()):
+    for values in columns.values():
         if isinstance(values, pd.Index):
             values = values.to_numpy() if isinstance(values.dtype, np.dtype) else values.array
         if isinstance(values, np.ndarray):  # a numpy block is 2-D: (columns, rows)
             values = values.reshape(1, -1)
-        blocks.append((values, np.array([place])))
+        blocks.append(values)
     # a view of the names' Index built once (making it infers its dtype, which costs more
     # than the rest of a small frame); a view has a name of its own
-    return create_dataframe_from_blocks(blocks, index=index,
-                                        columns=_column_names(tuple(columns)).view())
+    names = _column_names(tuple(columns)).view()
+    internals = _internals()
+    if internals is not None and all(map(_plain_block, blocks)):
+        return internals(blocks, index, names)
+    return create_dataframe_from_blocks(
+        [(values, np.array([place])) for place, values in enumerate(blocks)], index=index,
+        columns=names)
+
+
+def _frame_of_blocks(new_block, placement, manager):
+    """A maker of a frame from 2-D numpy or extension arrays, a block each, through
+    pandas' internals (``new_block``, ``BlockPlacement``, ``BlockManager``): what
+    :func:`pandas.api.internals.create_dataframe_from_blocks` does, without checking
+    each block's shape and placement again, which costs as much as the rest of a small
+    frame; the blocks here are one column each, in order, of the index's length."""
+    def make(blocks: list, index: pd.Index, names: pd.Index) -> pd.DataFrame:
+        made = tuple(new_block(values, placement(slice(place, place + 1)), ndim=2)
+                     for place, values in enumerate(blocks))
+        frame_manager = manager(made, [names, index], verify_integrity=False)
+        return pd.DataFrame._from_mgr(frame_manager, axes=frame_manager.axes)
+    return make
+
+
+#: Column arrays :func:`_frame_of_blocks` takes as they are (a block each of its own kind,
+#: with no conversion on the way): the result columns, and labels of numbers, booleans,
+#: objects and strings. Others (dates, periods, categories, ...) take the public path,
+#: which converts them as a frame's constructor does.
+_PLAIN_KINDS = frozenset("biufO")
+_PLAIN_ARRAYS = (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray,
+                 pd.arrays.ArrowStringArray, pd.arrays.StringArray)
+
+
+def _plain_block(values) -> bool:
+    """Whether :func:`_frame_of_blocks` takes ``values`` (see :data:`_PLAIN_ARRAYS`)."""
+    if isinstance(values, np.ndarray):
+        return values.dtype.kind in _PLAIN_KINDS
+    return type(values) in _PLAIN_ARRAYS
+
+
+@lru_cache(maxsize=1)
+def _internals():
+    """:func:`_frame_of_blocks`'s maker where this pandas has the internals it uses and
+    they make, on a frame of every column kind (numpy labels, strings, nullable integers
+    and floats; masked arrays through ``_simple_new``), the frame its public
+    :func:`~pandas.api.internals.create_dataframe_from_blocks` makes; else None (the
+    public path). Checked once, on the first frame."""
+    if create_dataframe_from_blocks is None:
+        return None
+    try:
+        from pandas._libs.internals import BlockPlacement
+        from pandas.core.internals.blocks import new_block
+        from pandas.core.internals.managers import BlockManager
+
+        make = _frame_of_blocks(new_block, BlockPlacement, BlockManager)
+        mask = np.array([False, True])
+        blocks = [np.array([[3, 4]]), pd.array(["a", None], dtype=CIGAR_DTYPE),
+                  pd.arrays.IntegerArray._simple_new(np.array([1, 2], np.int32), mask.copy()),
+                  pd.arrays.FloatingArray._simple_new(np.array([0.5, 1.0]), mask.copy())]
+        index, names = pd.RangeIndex(2), pd.Index(["a", "b", "c", "d"])
+        made = make(blocks, index, names)
+        public = create_dataframe_from_blocks(
+            [(values, np.array([place])) for place, values in enumerate(blocks)],
+            index=index, columns=names)
+        made._mgr._verify_integrity()
+        same = made.equals(public) and made.dtypes.equals(public.dtypes)
+    except (ImportError, AttributeError, TypeError, ValueError, AssertionError):
+        return None
+    return make if same else None
 
 
 @lru_cache(maxsize=64)

@@ -20,7 +20,10 @@ that the compiler keeps for a divergent warp, whose shuffles are collective). Ex
 whole|snapshot|resume``, ``--last-column 0|1`` (the halves' fill). ``search`` options:
 ``--lanes``, ``--columns`` (a length class), ``--unroll 1|2|4`` (steps an iteration),
 ``--copies`` (of the pair table). ``pairs`` options: ``--lanes``, ``--rows`` (a class),
-``--traceback 0|1``. All: ``--arch 90``, ``--sass FILE`` (write the whole listing).
+``--traceback 0|1``. ``block`` (the small batches' kernel; its hot loop is a step of the
+fill, barrier included; semi-global with every end free, as GATK's calls run):
+``--mode``, ``--traceback 0|1``. All: ``--arch 90``, ``--sass FILE`` (write the whole
+listing).
 """
 
 from __future__ import annotations
@@ -72,6 +75,15 @@ def pairs_signature():
             n64, n64, n64, n64, i64, i32, i32, i32, types.uint32[::1], n64)
 
 
+def block_signature():
+    """Argument types of the small batches' block kernel as
+    :func:`gpualign_df.gpu.small.align_small` launches it."""
+    from numba import types
+
+    i32, n64, u8, u32 = types.int32[::1], types.int64, types.uint8[::1], types.uint32[::1]
+    return (u8, u8, types.int64[::1], n64, i32, n64, n64, n64, u8, u32, i32, u32, i32, u8)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     kinds = parser.add_subparsers(dest="kernel", required=True)
@@ -92,11 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     pairs_parser.add_argument("--lanes", type=int, default=8)
     pairs_parser.add_argument("--rows", type=int, default=24)
     pairs_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
-    for each in (band_parser, search_parser, pairs_parser):
+    block_parser = kinds.add_parser("block")
+    block_parser.add_argument("--mode", choices=sorted(MODES), default="sg")
+    block_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
+    for each in (band_parser, search_parser, pairs_parser, block_parser):
         each.add_argument("--arch", type=int, default=90)
         each.add_argument("--sass", type=Path, default=None)
     args = parser.parse_args(argv)
 
+    excluded = ("WARPSYNC",)
     if args.kernel == "band":
         from gpualign_df.kernels import band
 
@@ -117,6 +133,18 @@ def main(argv: list[str] | None = None) -> int:
                                            traceback=bool(args.traceback))
         signature, loop_opcodes = pairs_signature(), ("LDS", "VIADDMNMX")
         name = f"grouped pairs {args.lanes} x {args.rows}, traceback={args.traceback}"
+    elif args.kernel == "block":
+        from gpualign_df import config
+        from gpualign_df.kernels import block
+
+        code, _flags = MODES[args.mode]
+        flags = (True,) * 4 if args.mode == "sg" else _flags
+        kernel = block.block_kernel(code, *flags, bool(args.traceback), False, False, True,
+                                    32 if args.mode != "sw" else 0,
+                                    config.Settings().walk_probes)
+        signature, loop_opcodes = block_signature(), ("BAR", "VIADDMNMX")
+        excluded = ()  # (a step's barrier comes with a WARPSYNC)
+        name = f"block kernel {args.mode} traceback={args.traceback}"
     else:
         from gpualign_df.kernels import search
 
@@ -130,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     registers = max((int(value) for value in re.findall(r"\bR(\d+)\b", sass)), default=-1) + 1
     total = len(re.findall(r"/\*[0-9a-f]{4,}\*/", sass))
     print(f"{name}, sm_{args.arch}: ~{registers} registers, {total} SASS instructions")
-    body = innermost_loop(sass, *loop_opcodes, excluding=("WARPSYNC",))
+    body = innermost_loop(sass, *loop_opcodes, excluding=excluded)
     if body is None:
         print("no hot loop found")
         return 1

@@ -154,8 +154,8 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         scratch = cuda.shared.array(walkers, int32)
         load_table(sub, alphabet_size, shared_sub)
         p = cuda.blockIdx.x
-        t = cuda.threadIdx.x
-        threads = cuda.blockDim.x
+        t = int32(cuda.threadIdx.x)  # (int32 step arithmetic: fewer instructions a step)
+        threads = int32(cuda.blockDim.x)
         m = int32(pairs[P_M * count + p])
         if m < 0:  # (the whole block leaves)
             return
@@ -182,8 +182,10 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
             if active:
                 start_strip(first, m, query, q0, 1, alphabet_size, go, ge, row_offset, h_left,
                             del_score, diag, row_best, row_best_j)
-            for s in range(n + last):
-                j = s - t + 1
+            span = int32(n + last)  # steps of the pass
+            s = int32(0)
+            while s < span:
+                j = int32(s - t + 1)
                 if active and j >= 1 and j <= n:
                     if t > 0:
                         h_up = h_pass[(s - 1) & 1, t - 1]
@@ -205,6 +207,7 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
                     if traceback:
                         tb[uint64(tb0 + strip * n + j - 1)] = word
                 cuda.syncthreads()
+                s = int32(s + 1)
             if active:
                 strip_best, strip_i, strip_j = end_candidates(
                     first, m, n, initial_best, 0, 0, h_left, row_best, row_best_j)
