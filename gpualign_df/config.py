@@ -294,7 +294,7 @@ class Settings:
         fills, walks and writes the CIGAR of each pair in a block of its own, one copy
         back (two for long CIGARs). 0 pairs: never.
     small_batch_threads : int
-        Most threads of a small batch's block (at most 1024; a multiple of 32 leaves no
+        Most threads of a small batch's block (at most 512; a multiple of 32 leaves no
         lane of a warp idle), each computing a strip of 8 query rows a pass: fewer threads,
         more passes.
     linear_block_bytes : int

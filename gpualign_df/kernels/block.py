@@ -49,8 +49,10 @@ PAIR_FIELDS = 7
 OUT_ROWS = 11
 CIGAR_LENGTH_ROW = 9
 CHAR_ROW = 10
-#: Most threads a block (a strip each per pass).
-MAX_THREADS = 1024
+#: Most threads a block (a strip each per pass: 4,096 rows, where GATK's pairs have a few
+#: hundred). The block's shared arrays are sized by it (14 KB at 512): the less shared
+#: memory a block takes, the more of each SM's on-chip memory stays L1 cache.
+MAX_THREADS = 512
 #: What :func:`pair_table` returns in ``sizes``: cells, the CIGAR characters' bound, the
 #: traceback words, rows-above values and CIGAR runs the buffers must hold, most strips
 #: of a pair.
