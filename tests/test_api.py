@@ -834,6 +834,30 @@ def test_result_frames_share_no_column_index():
     assert third.columns.name is None and third.columns.equals(second.columns)
 
 
+@pytest.mark.parametrize("options", [
+    dict(mode="sw"),
+    dict(mode="sg", traceback=False),
+    dict(preset="gatk-original", overhang="softclip", cigar_style="M"),
+])
+def test_every_result_frame_equals_the_constructors_and_its_columns_are_apart(options):
+    """Each shape of result frame (traceback, score only, GATK's offset column), with a
+    null row, is what ``pd.DataFrame`` makes of its columns, and each column has data
+    and a mask of its own: a write to one column reaches no other."""
+    queries = pd.Series(["ACGTTGCA", None, "GGTACA"], index=["a", "b", "c"])
+    targets = pd.Series(["ACGATGCA", "AC", "GGTCA"], index=["a", "b", "c"])
+    frame = queries.aln.rowwise(targets, backend="cpu", progress=False, **options)
+    built = pd.DataFrame({name: frame[name].array.copy() for name in frame.columns},
+                         index=pd.RangeIndex(len(frame)))
+    pd.testing.assert_frame_equal(frame, built)
+    assert [type(frame[name].array) for name in frame] == \
+        [type(built[name].array) for name in built]
+    before = frame.copy()
+    frame.loc[0, "score"] = None
+    frame.loc[2, "score"] = 7
+    assert [name for name in frame if not frame[name].equals(before[name])] == ["score"]
+    assert frame["score"].isna().tolist() == [True, True, False]
+
+
 @pytest.mark.parametrize("kind", sorted(LABEL_KINDS))
 def test_result_frame_equals_the_constructors_for_every_label_kind(kind):
     """The result frame is built from its columns as blocks: it must equal, dtypes and
