@@ -142,6 +142,12 @@ def frame_of(columns: dict, rows: int) -> pd.DataFrame:
     internals = _internals()
     if internals is not None and all(map(_plain_block, blocks)):
         return internals(blocks, index, names)
+    return _public_frame(blocks, index, names)
+
+
+def _public_frame(blocks: list, index: pd.Index, names: pd.Index) -> pd.DataFrame:
+    """The frame of ``blocks`` (one column each, in order) through pandas' public
+    :func:`~pandas.api.internals.create_dataframe_from_blocks`."""
     return create_dataframe_from_blocks(
         [(values, np.array([place])) for place, values in enumerate(blocks)], index=index,
         columns=names)
@@ -197,10 +203,7 @@ def _internals():
                   pd.arrays.IntegerArray._simple_new(np.array([1, 2], np.int32), mask.copy()),
                   pd.arrays.FloatingArray._simple_new(np.array([0.5, 1.0]), mask.copy())]
         index, names = pd.RangeIndex(2), pd.Index(["a", "b", "c", "d"])
-        made = make(blocks, index, names)
-        public = create_dataframe_from_blocks(
-            [(values, np.array([place])) for place, values in enumerate(blocks)],
-            index=index, columns=names)
+        made, public = make(blocks, index, names), _public_frame(blocks, index, names)
         made._mgr._verify_integrity()
         same = made.equals(public) and made.dtypes.equals(public.dtypes)
     except (ImportError, AttributeError, TypeError, ValueError, AssertionError):

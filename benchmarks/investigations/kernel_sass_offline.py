@@ -135,13 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         name = f"grouped pairs {args.lanes} x {args.rows}, traceback={args.traceback}"
     elif args.kernel == "block":
         from gpualign_df import config
+        from gpualign_df.gpu.long import walk_lanes
         from gpualign_df.kernels import block
 
-        code, _flags = MODES[args.mode]
-        flags = (True,) * 4 if args.mode == "sg" else _flags
+        code, flags = MODES[args.mode]
+        if args.mode == "sg":
+            flags = (True,) * 4
+        tuning = config.Settings()
+        lanes = walk_lanes(code, tuning)
         kernel = block.block_kernel(code, *flags, bool(args.traceback), False, False, True,
-                                    32 if args.mode != "sw" else 0,
-                                    config.Settings().walk_probes)
+                                    lanes, tuning.walk_probes if lanes else 1)
         signature, loop_opcodes = block_signature(), ("BAR", "VIADDMNMX")
         excluded = ()  # (a step's barrier comes with a WARPSYNC)
         name = f"block kernel {args.mode} traceback={args.traceback}"
