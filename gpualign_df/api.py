@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -18,8 +19,8 @@ from .job import HOWS, Job
 from .libraries import is_cudf
 from .pairs import (best_first, pairwise_pairs, pairwise_pairs_of_rows,  # noqa: F401 (public)
                     rowwise_pairs, search_pairs)
-from .results import build_frame, empty_frame
-from .scoring import OVERHANGS, make_scoring, parse_mode, preset_scores
+from .results import ResultFrame, build_frame, empty_frame
+from .scoring import OVERHANGS, Mode, Scoring, make_scoring, parse_mode, preset_scores
 
 
 def _labels(values: Any) -> pd.Index:
@@ -216,6 +217,39 @@ def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
     ('cpu', 'pandas', 'sg')
     """
     validate_job(how, queries, targets, top_k)
+    options = (how, mode, matrix, match, mismatch, gap_open, gap_extend, preset, free_ends,
+               traceback, cigar_style, clip, backend, progress, traceback_memory, overhang)
+    try:
+        hash(options)
+    except TypeError:  # (a DataFrame matrix, a list of free ends: checked each time)
+        scoring, parsed_mode = checked_options(*options)
+    else:
+        scoring, parsed_mode = _checked_options_kept(*options)
+    # backend="cuda" without a GPU fails here, before any work
+    engine = choose_engine(backend, scoring, gatk=overhang is not None)
+    return Job(how, "cudf" if is_cudf(queries) else "pandas", engine, scoring, parsed_mode,
+               top_k, bool(traceback), cigar_style, clip, progress,
+               None if traceback_memory is None else int(traceback_memory), overhang)
+
+
+def checked_options(how: str, mode: str | None, matrix: Any, match: int | None,
+                    mismatch: int | None, gap_open: int | None, gap_extend: int | None,
+                    preset: str | None, free_ends: Any, traceback: bool, cigar_style: str,
+                    clip: str | None, backend: str, progress: bool | None,
+                    traceback_memory: int | None, overhang: str | None
+                    ) -> tuple[Scoring, Mode]:
+    """Check the options of :func:`align` that do not depend on the sequences; their
+    scoring and mode. A function of its arguments alone: :func:`resolve_job` keeps its
+    answers for hashable options (:func:`_checked_options_kept`), so that a caller making
+    many small calls with the same options pays for this once.
+
+    Examples
+    --------
+    >>> scoring, mode = checked_options("rowwise", "sg", None, 1, -1, 2, 1, None, None, True,
+    ...                                 "=", None, "cpu", None, None, None)
+    >>> scoring.gap_open, mode.name
+    (2, 'sg')
+    """
     check_options(backend, cigar_style, clip, traceback, progress, traceback_memory)
     match, mismatch, gap_open, gap_extend = preset_scores(preset, matrix, match, mismatch,
                                                           gap_open, gap_extend)
@@ -225,12 +259,11 @@ def resolve_job(queries: Any, targets: Any, *, how: str, mode: str, matrix: Any,
         check_overhang(overhang, how=how, mode=mode, free_ends=free_ends, matrix=matrix,
                        match=match, clip=clip, cigar_style=cigar_style)
         mode = "sg"  # the nearest of this package's modes; the engine runs GATK's rules
-    parsed_mode = parse_mode("sw" if mode is None else mode, free_ends)
-    # backend="cuda" without a GPU fails here, before any work
-    engine = choose_engine(backend, scoring, gatk=overhang is not None)
-    return Job(how, "cudf" if is_cudf(queries) else "pandas", engine, scoring, parsed_mode,
-               top_k, bool(traceback), cigar_style, clip, progress,
-               None if traceback_memory is None else int(traceback_memory), overhang)
+    return scoring, parse_mode("sw" if mode is None else mode, free_ends)
+
+
+#: :func:`checked_options` for hashable options, kept (a Scoring is immutable).
+_checked_options_kept = lru_cache(maxsize=256)(checked_options)
 
 
 def check_overhang(overhang: object, *, how: str, mode: str | None, free_ends: object,
@@ -304,8 +337,12 @@ def run_rows(encoded: EncodedJob, start: int, stop: int) -> pd.DataFrame:
     if len(pair_query) == 0:
         return empty_frame(job.traceback, queries.labels, targets.labels,
                            job.overhang is not None)
-    arrays = run_pairs(queries, targets, pair_query, pair_target, job)
-    return build_frame(arrays, queries.labels, targets.labels, pair_query, pair_target)
+    frame = ResultFrame(queries.valid[pair_query] & targets.valid[pair_target], queries.labels,
+                        targets.labels, pair_query, pair_target, traceback=job.traceback,
+                        offset=job.overhang is not None)
+    # (the frame's labels and arrays are made while a small batch's kernel runs)
+    return frame.finish(run_pairs(queries, targets, pair_query, pair_target, job,
+                                  meanwhile=frame.prepare))
 
 
 #: Bytes of host memory per result row with traceback (pair lists, engine columns, the
@@ -322,8 +359,13 @@ def rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None,
     """(result rows, sum over rows of min(m, n)) of queries ``start`` to ``stop``: the
     rows a job returns and a floor for the residues its alignments cover. ``bound``: a
     search with ``top_k`` takes ``k * m`` a query for the span, an upper bound that needs
-    no pass over the database."""
+    no pass over the database; a rowwise job the residues of its shorter side, which
+    needs no pass over the lengths."""
     stop = len(job.queries) if stop is None else stop
+    if bound and job.how == "rowwise":
+        residues = (int(sequences.offsets[stop] - sequences.offsets[start])
+                    for sequences in (job.queries, job.targets))
+        return stop - start, min(residues)
     q = np.where(job.queries.valid, job.queries.lengths, 0)[start:stop]
     if job.how == "rowwise":
         t = np.where(job.targets.valid, job.targets.lengths, 0)[start:stop]

@@ -165,8 +165,8 @@ def _batches(costs_ops: np.ndarray, order: np.ndarray, tuning: config.Settings):
 
 
 def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
-              pair_target: np.ndarray, job: Job, traceback: bool | None = None
-              ) -> AlignmentArrays:
+              pair_target: np.ndarray, job: Job, traceback: bool | None = None,
+              meanwhile: Callable[[], None] | None = None) -> AlignmentArrays:
     """Align pairs on the job's engine and return their raw columns.
 
     Parameters
@@ -177,6 +177,10 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         The resolved job (engine, scoring, mode, CIGAR options, progress, traceback memory).
     traceback : bool, optional
         Overrides ``job.traceback`` (a search's score-only pass).
+    meanwhile : callable, optional
+        The caller's host work that does not need the results (its frame's labels and
+        arrays): called once while the GPU works on a small batch, where the job would
+        otherwise wait; not called on the other paths, which have no such wait.
     """
     traceback = job.traceback if traceback is None else traceback
     check_score_bound(job.scoring, queries.longest, targets.longest)
@@ -199,7 +203,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         out = gpu.run_pairs_gpu(
             queries, targets, pair_query, pair_target, job.scoring, job.mode,
             traceback=traceback, cigar_style=job.cigar_style, clip=job.clip,
-            progress=bar.update, traceback_memory=job.traceback_memory)
+            progress=bar.update, traceback_memory=job.traceback_memory, meanwhile=meanwhile)
     out.cells = cells
     out.seconds = time.perf_counter() - started
     return out

@@ -23,12 +23,6 @@ SCORE_ONLY_COLUMNS = ("query", "target", "score", "query_end", "target_end")
 CIGAR_DTYPE = pd.StringDtype("pyarrow")
 
 
-def _nullable_int32(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
-    """A column of its own (a copy, and a mask of its own: the frame takes both as they
-    are, and a write to one column must not reach another)."""
-    return _masked_array(pd.arrays.IntegerArray, np.array(values, dtype=np.int32), ~valid)
-
-
 def _masked_array(kind, values: np.ndarray, mask: np.ndarray):
     """``kind(values, mask)`` (a pandas masked array taking both as they are), without
     the constructor's checks where :func:`_internals` found pandas' own maker works:
@@ -45,10 +39,11 @@ def cigar_strings(chars: np.ndarray, offsets: np.ndarray,
     The dtype is pandas' ``StringDtype`` with ``pd.NA`` as its missing value
     (:data:`CIGAR_DTYPE`), the missing value of every other result column (the default
     ``str`` dtype would show ``NaN``)."""
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    array = pa.LargeStringArray.from_buffers(len(valid), pa.py_buffer(offsets.astype(np.int64)),
-                                             pa.py_buffer(chars), bitmap)
-    return pd.arrays.ArrowStringArray(pa.chunked_array([array]))
+    bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    array = pa.LargeStringArray.from_buffers(
+        len(valid), pa.py_buffer(np.asarray(offsets, dtype=np.int64)), pa.py_buffer(chars),
+        bitmap)
+    return pd.arrays.ArrowStringArray(pa.chunked_array([array]), dtype=CIGAR_DTYPE)
 
 
 def empty_frame(traceback: bool, query_labels: pd.Index, target_labels: pd.Index,
@@ -68,32 +63,109 @@ def empty_frame(traceback: bool, query_labels: pd.Index, target_labels: pd.Index
 
 def build_frame(arrays: AlignmentArrays, query_labels: pd.Index, target_labels: pd.Index,
                 pair_query: np.ndarray, pair_target: np.ndarray) -> pd.DataFrame:
-    """Assemble the pandas result frame, one row per pair, in pair order.
+    """Assemble the pandas result frame, one row per pair, in pair order
+    (:class:`ResultFrame` in one go).
 
     ``query``/``target`` hold ``query_labels[pair_query]`` / ``target_labels[pair_target]``;
     rows whose pair had a null sequence hold nulls everywhere else. The frame takes the
     columns built here, each an array of its own, without copying them again.
     """
-    valid = arrays.valid
-    columns: dict[str, object] = {
-        "query": _labels(query_labels, pair_query),
-        "target": _labels(target_labels, pair_target),
-        "score": _nullable_int32(arrays.score, valid),
-    }
-    if arrays.cigar_chars is None:
-        columns["query_end"] = _nullable_int32(arrays.query_end, valid)
-        columns["target_end"] = _nullable_int32(arrays.target_end, valid)
-        return _with_offset(columns, arrays)
-    for name in COORDINATES:
-        columns[name] = _nullable_int32(getattr(arrays, name), valid)
-    columns["cigar"] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets, valid)
-    for name in STATISTICS:
-        columns[name] = _nullable_int32(arrays.stats[name], valid)
-    length = arrays.stats["length"]
-    identity = np.divide(arrays.stats["matches"], length, out=np.zeros(len(valid)),
-                         where=length > 0)
-    columns["identity"] = _masked_array(pd.arrays.FloatingArray, identity, ~valid)
-    return _with_offset(columns, arrays)
+    return ResultFrame(arrays.valid, query_labels, target_labels, pair_query, pair_target,
+                       traceback=arrays.cigar_chars is not None,
+                       offset=arrays.offset is not None).finish(arrays)
+
+
+class ResultFrame:
+    """A job's result frame in two steps: :meth:`prepare` builds what does not depend on
+    the results (the label columns, every other column's arrays and null masks, their
+    blocks), :meth:`finish` copies the results in and returns the frame. A caller whose
+    engine works on the device prepares while it waits (most of a small job's frame
+    costs no time then); :meth:`finish` prepares first where nobody did.
+
+    ``valid``: the rows whose pair had no null sequence (the others are null but for the
+    labels); ``traceback``: the frame of a traceback job (else the score-only columns);
+    ``offset``: with GATK's offset column last.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from gpualign_df.arrays import AlignmentArrays
+    >>> frame = ResultFrame(np.array([True, False]), pd.Index(["a", "b"]), pd.RangeIndex(2),
+    ...                     np.arange(2), np.arange(2), traceback=False)
+    >>> frame.prepare()       # (while the engine works)
+    >>> ends = np.array([4, 0], np.int32)
+    >>> frame.finish(AlignmentArrays(valid=np.array([True, False]), score=np.array([9, 0]),
+    ...                              query_end=ends, target_end=ends))
+      query  target  score  query_end  target_end
+    0     a       0      9          4           4
+    1     b       1   <NA>       <NA>        <NA>
+    """
+
+    def __init__(self, valid: np.ndarray, query_labels: pd.Index, target_labels: pd.Index,
+                 pair_query: np.ndarray, pair_target: np.ndarray, *, traceback: bool,
+                 offset: bool = False) -> None:
+        self.valid, self.traceback, self.offset = valid, traceback, offset
+        self.labels = ((query_labels, pair_query), (target_labels, pair_target))
+        self.integers: dict[str, np.ndarray] | None = None
+
+    def _names(self) -> tuple[str, ...]:
+        names = TRACEBACK_COLUMNS if self.traceback else SCORE_ONLY_COLUMNS
+        return names + ("offset",) if self.offset else names
+
+    def prepare(self) -> None:
+        """Build the label columns, the arrays and masks of the others and, where
+        :func:`_internals` works, their blocks: all but the CIGAR column's."""
+        if self.integers is not None:
+            return
+        rows = len(self.valid)
+        self.integers = {name: np.empty(rows, np.int32) for name in self._names()
+                         if name not in ("query", "target", "cigar", "identity")}
+        columns: dict[str, object] = {}
+        for name, (labels, pairs) in zip(("query", "target"), self.labels):
+            columns[name] = _labels(labels, pairs)
+        # each column a mask of its own: a write to one column must not reach another
+        for name, values in self.integers.items():
+            columns[name] = _masked_array(pd.arrays.IntegerArray, values, ~self.valid)
+        if self.traceback:
+            self.identity = np.zeros(rows)  # (0 where an alignment has no columns)
+            columns["identity"] = _masked_array(pd.arrays.FloatingArray, self.identity,
+                                                ~self.valid)
+            columns["cigar"] = None  # (finish makes it)
+        self.names = self._names()
+        self.columns = [columns[name] for name in self.names]
+        # (a view of the names' Index made once: see frame_of)
+        self.index, self.column_index = pd.RangeIndex(rows), _column_names(self.names).view()
+        internals = _internals()
+        values = [None if column is None else _column_values(column) for column in self.columns]
+        self.internals = internals if internals is not None and all(
+            _plain_block(column) for column in values if column is not None) else None
+        self.blocks = None if self.internals is None else [
+            None if column is None else self.internals.block(column, place)
+            for place, column in enumerate(values)]
+
+    def finish(self, arrays: AlignmentArrays) -> pd.DataFrame:
+        """The frame, ``arrays`` (the engine's columns of these rows) copied in."""
+        self.prepare()
+        sources = {"score": arrays.score, "query_end": arrays.query_end,
+                   "target_end": arrays.target_end, "offset": arrays.offset}
+        if self.traceback:
+            sources.update(arrays.stats, query_start=arrays.query_start,
+                           target_start=arrays.target_start)
+            length = arrays.stats["length"]
+            np.divide(arrays.stats["matches"], length, out=self.identity, where=length > 0)
+        for name, values in self.integers.items():
+            np.copyto(values, sources[name], casting="unsafe")
+        columns, blocks = list(self.columns), self.blocks
+        if self.traceback:
+            place = self.names.index("cigar")
+            columns[place] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets,
+                                           self.valid)
+            if blocks is not None:
+                blocks = list(blocks)
+                blocks[place] = self.internals.block(columns[place], place)
+        if blocks is None:  # (labels of other kinds, older pandas)
+            return frame_of(dict(zip(self.names, columns)), len(self.valid))
+        return self.internals.frame(blocks, self.index, self.column_index)
 
 
 def _labels(labels: pd.Index, rows: np.ndarray):
@@ -101,13 +173,6 @@ def _labels(labels: pd.Index, rows: np.ndarray):
     if isinstance(labels, pd.RangeIndex):
         return labels.start + labels.step * np.asarray(rows, dtype=np.int64)
     return labels.take(rows)
-
-
-def _with_offset(columns: dict, arrays: AlignmentArrays) -> pd.DataFrame:
-    """The frame of ``columns``, with GATK's ``offset`` last where the job has one."""
-    if arrays.offset is not None:
-        columns["offset"] = _nullable_int32(arrays.offset, arrays.valid)
-    return frame_of(columns, len(arrays.valid))
 
 
 def frame_of(columns: dict, rows: int) -> pd.DataFrame:
@@ -129,20 +194,23 @@ def frame_of(columns: dict, rows: int) -> pd.DataFrame:
     index = pd.RangeIndex(rows)
     if create_dataframe_from_blocks is None:
         return pd.DataFrame(columns, index=index, copy=False)
-    blocks = []
-    for values in columns.values():
-        if isinstance(values, pd.Index):
-            values = values.to_numpy() if isinstance(values.dtype, np.dtype) else values.array
-        if isinstance(values, np.ndarray):  # a numpy block is 2-D: (columns, rows)
-            values = values.reshape(1, -1)
-        blocks.append(values)
+    values = [_column_values(column) for column in columns.values()]
     # a view of the names' Index built once (making it infers its dtype, which costs more
     # than the rest of a small frame); a view has a name of its own
     names = _column_names(tuple(columns)).view()
     internals = _internals()
-    if internals is not None and all(map(_plain_block, blocks)):
-        return internals(blocks, index, names)
-    return _public_frame(blocks, index, names)
+    if internals is not None and all(map(_plain_block, values)):
+        return internals.frame([internals.block(column, place)
+                                for place, column in enumerate(values)], index, names)
+    return _public_frame(values, index, names)
+
+
+def _column_values(values):
+    """A column as a block takes it: an Index's values (numpy or extension array), a
+    numpy array 2-D (a block's shape: columns, rows)."""
+    if isinstance(values, pd.Index):
+        values = values.to_numpy() if isinstance(values.dtype, np.dtype) else values.array
+    return values.reshape(1, -1) if isinstance(values, np.ndarray) else values
 
 
 def _public_frame(blocks: list, index: pd.Index, names: pd.Index) -> pd.DataFrame:
@@ -153,21 +221,27 @@ def _public_frame(blocks: list, index: pd.Index, names: pd.Index) -> pd.DataFram
         columns=names)
 
 
-def _frame_of_blocks(new_block, placement, manager):
-    """A maker of a frame from 2-D numpy or extension arrays, a block each, through
-    pandas' internals (``new_block``, ``BlockPlacement``, ``BlockManager``): what
+class _Internals:
+    """A frame from 2-D numpy or extension arrays, a block each, through pandas'
+    internals (``new_block``, ``BlockPlacement``, ``BlockManager``): what
     :func:`pandas.api.internals.create_dataframe_from_blocks` does, without checking
     each block's shape and placement again, which costs as much as the rest of a small
     frame; the blocks here are one column each, in order, of the index's length."""
-    def make(blocks: list, index: pd.Index, names: pd.Index) -> pd.DataFrame:
-        made = tuple(new_block(values, placement(slice(place, place + 1)), ndim=2)
-                     for place, values in enumerate(blocks))
-        frame_manager = manager(made, [names, index], verify_integrity=False)
+
+    def __init__(self, new_block, placement, manager) -> None:
+        self.new_block, self.placement, self.manager = new_block, placement, manager
+
+    def block(self, values, place: int):
+        """The block of column ``place`` holding ``values``."""
+        return self.new_block(values, self.placement(slice(place, place + 1)), ndim=2)
+
+    def frame(self, blocks: list, index: pd.Index, names: pd.Index) -> pd.DataFrame:
+        """The frame of ``blocks`` (:meth:`block`'s, in column order)."""
+        frame_manager = self.manager(tuple(blocks), [names, index], verify_integrity=False)
         return pd.DataFrame._from_mgr(frame_manager, axes=frame_manager.axes)
-    return make
 
 
-#: Column arrays :func:`_frame_of_blocks` takes as they are (a block each of its own kind,
+#: Column arrays :class:`_Internals` takes as they are (a block each of its own kind,
 #: with no conversion on the way): the result columns, and labels of numbers, booleans,
 #: objects and strings. Others (dates, periods, categories, ...) take the public path,
 #: which converts them as a frame's constructor does.
@@ -177,7 +251,7 @@ _PLAIN_ARRAYS = (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.Bool
 
 
 def _plain_block(values) -> bool:
-    """Whether :func:`_frame_of_blocks` takes ``values`` (see :data:`_PLAIN_ARRAYS`)."""
+    """Whether :class:`_Internals` takes ``values`` (see :data:`_PLAIN_ARRAYS`)."""
     if isinstance(values, np.ndarray):
         return values.dtype.kind in _PLAIN_KINDS
     return type(values) in _PLAIN_ARRAYS
@@ -185,7 +259,7 @@ def _plain_block(values) -> bool:
 
 @lru_cache(maxsize=1)
 def _internals():
-    """:func:`_frame_of_blocks`'s maker where this pandas has the internals it uses and
+    """:class:`_Internals` where this pandas has the internals it uses and
     they make, on a frame of every column kind (numpy labels, strings, nullable integers
     and floats; masked arrays through ``_simple_new``), the frame its public
     :func:`~pandas.api.internals.create_dataframe_from_blocks` makes; else None (the
@@ -197,18 +271,20 @@ def _internals():
         from pandas.core.internals.blocks import new_block
         from pandas.core.internals.managers import BlockManager
 
-        make = _frame_of_blocks(new_block, BlockPlacement, BlockManager)
+        internals = _Internals(new_block, BlockPlacement, BlockManager)
         mask = np.array([False, True])
         blocks = [np.array([[3, 4]]), pd.array(["a", None], dtype=CIGAR_DTYPE),
                   pd.arrays.IntegerArray._simple_new(np.array([1, 2], np.int32), mask.copy()),
                   pd.arrays.FloatingArray._simple_new(np.array([0.5, 1.0]), mask.copy())]
         index, names = pd.RangeIndex(2), pd.Index(["a", "b", "c", "d"])
-        made, public = make(blocks, index, names), _public_frame(blocks, index, names)
+        made = internals.frame([internals.block(values, place)
+                                for place, values in enumerate(blocks)], index, names)
+        public = _public_frame(blocks, index, names)
         made._mgr._verify_integrity()
         same = made.equals(public) and made.dtypes.equals(public.dtypes)
     except (ImportError, AttributeError, TypeError, ValueError, AssertionError):
         return None
-    return make if same else None
+    return internals if same else None
 
 
 @lru_cache(maxsize=64)

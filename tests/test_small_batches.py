@@ -138,6 +138,36 @@ def test_a_searchs_hits_upload_only_the_sequences_they_read(monkeypatch):
     assert uploaded == [table + 24]  # the table and the queries
 
 
+def test_the_callers_frame_is_made_while_the_kernel_runs(monkeypatch):
+    """On the small path the result frame's labels and arrays are made after the launch
+    and before the wait for the results (``run_pairs``' ``meanwhile``), and the frame is
+    the CPU engine's."""
+    from gpualign_df import results
+
+    events = []
+    for name in ("launch_kernel", "download"):
+        monkeypatch.setattr(small, name, lambda *args, _real=getattr(small, name), _name=name,
+                            **options: events.append(_name) or _real(*args, **options))
+    prepare = results.ResultFrame.prepare
+    monkeypatch.setattr(results.ResultFrame, "prepare",
+                        lambda frame: events.append("prepare") or prepare(frame))
+    queries, targets = _pairs(3, seed=11)
+    on_gpu, on_cpu = _small_and_cpu(queries, targets, mode="sg")
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)
+    assert events[:3] == ["launch_kernel", "prepare", "download"]
+
+
+def test_cigars_longer_than_the_first_copy_come_back_whole(settings):
+    """A batch whose CIGARs outgrow the first copy back's share
+    (``CHARACTERS_GUESS`` a pair) gets the rest in a second copy: the CPU engine's frame."""
+    settings(small_batch_threads=8)
+    queries = pd.Series(["ACGT" * 40, "GATTACA" * 20, "AC"])
+    targets = pd.Series(["AGGT" * 40, "GTTTACC" * 20, "AC"])  # a mismatch every few columns
+    on_gpu, on_cpu = _small_and_cpu(queries, targets, mode="nw")
+    assert on_cpu["cigar"].str.len().sum() > small.CHARACTERS_GUESS * len(queries)
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)
+
+
 def test_the_block_kernels_rows_are_the_result_columns():
 
     assert block.CHAR_ROW == len(gpu.RESULT_COLUMNS) == block.OUT_ROWS - 1
@@ -168,6 +198,25 @@ def test_gatk_haplotypes_on_the_small_path_equal_the_batch_path_and_the_cpu(sett
     on_cpu = queries.aln.rowwise(targets, backend="cpu", **options)
     pd.testing.assert_frame_equal(on_small, on_cpu)
     pd.testing.assert_frame_equal(on_batches, on_cpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not REAL_GPU, reason="the fast launch path needs a GPU (GPUALIGN_REAL_GPU=1)")
+def test_a_call_like_the_last_launches_on_its_slots_with_its_own_results():
+    """A small call of the last one's shape (as many pairs, buffers large enough) launches
+    on the parameter slots the last one filled (the same kept buffers), and gives its own
+    sequences' frame; one of another shape fills them again: each the CPU engine's frame."""
+    from gpualign_df.gpu import launch
+
+    # (the first call's buffers hold the next ones': none grows, no argument changes)
+    for seed, count, longest, again in ((1, 6, 60, None), (1, 6, 60, True), (2, 6, 30, True),
+                                        (3, 6, 30, True), (4, 9, 30, False)):
+        queries, targets = _pairs(count, seed=seed, longest=longest)
+        before = launch.LAUNCHES["again"]
+        on_gpu, on_cpu = _small_and_cpu(queries, targets, mode="sg")
+        pd.testing.assert_frame_equal(on_gpu, on_cpu)
+        if again is not None:
+            assert (launch.LAUNCHES["again"] > before) == again, (seed, count)
 
 
 @pytest.mark.gpu

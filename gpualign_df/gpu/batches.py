@@ -495,10 +495,11 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
 def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                   pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
                   cigar_style: str, clip: str | None, progress,
-                  traceback_memory: int | None = None) -> AlignmentArrays:
+                  traceback_memory: int | None = None, meanwhile=None) -> AlignmentArrays:
     """Align pairs of host-encoded sequences on the GPU; host arrays in pair order. A job
     that fits one small batch (:func:`gpualign_df.gpu.small.small_batch`) runs in one
-    launch of the block kernel, any other in the planner's batches.
+    launch of the block kernel, any other in the planner's batches; ``meanwhile`` (a
+    callable, optional) runs while the small batch's kernel does.
 
     The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
@@ -508,7 +509,7 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
                    config.settings()):
         table, chars, offsets, cells = align_small(
             queries, targets, pair_query, pair_target, valid, scoring, mode,
-            traceback=traceback, cigar_style=cigar_style, clip=clip)
+            traceback=traceback, cigar_style=cigar_style, clip=clip, meanwhile=meanwhile)
         if progress is not None:
             progress(cells)
         results = DeviceResults(dict(zip(RESULT_COLUMNS, table)), chars, offsets, cells,

@@ -18,6 +18,7 @@ from numba import cuda
 from ..encode import EncodedSequences
 from ..kernels import simulator
 from .device import array_module, current_device
+from .launch import forget_arguments
 
 #: Scratch buffers by (name, device).
 SCRATCH: dict[tuple[str, int], object] = {}
@@ -131,6 +132,7 @@ def forget_buffers() -> None:
     VIEWS.clear()
     TABLES.clear()
     STAGING.clear()
+    forget_arguments()
 
 
 @dataclass
@@ -223,16 +225,18 @@ def upload_parts(parts: list[np.ndarray]) -> list[object]:
 
 
 def upload_into(device, host: np.ndarray) -> None:
-    """Copy host bytes (``uint8``, best :func:`staging`'s pinned memory) to the start of a
-    device ``uint8`` array, by one synchronous copy: ``host`` is free again once it
-    returns."""
+    """Copy :func:`staging`'s pinned bytes ``host`` to the start of a device ``uint8``
+    array by one copy on the default stream, which the host does not wait for: ``host``
+    must stay as it is until that stream's work so far is done, as the next synchronous
+    copy on it (:func:`download`) ensures (``DEVICE_LOCK`` held from the one to the
+    other keeps other jobs off the staging buffer)."""
     if simulator():
         device[:len(host)] = host
         return
     import cupy
 
-    cupy.cuda.runtime.memcpy(device.data.ptr, host.ctypes.data, len(host),
-                             cupy.cuda.runtime.memcpyHostToDevice)
+    cupy.cuda.runtime.memcpyAsync(device.data.ptr, host.ctypes.data, len(host),
+                                  cupy.cuda.runtime.memcpyHostToDevice, 0)
 
 
 def download(device, size: int, start: int = 0) -> np.ndarray:

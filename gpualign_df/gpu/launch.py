@@ -11,7 +11,11 @@ parameter of a buffer kept per kernel, and launch it with the driver's ``cuLaunc
 given a pointer to each slot (the driver copies each parameter's own size from it: the
 low bytes of a little-endian slot). That is one assignment of integers and one driver
 call; ``cuda.core``'s launch, which converts every parameter by its Python type, costs
-several times more for a kernel of a few dozen array arguments.
+several times more for a kernel of a few dozen array arguments. A launch of buffers kept
+between jobs (``kept``) with the very arguments of the kernel's last such launch (the
+same array objects, equal scalars) finds its slots filled already: one comparison a
+parameter and the driver call. Only such launches keep their arguments (a job's own
+buffers must be freed when it ends).
 
 Wherever that is not possible (the CUDA simulator, a numba-cuda without these driver
 bindings, an argument of another kind, the ``fast_launch`` setting off) the launch goes
@@ -31,6 +35,8 @@ from ..kernels import simulator
 from .device import current_device, kernel_view
 
 _COMPILED: dict[tuple, "_Launcher"] = {}
+#: The launcher of each kernel's last fast launch, by (kernel id, device).
+_RECENT: dict[tuple, "_Launcher"] = {}
 _LOCK = threading.Lock()
 _DRIVER: tuple | None = None
 
@@ -53,9 +59,12 @@ class _Launcher:
     """A compiled kernel with how each argument is laid out, and the parameter slots its
     launches fill: ``slots`` (int64, one a parameter) and ``address``, that of the array
     of pointers to them which ``cuLaunchKernel`` reads (``lock``: one launch at a time
-    fills them; the driver has copied them when it returns)."""
+    fills them; the driver has copied them when it returns); ``arguments``: those the
+    slots hold (kept, so that no other object can take their ids), None before the first
+    fast launch."""
 
-    __slots__ = ("kernel", "layouts", "loaded", "slots", "pointers", "address", "lock")
+    __slots__ = ("kernel", "layouts", "loaded", "slots", "pointers", "address", "lock",
+                 "arguments")
 
     def __init__(self, kernel, layouts: tuple, loaded, parameters: int) -> None:
         self.kernel, self.layouts, self.loaded = kernel, layouts, loaded
@@ -65,6 +74,34 @@ class _Launcher:
             *(base + 8 * place for place in range(len(self.slots))))
         self.address = ctypes.addressof(self.pointers)
         self.lock = threading.Lock()
+        self.arguments: tuple | None = None
+
+
+_SCALAR_TYPES = (bool, int, float, np.integer, np.floating, np.bool_)
+
+
+def _same_arguments(arguments: tuple, last: tuple | None) -> bool:
+    """Whether ``arguments`` fill a kernel's slots as ``last`` did: the same objects where
+    they are arrays (a CuPy array's pointer, shape and strides never change), scalars of
+    the same type and value."""
+    if last is None or len(arguments) != len(last):
+        return False
+    for new, old in zip(arguments, last):
+        if new is not old and not (type(new) is type(old)
+                                   and isinstance(new, _SCALAR_TYPES) and new == old):
+            return False
+    return True
+
+
+def forget_arguments() -> None:
+    """Drop the arguments the launchers keep (the buffers of the last launches), so that
+    they can be freed."""
+    with _LOCK:
+        launchers = list(_RECENT.values())
+        _RECENT.clear()
+    for launcher in launchers:
+        with launcher.lock:
+            launcher.arguments = None
 
 
 def _array_kind(argument):
@@ -140,8 +177,10 @@ def _stream_handle(stream) -> int:
     return int(getattr(handle, "value", handle) or 0)
 
 
-#: Launches so far by path (``fast``: marshalled here; ``numba``: through numba's own).
-LAUNCHES = {"fast": 0, "numba": 0}
+#: Launches so far by path (``fast``: marshalled here; ``again``: on the slots of the
+#: kernel's last launch of kept buffers, the same arguments; ``numba``: through numba's
+#: own).
+LAUNCHES = {"fast": 0, "again": 0, "numba": 0}
 
 
 #: Bytes of dynamic shared memory a block may have without the kernel opting in.
@@ -149,13 +188,20 @@ DEFAULT_DYNAMIC_SHARED = 48 * 1024
 
 
 def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=None,
-           shared_bytes: int = 0) -> None:
+           shared_bytes: int = 0, kept: bool = False) -> None:
     """Launch ``kernel[blocks, threads](*arguments)`` on the default stream, or on
     ``stream`` (a numba stream), with ``shared_bytes`` of dynamic shared memory a block;
     ``view`` turns an argument into what numba's own path takes (first launches,
-    fallbacks)."""
+    fallbacks); ``kept``: the array arguments are buffers kept between jobs, which the
+    launcher may keep too (see the module's note)."""
     driver = None if simulator() or not config.settings().fast_launch else _driver()
     key = None
+    if driver is not None and kept:
+        recent = _RECENT.get((id(kernel), current_device()))
+        if recent is not None and recent.kernel is kernel and \
+                _launch_again(recent, arguments, driver, blocks, threads, stream,
+                              shared_bytes):
+            return
     if driver is not None:
         kinds = tuple(_kind(argument) for argument in arguments)
         if None not in kinds:  # a kernel is loaded per device (context)
@@ -185,16 +231,41 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
     cu_launch_kernel, success = driver
     with launcher.lock:
         launcher.slots[:] = values
+        launcher.arguments = None
         error, = cu_launch_kernel(launcher.loaded.handle, *_dimensions(blocks),
                                   *_dimensions(threads), shared_bytes, _stream_handle(stream),
                                   launcher.address, 0)
+        if error == success and kept:
+            launcher.arguments = arguments
     if error == success:
+        if kept:
+            _RECENT[key[:2]] = launcher
         LAUNCHES["fast"] += 1
         return
     # (no current context on this thread, say): numba's launch, which makes its context
     # current, and raises its own error where the launch itself fails
     kernel[blocks, threads, stream or 0, shared_bytes](*(view(argument) for argument in arguments))
     LAUNCHES["numba"] += 1
+
+
+def _launch_again(launcher: _Launcher, arguments: tuple, driver, blocks, threads, stream,
+                  shared_bytes: int) -> bool:
+    """Launch ``launcher``'s kernel on slots filled already, where ``arguments`` are
+    those they hold (:func:`_same_arguments`) and the kernel needs no more shared memory
+    than it was allowed; whether it did."""
+    if shared_bytes > DEFAULT_DYNAMIC_SHARED:
+        return False
+    cu_launch_kernel, success = driver
+    with launcher.lock:
+        if not _same_arguments(arguments, launcher.arguments):
+            return False
+        error, = cu_launch_kernel(launcher.loaded.handle, *_dimensions(blocks),
+                                  *_dimensions(threads), shared_bytes, _stream_handle(stream),
+                                  launcher.address, 0)
+    if error != success:
+        return False
+    LAUNCHES["again"] += 1
+    return True
 
 
 _MOST_THREADS: dict[tuple, int] = {}
@@ -263,17 +334,18 @@ KERNEL_SECONDS: dict[str, float] = {}
 
 
 def launch_kernel(name: str, kernel, blocks: int, threads: int, *arguments,
-                  stream=None, shared_bytes: int = 0) -> None:
+                  stream=None, shared_bytes: int = 0, kept: bool = False) -> None:
     """Launch a kernel of the engine (:func:`launch`, arguments viewed by
     :func:`~gpualign_df.gpu.device.kernel_view`) on the default stream or on ``stream``,
-    with ``shared_bytes`` of dynamic shared memory a block; with the ``time_kernels``
+    with ``shared_bytes`` of dynamic shared memory a block (``kept``: as :func:`launch`
+    takes it); with the ``time_kernels``
     setting, time it with CUDA events into ``KERNEL_SECONDS[name]`` (waiting for it)."""
     if simulator() or not config.settings().time_kernels:
-        launch(kernel, blocks, threads, arguments, kernel_view, stream, shared_bytes)
+        launch(kernel, blocks, threads, arguments, kernel_view, stream, shared_bytes, kept)
         return
     start, stop = cuda.event(), cuda.event()
     start.record(stream or 0)
-    launch(kernel, blocks, threads, arguments, kernel_view, stream, shared_bytes)
+    launch(kernel, blocks, threads, arguments, kernel_view, stream, shared_bytes, kept)
     stop.record(stream or 0)
     stop.synchronize()
     seconds = cuda.event_elapsed_time(start, stop) / 1e3

@@ -47,20 +47,23 @@ def small_batch(query_lengths: np.ndarray, target_lengths: np.ndarray,
 
 def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                 pair_target: np.ndarray, valid: np.ndarray, scoring: Scoring, mode: Mode, *,
-                traceback: bool, cigar_style: str, clip: str | None) -> tuple:
+                traceback: bool, cigar_style: str, clip: str | None, meanwhile=None) -> tuple:
     """Align pairs ``(pair_query[k], pair_target[k])`` where ``valid[k]`` (host arrays) in
     one launch of the block kernel. Returns host arrays in pair order: ``(table, chars,
     offsets, cells)``, ``table`` the result columns as its rows (the first 3 without
     traceback, whose CIGAR ``chars`` and ``offsets`` are None; rows not valid hold
-    anything). Reads the settings of the calling thread.
+    anything). ``meanwhile()`` (optional) is called once the kernel is launched, before
+    the wait for its results: the caller's host work overlaps the kernel. Reads the
+    settings of the calling thread.
 
     The host work of a call is a few calls and no device allocation: the pairs table is
     written by one compiled pass (:func:`gpualign_df.kernels.block.pair_table`) straight
     into pinned memory beside the codes, which one copy takes to a buffer kept between
-    calls, and the kernel is given kept buffers whole (views made once) where it can,
-    since each CuPy slice or view costs microseconds (the result table and the CIGAR
-    characters, which it writes, are disjoint slices of one buffer, so that one copy
-    takes both back)."""
+    calls without a wait, and the kernel is given kept buffers whole (views made once),
+    never a slice, since each CuPy slice or view costs microseconds: the result table
+    and the CIGAR characters, which it writes, are the two parts of one buffer (the
+    characters from where the pairs table's counter starts), so that one copy takes both
+    back."""
     tuning = config.settings()
     count = len(pair_query)
     queries, pair_query = used_sequences(queries, pair_query)
@@ -76,11 +79,19 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
             bases[id(encoded)] = size
             size += len(encoded.codes)
     sizes = np.zeros(6, np.int64)
+    # the result table (int32, a row of ``count`` a column), then the CIGAR characters:
+    # one copy back takes both. The kernel is given the buffer whole, the characters'
+    # positions counted from its start; under the simulator, which copies each array
+    # argument in and back (the later copy back would overwrite the earlier), the two
+    # parts apart, the characters' positions counted from theirs
+    out_bytes = 4 * block.OUT_ROWS * count
+    first_character = 0 if simulator() else out_bytes
     with DEVICE_LOCK, engine_allocations():
         host = staging(size)
         block.pair_table(queries.offsets, queries.lengths, targets.offsets, targets.lengths,
                          pair_query, pair_target, valid, traceback, bases.get(id(queries), 0),
-                         bases.get(id(targets), 0), host[:table_bytes].view(np.int64), sizes)
+                         bases.get(id(targets), 0), first_character,
+                         host[:table_bytes].view(np.int64), sizes)
         for encoded in (queries, targets):
             if id(encoded) in bases:
                 start = bases[id(encoded)]
@@ -100,9 +111,6 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
         kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
                                     clip == "soft", dpx.available(), lanes,
                                     tuning.walk_probes if lanes else 1)
-        # the result table (int32, a row of ``count`` a column), then the CIGAR characters:
-        # one copy back takes both
-        out_bytes = 4 * block.OUT_ROWS * count
         results, out = scratch_views("small_results", -(-(out_bytes + bound) // 4) * 4,
                                      np.uint8, np.uint8, np.int32)
         words = int(sizes[block.SIZE_TRACEBACK]) if traceback else 1
@@ -115,7 +123,10 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
                       scratch_buffer("small_rows_above", int(sizes[block.SIZE_ROWS_ABOVE]),
                                      np.int32),
                       scratch_buffer("small_runs", runs, np.uint32),
-                      out[:block.OUT_ROWS * count], results[out_bytes:])
+                      *((out, results) if first_character else (
+                          out[:block.OUT_ROWS * count], results[out_bytes:])), kept=True)
+        if meanwhile is not None:
+            meanwhile()
         # the table and the characters of CIGARs of up to ``CHARACTERS_GUESS`` on average
         first = download(results, out_bytes + min(bound, CHARACTERS_GUESS * count))
         columns = first[:out_bytes].view(np.int32)
@@ -123,8 +134,10 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
             return columns.reshape(block.OUT_ROWS, count)[:3], None, None, cells
         offsets = np.empty(count + 1, np.int64)
         total = int(block.cigar_offsets(columns, count, valid, offsets))
-        placed = first[out_bytes:] if out_bytes + total <= len(first) else \
-            download(results, total, out_bytes)
+        placed = first if out_bytes + total <= len(first) else \
+            download(results, out_bytes + total)
+        # (the characters' positions from the start of what the kernel was given)
+        placed = placed[out_bytes - first_character:]
     chars = np.empty(total, np.uint8)
     block.place_cigars(columns, count, placed, offsets, chars)
     return columns.reshape(block.OUT_ROWS, count)[:block.CHAR_ROW], chars, offsets, cells

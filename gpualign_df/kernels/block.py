@@ -21,7 +21,7 @@ ascending, strict >), and thread 0 folds the strips in order (strict >; the corn
 global mode taken as the last strip leaves it), which is the sequential fold of the
 one-thread kernels. The walk runs on the first ``lanes`` threads (one thread in local
 mode), then thread 0 writes the statistics and the CIGAR at a position taken from
-the count after the pairs table (an atomic add), which it records in ``out[CHAR_ROW]``.
+the counter after the pairs table (an atomic add), which it records in ``out[CHAR_ROW]``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from .traceback import cigar_writer, walk_functions
 #: Rows of the ``pairs`` table (int64, ``count`` values a row: field ``f`` of pair ``p``
 #: at ``f * count + p``): query and target residue starts, lengths (query length -1: a
 #: pair that is not aligned), and the starts of the pair's traceback words, rows above a
-#: pass and CIGAR runs in their buffers. The value after the table counts the CIGAR
-#: characters written (0 at the launch).
+#: pass and CIGAR runs in their buffers. The value after the table is where the next
+#: pair's CIGAR characters go in ``chars`` (the first character's position at the launch;
+#: each pair adds its CIGAR's length).
 P_Q0, P_T0, P_M, P_N, P_TB0, P_ROW0, P_RUN0 = range(7)
 PAIR_FIELDS = 7
 #: Rows of ``out`` (int32, ``count`` values a row): score, query_end, target_end,
@@ -61,18 +62,20 @@ SIZE_CELLS, SIZE_CHARACTERS, SIZE_TRACEBACK, SIZE_ROWS_ABOVE, SIZE_RUNS, SIZE_ST
 
 @numba.njit(cache=True, nogil=True)
 def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pair_query,
-               pair_target, valid, traceback, query_base, target_base, table, sizes):
+               pair_target, valid, traceback, query_base, target_base, first_character, table,
+               sizes):
     """Fill ``table`` (int64, at least ``PAIR_FIELDS * count + 1`` values) with the block
     kernel's pairs table of pairs ``(pair_query[k], pair_target[k])`` (where ``valid[k]``;
     others get length -1), the queries' and targets' residues starting ``query_base`` and
-    ``target_base`` after their offsets, and the counter after it 0; ``sizes`` (int64, 6)
-    gets the ``SIZE_*`` values. One pass, where numpy would take a dozen calls.
+    ``target_base`` after their offsets, and the counter after it ``first_character``
+    (where the CIGARs start in ``chars``); ``sizes`` (int64, 6) gets the ``SIZE_*``
+    values. One pass, where numpy would take a dozen calls.
 
     >>> import numpy as np
     >>> table, sizes = np.zeros(2 * PAIR_FIELDS + 1, np.int64), np.zeros(6, np.int64)
     >>> pair_table(np.array([0, 3]), np.array([3]), np.array([0, 9]), np.array([9]),
     ...            np.array([0, 0]), np.array([0, 0]), np.array([True, False]), True, 0, 3,
-    ...            table, sizes)
+    ...            0, table, sizes)
     >>> table[:2 * PAIR_FIELDS].reshape(PAIR_FIELDS, 2)[:, 0].tolist()
     [0, 3, 3, 9, 0, 0, 0]
     >>> sizes.tolist()
@@ -99,7 +102,7 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
             words += strips * n
             runs += rows + n + 1
             characters += 2 * (rows + n)
-    table[PAIR_FIELDS * count] = 0
+    table[PAIR_FIELDS * count] = first_character
     sizes[SIZE_CELLS] = cells
     sizes[SIZE_CHARACTERS] = characters + 1 if traceback else 0
     sizes[SIZE_TRACEBACK] = words
