@@ -61,8 +61,10 @@ class Settings:
     auto_cpu_cells : float
         With ``backend="auto"``, a job from pandas or Python sequences of at most this
         many DP cells runs on the CPU engine even where a GPU is usable
-        (:func:`gpualign_df.engine.small_job_engine`): the GPU's fixed cost per call, a few
-        milliseconds, exceeds such a job's work on the CPU. 0 keeps every job on the GPU.
+        (:func:`gpualign_df.engine.small_job_engine`), for a host where the GPU's fixed
+        cost per call exceeds such a job's time on the CPU. 0 (the default) keeps every job
+        on the GPU: its small-batch path answers a call in less time than the CPU engine's
+        own fixed cost, down to a single pair of a few dozen residues (BENCHMARKS.md).
     small_job_cells : int
         A CPU job (or batch) of at most this many DP cells runs on the calling thread,
         and a job of at most this many cells makes no progress bar unless one is forced:
@@ -337,7 +339,7 @@ class Settings:
     progress_interval: float = 0.25
     small_job_cells: int = 1 << 20
     cpu_chunk_cells: int = 1_000_000
-    auto_cpu_cells: float = 1 << 21
+    auto_cpu_cells: float = 0
     cpu_wave_min_length: int = 32
     progress_delay: float = 2.0
     gpu_launch_cells: float = 2.0 ** 41

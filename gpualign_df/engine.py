@@ -116,25 +116,30 @@ def choose_engine(backend: str, scoring: Scoring | None = None, gatk: bool = Fal
 def small_job_engine(job: Job, cells: Callable[[], float], backend: str) -> Job:
     """``job``, on the CPU engine where ``backend="auto"`` chose the GPU for a job from
     pandas or Python sequences of at most ``auto_cpu_cells`` DP cells (``cells()``, asked
-    only where it decides): the GPU's fixed
-    cost per call (planning, uploads, launches, the results' trip back) exceeds such a
-    job's work on the CPU. A cuDF job stays on the GPU (its data is there); so does one
-    with ``backend="cuda"``. The frames are the same on either engine.
+    only where it decides; none by default): for a host where the GPU's fixed cost per
+    call (uploads, launch, the results' trip back) exceeds such a job's time on the CPU.
+    A cuDF job stays on the GPU (its data is there); so does one with ``backend="cuda"``.
+    The frames are the same on either engine.
 
     Examples
     --------
+    >>> from gpualign_df import config
     >>> from gpualign_df.job import Job
     >>> from gpualign_df.scoring import make_scoring, parse_mode
     >>> job = Job("rowwise", "pandas", "cuda", make_scoring(match=1, mismatch=-1),
     ...           parse_mode("sw", None))
     >>> small, large = (lambda: 420_000), (lambda: 1e9)
-    >>> small_job_engine(job, small, "auto").engine, small_job_engine(job, large, "auto").engine
+    >>> small_job_engine(job, small, "auto").engine      # (auto_cpu_cells 0: the GPU)
+    'cuda'
+    >>> with config.override(auto_cpu_cells=1 << 21):
+    ...     small_job_engine(job, small, "auto").engine, small_job_engine(job, large, "auto").engine
     ('cpu', 'cuda')
     >>> small_job_engine(job, small, "cuda").engine
     'cuda'
     """
-    if (backend == "auto" and job.engine == "cuda" and job.library == "pandas"
-            and cells() <= config.settings().auto_cpu_cells):
+    limit = config.settings().auto_cpu_cells
+    if (limit > 0 and backend == "auto" and job.engine == "cuda" and job.library == "pandas"
+            and cells() <= limit):
         return replace(job, engine="cpu")
     return job
 
