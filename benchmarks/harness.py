@@ -146,7 +146,8 @@ def timed_runs(function: Callable[[], Any], repeat: int,
 def timed_stages(stages, totals: dict[str, float], synchronize: bool = False):
     """While the block runs, add the wall seconds of every call of each ``(module,
     function)`` of ``stages`` to ``totals[function]``: each is wrapped where its callers
-    find it (a stage nested in another counts in both), and put back afterwards. With
+    find it (a stage nested in another counts in both; ``Class.method`` names a method),
+    and put back afterwards. With
     ``synchronize``, a CUDA device synchronize at both ends of each call. A module that
     cannot be imported here (the GPU's, on a machine without one) is left out."""
     sync = None
@@ -175,8 +176,12 @@ def timed_stages(stages, totals: dict[str, float], synchronize: bool = False):
                 module = importlib.import_module(module_name)
             except ImportError:
                 continue
-            saved.append((module, name, getattr(module, name)))
-            setattr(module, name, timed(getattr(module, name), name))
+            owner, attribute = module, name
+            while "." in attribute:
+                outer, attribute = attribute.split(".", 1)
+                owner = getattr(owner, outer)
+            saved.append((owner, attribute, getattr(owner, attribute)))
+            setattr(owner, attribute, timed(getattr(owner, attribute), name))
         yield totals
     finally:
         for module, name, function in saved:

@@ -42,7 +42,8 @@ GATK_OPTIONS = dict(preset="gatk-haplotype-to-reference", backend="cpu", progres
 BATCHES = (1, 25, 125, 293, 2000)
 #: (module, function) of the stages ``--stages`` times, as their callers find them.
 STAGES = (("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "encode_job"),
-          ("gpualign_df.api", "run_pairs"), ("gpualign_df.api", "build_frame"),
+          ("gpualign_df.api", "run_pairs"), ("gpualign_df.results", "ResultFrame.prepare"),
+          ("gpualign_df.results", "ResultFrame.finish"),
           ("gpualign_df.engine", "run_interruptible"),
           ("gpualign_df.gpu.batches", "upload"), ("gpualign_df.gpu.batches", "plan_batches"),
           ("gpualign_df.gpu.batches", "run_batch"),

@@ -104,13 +104,17 @@ class ResultFrame:
     def __init__(self, valid: np.ndarray, query_labels: pd.Index, target_labels: pd.Index,
                  pair_query: np.ndarray, pair_target: np.ndarray, *, traceback: bool,
                  offset: bool = False) -> None:
-        self.valid, self.traceback, self.offset = valid, traceback, offset
+        self.valid, self.traceback = valid, traceback
         self.labels = ((query_labels, pair_query), (target_labels, pair_target))
+        names = TRACEBACK_COLUMNS if traceback else SCORE_ONLY_COLUMNS
+        self.names = names + ("offset",) if offset else names
+        # what prepare makes: the integer columns' values (None until then), identity's
+        # values, the columns in order (None for the CIGAR's), their blocks
         self.integers: dict[str, np.ndarray] | None = None
-
-    def _names(self) -> tuple[str, ...]:
-        names = TRACEBACK_COLUMNS if self.traceback else SCORE_ONLY_COLUMNS
-        return names + ("offset",) if self.offset else names
+        self.identity = np.zeros(0)
+        self.columns: list = []
+        self.blocks: list | None = None
+        self.internals = self.index = self.column_index = None
 
     def prepare(self) -> None:
         """Build the label columns, the arrays and masks of the others and, where
@@ -118,7 +122,7 @@ class ResultFrame:
         if self.integers is not None:
             return
         rows = len(self.valid)
-        self.integers = {name: np.empty(rows, np.int32) for name in self._names()
+        self.integers = {name: np.empty(rows, np.int32) for name in self.names
                          if name not in ("query", "target", "cigar", "identity")}
         columns: dict[str, object] = {}
         for name, (labels, pairs) in zip(("query", "target"), self.labels):
@@ -131,7 +135,6 @@ class ResultFrame:
             columns["identity"] = _masked_array(pd.arrays.FloatingArray, self.identity,
                                                 ~self.valid)
             columns["cigar"] = None  # (finish makes it)
-        self.names = self._names()
         self.columns = [columns[name] for name in self.names]
         # (a view of the names' Index made once: see frame_of)
         self.index, self.column_index = pd.RangeIndex(rows), _column_names(self.names).view()

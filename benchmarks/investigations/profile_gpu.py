@@ -21,7 +21,7 @@ PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", 
           ("gpualign_df.gpu.batches", "plan_batches"), ("gpualign_df.gpu.batches", "run_batch"),
           ("gpualign_df.gpu.batches", "row_offsets"), ("gpualign_df.gpu", "align_on_device"),
           ("gpualign_df.gpu.batches", "align_on_device"),
-          ("gpualign_df.encode", "encode_sequences"), ("gpualign_df.results", "build_frame"),
+          ("gpualign_df.encode", "encode_sequences"), ("gpualign_df.results", "ResultFrame.finish"),
           ("gpualign_df.gpu.batches", "to_host")]
 
 
