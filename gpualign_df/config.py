@@ -66,7 +66,8 @@ class Settings:
         on the GPU: its small-batch path answers a call in less time than the CPU engine's
         own fixed cost, down to a single pair of a few dozen residues (BENCHMARKS.md).
     small_job_cells : int
-        A CPU job (or batch) of at most this many DP cells runs on the calling thread,
+        A CPU job (or batch) of at most this many DP cells runs on the calling thread
+        (planned for that one thread where its traceback matrices fit their budget),
         and a job of at most this many cells makes no progress bar unless one is forced:
         starting threads and a bar would cost longer than such a job's work, which ends
         long before a bar would appear or Ctrl-C would need a worker to stop.

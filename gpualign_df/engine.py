@@ -572,17 +572,24 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
         return rows, in_lanes, threads, host_traceback_budget(traceback_memory, available,
                                                               tuning)
 
-    # A small job reads the free memory first (one system call; never more than the
-    # available memory, which psutil parses /proc/meminfo for): where it bounds no choice
-    # (no pair in linear space, every thread) the available memory would choose the same.
+    # A small job (at most small_job_cells cells) runs on this thread, one item after
+    # another. Where its largest traceback matrix fits the budget of the free memory (one
+    # system call; never more than the available memory, which psutil parses
+    # /proc/meminfo for), no pair takes the linear space and the job holds one matrix at
+    # a time: it plans for one thread, without the memory choices' passes over its pairs.
     settled = False
-    free_now = free_host_memory() if out.cells <= tuning.small_job_cells else 0
-    if free_now > 0:
-        try:
-            rows, in_lanes_all, threads, budget = memory_choices(free_now)
-            settled = not rows.any() and threads == numba.get_num_threads()
-        except HostMemoryError:
-            pass
+    if out.cells <= tuning.small_job_cells:
+        budget = host_traceback_budget(traceback_memory, free_host_memory(), tuning)
+        largest = int(full_traceback_bytes(query_lengths[valid], target_lengths[valid]).max(
+            initial=0)) if traceback else 0
+        if 0 < budget and largest <= budget:
+            threads, rows = 1, np.zeros(pairs, np.int64)
+            in_lanes_all = lanes_beat_alone(
+                lanes_worth_filling(lane_fit, query_lengths, target_lengths,
+                                    tuning.lane_min_fill),
+                query_lengths, target_lengths, threads, tuning.lane_speedup,
+                tuning.cpu_wave_min_length)
+            settled = True
     if not settled:
         rows, in_lanes_all, threads, budget = memory_choices(available_host_memory())
     linear = rows > 0
@@ -761,6 +768,8 @@ def _split_by_cells(order: np.ndarray, cells: np.ndarray, threads: int,
         return []
     cumulative = np.cumsum(np.maximum(cells[order], 1))
     share = max(float(cumulative[-1]) / (threads * 16), float(fewest))
+    if cumulative[-1] <= share:  # (one run: a small job's)
+        return [order]
     cuts = np.searchsorted(cumulative, np.arange(share, float(cumulative[-1]), share))
     bounds = np.unique(np.concatenate(([0], cuts + 1, [len(order)])))
     bounds = bounds[bounds <= len(order)]

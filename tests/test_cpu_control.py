@@ -261,6 +261,34 @@ def test_a_small_job_runs_on_the_calling_thread_with_no_bar(monkeypatch):
     assert len(pools) == 1 and len(RecordingBar.made) == 1
 
 
+def test_a_small_job_plans_without_the_memory_passes_while_its_matrices_fit(monkeypatch):
+    """A small job whose largest traceback matrix fits its budget plans for its one thread
+    without the memory choices' passes (no linear-space rows, no thread count over its
+    pairs); one whose matrices exceed ``traceback_memory`` still takes the linear space.
+    Either way the frame is the threaded job's."""
+    from gpualign_df.kernels import cpu_linear
+
+    rng = np.random.default_rng(4)
+    queries = [random_dna(rng, 80) for _ in range(6)]
+    targets = [random_dna(rng, 90) for _ in range(6)]
+    with config.override(small_job_cells=0):
+        threaded = gpualign_df.align(queries, targets, mode="sw", **DNA)
+    calls = []
+    for name in ("linear_block_rows", "cpu_threads"):
+        monkeypatch.setattr(engine, name, lambda *args, _real=getattr(engine, name), _name=name,
+                            **options: calls.append(_name) or _real(*args, **options))
+    monkeypatch.setattr(cpu_linear, "align_pairs_linear",
+                        lambda *args, _real=cpu_linear.align_pairs_linear, **options:
+                        calls.append("linear") or _real(*args, **options))
+    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="sw", **DNA),
+                                  threaded)
+    assert calls == []
+    # 80 x ceil(90 / 2) = 3,600 bytes a matrix: over 1,000
+    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, mode="sw",
+                                                    traceback_memory=1000, **DNA), threaded)
+    assert {"linear_block_rows", "cpu_threads", "linear"} <= set(calls)
+
+
 def test_few_pairs_never_fill_lanes_whatever_their_lengths():
     """lanes_worth_filling's shortcut (fewer pairs than ``min_fill`` of a group's lanes
     never fill it) agrees with its general rule, pairs of length 0 included."""
