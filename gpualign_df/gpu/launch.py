@@ -35,7 +35,7 @@ from ..kernels import simulator
 from .device import current_device, kernel_view
 
 _COMPILED: dict[tuple, "_Launcher"] = {}
-#: The launcher of each kernel's last fast launch, by (kernel id, device).
+#: The launcher of each kernel's last fast launch of kept buffers, by (kernel id, device).
 _RECENT: dict[tuple, "_Launcher"] = {}
 _LOCK = threading.Lock()
 _DRIVER: tuple | None = None
