@@ -675,11 +675,11 @@ def test_auto_backend_without_a_gpu_runs_on_the_cpu(monkeypatch):
         [16, 2, 10, "8="]
 
 
-def test_auto_backend_keeps_small_jobs_off_the_gpu(monkeypatch):
+def test_auto_backend_runs_jobs_up_to_auto_cpu_cells_on_the_cpu(monkeypatch):
     """With a usable GPU (here the simulator, taken for one), backend="auto" runs a job of
-    at most auto_cpu_cells DP cells on the CPU engine and a larger one on the GPU, for
-    align and align_batches alike; backend="cuda" always on the GPU; the frames are the
-    same."""
+    at most auto_cpu_cells DP cells (none by default) on the CPU engine and a larger one on
+    the GPU, for align and align_batches alike; backend="cuda" always on the GPU; the
+    frames are the same."""
     from gpualign_df import config, engine
 
     monkeypatch.setattr(gpu, "gpu_usable", lambda: True)
@@ -692,6 +692,9 @@ def test_auto_backend_keeps_small_jobs_off_the_gpu(monkeypatch):
     queries, targets = related(6, 6, max_length=12)
     cells = sum(len(q) * len(t) for q, t in zip(queries, targets))
     frames = []
+    ran.clear()  # (the default, auto_cpu_cells 0, keeps every job on the GPU)
+    frames.append(gpualign_df.align(queries, targets, backend="auto", **OPTIONS))
+    assert ran == ["cuda"]
     for backend, limit, expected in (("auto", cells, "cpu"), ("auto", cells - 1, "cuda"),
                                      ("cuda", cells, "cuda")):
         with config.override(auto_cpu_cells=limit):
