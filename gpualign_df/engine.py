@@ -1004,8 +1004,13 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
                          f"sequences only: the {side} of query row "
                          f"{plain_label(queries.labels[pair_query[k]])!r} is empty")
     need = 4 * (q_lengths + 1) * (t_lengths + 1) * valid
-    budget = (job.traceback_memory if job.traceback_memory is not None
-              else host_budget(config.settings()))
+    if job.traceback_memory is not None:
+        budget = job.traceback_memory
+    else:  # the free memory's share first (one system call); the available memory's
+        # (psutil parses /proc/meminfo) only where a pair needs more
+        budget = host_budget(config.settings(), free_host_memory())
+        if len(need) and need.max() > budget:
+            budget = host_budget(config.settings())
     if len(need) and need.max() > budget:
         k = int(need.argmax())
         label = plain_label(queries.labels[pair_query[k]])

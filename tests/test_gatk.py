@@ -224,3 +224,24 @@ def test_a_pair_whose_traceback_cannot_fit_is_refused_before_any_work():
     frame = gpualign_df.align(["ACGT", "A" * 40], ["ACGTT", "C" * 50], match=2, mismatch=-3,
                               overhang="indel", backend="cpu", traceback_memory=4 * 41 * 51)
     assert frame["cigar"][1] == gatk_align("C" * 50, "A" * 40, 2, -3, -10, -1, "indel")[0]
+
+
+def test_a_pair_beyond_the_free_memorys_share_is_judged_by_the_available_memory(monkeypatch):
+    """Without ``traceback_memory`` a GATK job's pairs are held against the free memory's
+    share first (one system call, no /proc/meminfo); a pair beyond it is judged by the
+    available memory's share, and refused only beyond that."""
+    from gpualign_df import config, engine
+
+    queries, targets = ["ACGT", "A" * 40], ["ACGTT", "C" * 50]
+    options = dict(match=2, mismatch=-3, overhang="indel", backend="cpu")
+    expected = gpualign_df.align(queries, targets, **options)
+    monkeypatch.setattr(engine, "available_host_memory",
+                        lambda: pytest.fail("a small job read /proc/meminfo"))
+    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, **options), expected)
+    need, share = 4 * 41 * 51, config.settings().host_memory_share
+    monkeypatch.setattr(engine, "free_host_memory", lambda: int(need / share) - 1024)
+    monkeypatch.setattr(engine, "available_host_memory", lambda: int(need / share) + 1024)
+    pd.testing.assert_frame_equal(gpualign_df.align(queries, targets, **options), expected)
+    monkeypatch.setattr(engine, "available_host_memory", lambda: int(need / share) - 1024)
+    with pytest.raises(MemoryError, match=r"query row 1 \(40 x 50\) needs 8,364 bytes"):
+        gpualign_df.align(queries, targets, **options)
