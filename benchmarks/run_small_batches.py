@@ -22,9 +22,19 @@ process, CIGARs included), its scores compared with ours.
 ``--stages``: after each row, where one call's time goes: the mean wall time of the
 job's stages (:data:`STAGES`, each timed by a wrapper around the function where its
 caller finds it; a stage nested in another counts in both) over ``--repeat`` more calls.
+``--timeline``: after each small-batch row, the medians over ``--repeat`` more calls of
+the wall time before the launch, of the launch, from the launch to the wait for the
+results (the result frame is prepared there), of the wait (the rest of the kernel and
+the copy back) and after it (:func:`call_timeline`).
+
+``--crossover`` (instead of the rows): the GPU against the CPU engine on jobs of 1 and 4
+related pairs from 50 x 60 to 600 x 700, semi-global with GATK's scores and local with
+2 / -3 / 5 / 2, medians of ``--repeat`` calls each (where ``backend="auto"``'s
+``auto_cpu_cells`` should stand on this host).
 
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
-[--compare-batches] [--compare-cpu] [--gatk] [--cpu-only] [--stages]``
+[--compare-batches] [--compare-cpu] [--gatk] [--cpu-only] [--stages] [--timeline]
+[--crossover]``
 """
 
 from __future__ import annotations
@@ -73,10 +83,18 @@ def main() -> int:
                         help="the CPU engine against parasail, no GPU needed")
     parser.add_argument("--stages", action="store_true",
                         help="also print where one call's time goes, by stage")
+    parser.add_argument("--timeline", action="store_true",
+                        help="also print the medians of a small call's time before, at, "
+                             "during and after its launch")
+    parser.add_argument("--crossover", action="store_true",
+                        help="the GPU against the CPU engine on jobs of 1-4 pairs of "
+                             "growing size, instead of the rows")
     add_data_dir(parser)
     args = parser.parse_args()
     if args.cpu_only:
         return cpu_only(args)
+    if args.crossover:
+        return crossover(args.repeat)
     import numpy as np
 
     import gpualign_df  # noqa: F401  (the .aln accessor)
@@ -122,7 +140,118 @@ def main() -> int:
         if args.stages:
             print(f"  stages, {count} pairs: "
                   f"{stage_times(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
+        if args.timeline and count <= config.settings().small_batch_pairs and \
+                cells <= config.settings().small_batch_cells:
+            print(f"  timeline, {count} pairs: "
+                  f"{call_timeline(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
     return 0
+
+
+def call_timeline(call, repeat: int) -> str:
+    """Medians over ``repeat`` calls of ``call`` (a small-batch job) of where its wall time
+    goes, from timestamps taken around :mod:`gpualign_df.gpu.small`'s ``launch_kernel``
+    and its first ``download``: before the launch, the launch, from the launch to the wait
+    (the caller's frame is prepared there), the wait (the rest of the kernel, the copy
+    back) and after it, and the whole call."""
+    import time
+
+    import numpy as np
+    from gpualign_df.gpu import small
+
+    marks: dict[str, float] = {}
+    saved = small.launch_kernel, small.download
+
+    def stamped(function, before: str, after: str):
+        def wrapper(*args, **kwargs):
+            marks.setdefault(before, time.perf_counter())
+            try:
+                return function(*args, **kwargs)
+            finally:
+                marks.setdefault(after, time.perf_counter())
+        return wrapper
+
+    small.launch_kernel = stamped(saved[0], "launch", "launched")
+    small.download = stamped(saved[1], "wait", "waited")
+    rows = []
+    try:
+        for _ in range(repeat):
+            marks.clear()
+            start = time.perf_counter()
+            call()
+            end = time.perf_counter()
+            if len(marks) < 4:
+                raise RuntimeError("the call did not run as one small batch")
+            rows.append((marks["launch"] - start, marks["launched"] - marks["launch"],
+                         marks["wait"] - marks["launched"], marks["waited"] - marks["wait"],
+                         end - marks["waited"], end - start))
+    finally:
+        small.launch_kernel, small.download = saved
+    parts = np.median(np.array(rows), axis=0) * 1e3
+    names = ("before the launch", "launch", "launch to wait", "wait", "after", "call")
+    return ", ".join(f"{name} {value:.3f} ms" for name, value in zip(names, parts))
+
+
+#: ``--crossover``'s jobs: (pairs, query length, target length), and its scorings.
+CROSSOVER_JOBS = tuple((count, m, n) for count in (1, 4)
+                       for m, n in ((50, 60), (100, 120), (150, 180), (200, 240), (300, 350),
+                                    (450, 520), (600, 700)))
+CROSSOVER_SCORINGS = (("sg, GATK's scores", dict(mode="sg", match=200, mismatch=-150,
+                                                 gap_open=260, gap_extend=11)),
+                      ("sw, 2 / -3 / 5 / 2", dict(mode="sw", match=2, mismatch=-3,
+                                                  gap_open=5, gap_extend=2)))
+
+
+def crossover(repeat: int, jobs=CROSSOVER_JOBS) -> int:
+    """The GPU (``backend="cuda"``) against the CPU engine on ``jobs``: related random
+    pairs (a query cut from the middle of its target, a substitution every 50 residues),
+    medians of ``repeat`` calls after 20, frames compared; exit status 1 where one
+    differs."""
+    import time
+
+    import numpy as np
+    import pandas as pd
+
+    import gpualign_df  # noqa: F401  (the .aln accessor)
+
+    rng = np.random.default_rng(1)
+
+    def related(count: int, m: int, n: int):
+        queries, targets = [], []
+        for _ in range(count):
+            target = "".join(rng.choice(list("ACGT"), n))
+            query = list(target[(n - m) // 2:(n - m) // 2 + m])
+            for at in rng.integers(0, m, max(1, m // 50)):
+                query[at] = str(rng.choice(list("ACGT")))
+            queries.append("".join(query))
+            targets.append(target)
+        return pd.Series(queries), pd.Series(targets)
+
+    def median(call) -> tuple[float, object]:
+        for _ in range(20):
+            frame = call()
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - started)
+        return float(np.median(times)), frame
+
+    print(f"GPU against the CPU engine, median of {repeat} calls")
+    print("| job | pairs | lengths | cells | GPU | CPU engine | frames identical |")
+    print("|---|---:|---|---:|---:|---:|---|")
+    status = 0
+    for name, scoring in CROSSOVER_SCORINGS:
+        for count, m, n in jobs:
+            queries, targets = related(count, m, n)
+            on_gpu, gpu_frame = median(lambda: queries.aln.rowwise(
+                targets, backend="cuda", progress=False, **scoring))
+            on_cpu, cpu_frame = median(lambda: queries.aln.rowwise(
+                targets, backend="cpu", progress=False, **scoring))
+            same = gpu_frame.equals(cpu_frame)
+            status |= not same
+            print(f"| {name} | {count} | {m} x {n} | {count * m * n:,} | "
+                  f"{on_gpu * 1e3:.2f} ms | {on_cpu * 1e3:.2f} ms | {same} |", flush=True)
+    return status
 
 
 def stage_times(call, repeat: int) -> str:
