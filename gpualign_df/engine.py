@@ -557,16 +557,19 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
         & (query_lengths <= tuning.lane_max_length) \
         & (target_lengths <= tuning.lane_max_length) & valid
 
+    def in_lanes_of(eligible: np.ndarray, threads: int) -> np.ndarray:
+        """The pairs of ``eligible`` that fill lane groups, ``threads`` sharing them."""
+        return lanes_beat_alone(
+            lanes_worth_filling(eligible, query_lengths, target_lengths, tuning.lane_min_fill),
+            query_lengths, target_lengths, threads, tuning.lane_speedup,
+            tuning.cpu_wave_min_length)
+
     def memory_choices(available: int) -> tuple[np.ndarray, np.ndarray, int, int]:
         """(linear-space block rows, pairs in lanes, threads, a pair's traceback budget)
         with ``available`` bytes."""
         rows = linear_block_rows(query_lengths, target_lengths, valid, traceback,
                                  traceback_memory, available, tuning)
-        in_lanes = lanes_beat_alone(
-            lanes_worth_filling(lane_fit & (rows == 0), query_lengths, target_lengths,
-                                tuning.lane_min_fill),
-            query_lengths, target_lengths, numba.get_num_threads(), tuning.lane_speedup,
-            tuning.cpu_wave_min_length)
+        in_lanes = in_lanes_of(lane_fit & (rows == 0), numba.get_num_threads())
         threads = cpu_threads(query_lengths, target_lengths, order[~in_lanes[order]],
                               traceback, tuning, rows, available)
         return rows, in_lanes, threads, host_traceback_budget(traceback_memory, available,
@@ -584,11 +587,7 @@ def _run_pairs_cpu(queries: EncodedSequences, targets: EncodedSequences, pair_qu
             initial=0)) if traceback else 0
         if 0 < budget and largest <= budget:
             threads, rows = 1, np.zeros(pairs, np.int64)
-            in_lanes_all = lanes_beat_alone(
-                lanes_worth_filling(lane_fit, query_lengths, target_lengths,
-                                    tuning.lane_min_fill),
-                query_lengths, target_lengths, threads, tuning.lane_speedup,
-                tuning.cpu_wave_min_length)
+            in_lanes_all = in_lanes_of(lane_fit, threads)
             settled = True
     if not settled:
         rows, in_lanes_all, threads, budget = memory_choices(available_host_memory())
@@ -1008,9 +1007,10 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
         budget = job.traceback_memory
     else:  # the free memory's share first (one system call); the available memory's
         # (psutil parses /proc/meminfo) only where a pair needs more
-        budget = host_budget(config.settings(), free_host_memory())
+        tuning = config.settings()
+        budget = host_budget(tuning, free_host_memory())
         if len(need) and need.max() > budget:
-            budget = host_budget(config.settings())
+            budget = host_budget(tuning)
     if len(need) and need.max() > budget:
         k = int(need.argmax())
         label = plain_label(queries.labels[pair_query[k]])
