@@ -300,6 +300,11 @@ class Settings:
         Most threads of a small batch's block (at most 512; a multiple of 32 leaves no
         lane of a warp idle), each computing a strip of 8 query rows a pass: fewer threads,
         more passes.
+    small_batch_columns : int or None
+        Columns a thread of a small batch's block computes a step, 1 or 2 (half the steps
+        and barriers, twice the work a step, which the scheduler can interleave). None: 2
+        for scores alone, 1 with traceback, where the fill with two columns and the walk
+        in one kernel was found slower (BENCHMARKS.md, GATK-shaped rows).
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows
@@ -392,6 +397,7 @@ class Settings:
     small_batch_pairs: int = 4096
     small_batch_cells: int = 1 << 29
     small_batch_threads: int = 256
+    small_batch_columns: int | None = None
     linear_block_bytes: int = 12 << 30
     top_k_segments: int = 255
     side_stream: bool = True

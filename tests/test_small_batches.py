@@ -71,19 +71,23 @@ def _small_and_cpu(queries, targets, scores=SCORES, **options):
     dict(mode="sw", clip="soft", traceback=True),
     dict(mode="sg", traceback=False),
 ])
-def test_a_small_batch_gives_the_cpu_engines_frame(settings, options):
-    settings(small_batch_threads=8)  # (every strip in one pass; fewer threads to simulate)
+@pytest.mark.parametrize("columns", [1, 2])
+def test_a_small_batch_gives_the_cpu_engines_frame(settings, options, columns):
+    # (every strip in one pass; fewer threads to simulate)
+    settings(small_batch_threads=8, small_batch_columns=columns)
     queries, targets = _pairs(5, seed=len(str(options)))
     on_gpu, on_cpu = _small_and_cpu(queries, targets, **options)
     pd.testing.assert_frame_equal(on_gpu, on_cpu)
 
 
 @pytest.mark.parametrize("mode,lanes", [("sw", None), ("nw", 4), ("sg", 4)])
-def test_strips_in_several_passes_and_tied_ends_across_strips(settings, mode, lanes):
+@pytest.mark.parametrize("columns", [1, 2])
+def test_strips_in_several_passes_and_tied_ends_across_strips(settings, mode, lanes, columns):
     """Fewer threads than strips (passes hand their last row down through memory), and
     a repeat whose best cells tie in several strips (the first in row order wins); the
-    walk in ``lanes`` threads where given."""
-    settings(small_batch_threads=2, walk_lanes=lanes)
+    walk in ``lanes`` threads where given; a thread's one or two columns a step (targets
+    of odd and even lengths)."""
+    settings(small_batch_threads=2, walk_lanes=lanes, small_batch_columns=columns)
     queries = pd.Series(["ACGTTGCA" * 5, "GATTACA" * 6, "TTTT"])
     targets = pd.Series(["ACGTTGCA" * 2, "CAGATTACATT", "ACGTTTTACG"])
     on_gpu, on_cpu = _small_and_cpu(queries, targets, mode=mode)
@@ -208,9 +212,10 @@ def test_a_call_like_the_last_launches_on_its_slots_with_its_own_results():
     sequences' frame; one of another shape fills them again: each the CPU engine's frame."""
     from gpualign_df.gpu import launch
 
-    # (the first call's buffers hold the next ones': none grows, no argument changes)
-    for seed, count, longest, again in ((1, 6, 60, None), (1, 6, 60, True), (2, 6, 30, True),
-                                        (3, 6, 30, True), (4, 9, 30, False)):
+    # (the first call's buffers hold the next ones': none grows, no argument changes; a
+    # kernel's first launch in the process is numba's, its second fills the slots)
+    for seed, count, longest, again in ((1, 6, 60, None), (1, 6, 60, None), (1, 6, 60, True),
+                                        (2, 6, 30, True), (3, 6, 30, True), (4, 9, 30, False)):
         queries, targets = _pairs(count, seed=seed, longest=longest)
         before = launch.LAUNCHES["again"]
         on_gpu, on_cpu = _small_and_cpu(queries, targets, mode="sg")
@@ -234,3 +239,11 @@ def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(scoring):
         on_gpu, on_cpu = _small_and_cpu(queries, targets, dict(SCORINGS[scoring], progress=False),
                                         mode=mode, free_ends=free_ends)
         pd.testing.assert_frame_equal(on_gpu, on_cpu, obj=f"{mode} {free_ends}")
+
+
+def test_the_block_kernels_columns_a_step_follow_the_setting(settings):
+    assert (small.block_columns(False, settings()), small.block_columns(True, settings())) \
+        == (2, 1), "default: two columns for scores alone, one with traceback"
+    assert small.block_columns(True, settings(small_batch_columns=2)) == 2
+    with pytest.raises(ValueError, match="small_batch_columns must be 1, 2 or None"):
+        small.block_columns(False, settings(small_batch_columns=3))

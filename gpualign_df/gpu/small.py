@@ -45,6 +45,22 @@ def small_batch(query_lengths: np.ndarray, target_lengths: np.ndarray,
                 query_lengths, target_lengths, traceback_memory).any())
 
 
+def block_columns(traceback: bool, tuning: config.Settings) -> int:
+    """Columns a thread of the block kernel computes a step (the ``small_batch_columns``
+    setting; None: 2 for scores alone, 1 with traceback).
+
+    >>> from gpualign_df import config
+    >>> block_columns(False, config.settings()), block_columns(True, config.settings())
+    (2, 1)
+    """
+    columns = tuning.small_batch_columns
+    if columns is None:
+        return 1 if traceback else 2
+    if columns not in (1, 2):
+        raise ValueError(f"small_batch_columns must be 1, 2 or None, not {columns!r}")
+    return columns
+
+
 def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                 pair_target: np.ndarray, valid: np.ndarray, scoring: Scoring, mode: Mode, *,
                 traceback: bool, cigar_style: str, clip: str | None, meanwhile=None) -> tuple:
@@ -110,7 +126,8 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
             threads = max(lanes, min(cap, -(-strips // WARP) * WARP))
         kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
                                     clip == "soft", dpx.available(), lanes,
-                                    tuning.walk_probes if lanes else 1)
+                                    tuning.walk_probes if lanes else 1,
+                                    block_columns(traceback, tuning))
         results, out = scratch_views("small_results", -(-(out_bytes + bound) // 4) * 4,
                                      np.uint8, np.uint8, np.int32)
         words = int(sizes[block.SIZE_TRACEBACK]) if traceback else 1

@@ -8,13 +8,16 @@ and one copy back (a second where its CIGARs are long).
 
 Thread ``t`` of the block computes strip ``k * threads + t`` (``STRIP_ROWS`` = 8 query
 rows, :func:`gpualign_df.kernels.strip.strip_functions`: the cells, tie-breaks and
-traceback bits of every fill) in pass ``k``; on step ``s`` of a pass it computes column
-``s - t + 1`` of its strip, taking the H and I of the row above from thread ``t - 1``'s
-step before through shared memory (one barrier a step); thread 0 takes them from the
+traceback bits of every fill) in pass ``k``; on step ``s`` of a pass it computes columns
+``c * (s - t) + 1`` to ``c * (s - t + 1)`` of its strip (``c``: ``columns``, 1 or 2),
+taking the H and I of the row above from thread ``t - 1``'s step before through shared
+memory (one barrier a step); thread 0 takes them from the
 border (pass 0) or from the last strip of the pass before, which its last thread leaves
-in ``rows_above``. Traceback words are the inter-task kernel's layout with a lane stride
-of 1 (word of strip ``k``, column ``j`` at ``tb0 + k * n + j - 1``), so the walk of
-:func:`gpualign_df.kernels.traceback.walk_functions` reads them as it reads that kernel's.
+in ``rows_above``. Traceback words lie in wavefront order (word of strip ``k``, column
+``j`` at ``tb0 + (j - 1 + k) * strips + k``: the words a pass's threads write in one
+step side by side, so that a warp's stores coalesce, where a strip's own words would
+lie a row of the matrix apart), as the walk of
+:func:`gpualign_df.kernels.traceback.walk_functions` (``wavefront``) reads them.
 
 End cell: each strip's candidates are folded from the mode's initial best (rows
 ascending, strict >), and thread 0 folds the strips in order (strict >; the corner of
@@ -29,7 +32,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numba
-from numba import cuda, int32, int64, uint64
+from numba import cuda, int32, int64, uint32, uint64
 
 from ..scoring import NEG_INF
 from .strip import SHARED_TABLE, STRIP_ROWS, load_table, mode_shape, strip_functions
@@ -99,7 +102,7 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
         cells += rows * n
         most = max(most, strips)
         if traceback:
-            words += strips * n
+            words += strips * (n + strips - 1)
             runs += rows + n + 1
             characters += 2 * (rows + n)
     table[PAIR_FIELDS * count] = first_character
@@ -134,17 +137,25 @@ def place_cigars(out, count, placed, offsets, chars):
 @lru_cache(maxsize=None)
 def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
                  merge_matches: bool, soft_clip: bool, use_dpx: bool = False, lanes: int = 0,
-                 probes: int = 1):
+                 probes: int = 1, columns: int = 1):
     """The block kernel for one mode / free-ends / traceback / CIGAR-style combination;
     ``lanes`` threads walk a pair's traceback (0: one thread; ``lanes`` and ``probes`` as
     in :func:`gpualign_df.kernels.traceback.walk_functions`). Launch a block per pair of
     at most :data:`MAX_THREADS` threads and at least ``lanes`` (exactly ``lanes`` under
     the CUDA simulator, whose warp ballot is a block barrier), on ``count`` pairs of the
-    ``pairs`` table (:data:`PAIR_FIELDS` rows)."""
+    ``pairs`` table (:data:`PAIR_FIELDS` rows).
+
+    ``columns`` (1 or 2): columns a thread computes a step. Two halve the steps, and so
+    the barriers and the step's own work, and give the scheduler two chains of cells to
+    interleave (column ``j + 1``'s row ``r`` beside column ``j``'s row ``r + 1``), where
+    one column's chain leaves it waiting on each cell's latency."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
         mode, fqs, fqe, fts, fte, traceback, use_dpx)
+    assert columns in (1, 2)
+    wide = columns == 2
     corner = mode_shape(mode, fqs, fqe, fts, fte)[1]
-    steps, finish = walk_functions(mode, fqs, fts, merge_matches, False, lanes, probes)
+    steps, finish = walk_functions(mode, fqs, fts, merge_matches, False, lanes, probes,
+                                   wavefront=True)
     write_cigar = cigar_writer(merge_matches, soft_clip)
     walkers = max(lanes, 1)
     neg = NEG_INF
@@ -153,8 +164,8 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     def align(query, target, pairs, count, sub, alphabet_size, go, ge, concrete, tb,
               rows_above, runs, out, chars):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
-        h_pass = cuda.shared.array((2, MAX_THREADS), int32)
-        i_pass = cuda.shared.array((2, MAX_THREADS), int32)
+        h_pass = cuda.shared.array((2, columns, MAX_THREADS), int32)
+        i_pass = cuda.shared.array((2, columns, MAX_THREADS), int32)
         found = cuda.shared.array((3, MAX_THREADS), int32)
         scratch = cuda.shared.array(walkers, int32)
         load_table(sub, alphabet_size, shared_sub)
@@ -179,6 +190,7 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         best_i = 0
         best_j = 0
         strips = (m + STRIP_ROWS - 1) // STRIP_ROWS if n > 0 else 0
+        groups = int32((n + columns - 1) // columns)  # steps of a strip
         for first_strip in range(0, strips, threads):
             strip = first_strip + t
             active = strip < strips
@@ -187,30 +199,60 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
             if active:
                 start_strip(first, m, query, q0, 1, alphabet_size, go, ge, row_offset, h_left,
                             del_score, diag, row_best, row_best_j)
-            span = int32(n + last)  # steps of the pass
+            span = int32(groups + last)  # steps of the pass
             s = int32(0)
             while s < span:
-                j = int32(s - t + 1)
+                j = int32((s - t) * columns + 1)  # the step's (first) column
                 if active and j >= 1 and j <= n:
+                    two = wide and j < n
+                    h_up2 = i_up2 = int32(0)
                     if t > 0:
-                        h_up = h_pass[(s - 1) & 1, t - 1]
-                        i_up = i_pass[(s - 1) & 1, t - 1]
+                        h_up = h_pass[(s - 1) & 1, 0, t - 1]
+                        i_up = i_pass[(s - 1) & 1, 0, t - 1]
+                        if two:
+                            h_up2 = h_pass[(s - 1) & 1, columns - 1, t - 1]
+                            i_up2 = i_pass[(s - 1) & 1, columns - 1, t - 1]
                     elif strip == 0:
                         h_up = top_border(j, go, ge)
                         i_up = neg
+                        if two:
+                            h_up2 = top_border(j + 1, go, ge)
+                            i_up2 = neg
                     else:
                         h_up = rows_above[uint64(r0 + 2 * j)]
                         i_up = rows_above[uint64(r0 + 2 * j + 1)]
-                    h_up, i_up, word, _word2 = column(
-                        h_up, i_up, int32(target[uint64(t0 + j - 1)]), j, shared_sub, go, ge,
-                        row_offset, h_left, del_score, diag, row_best, row_best_j)
-                    h_pass[s & 1, t] = h_up
-                    i_pass[s & 1, t] = i_up
+                        if two:
+                            h_up2 = rows_above[uint64(r0 + 2 * j + 2)]
+                            i_up2 = rows_above[uint64(r0 + 2 * j + 3)]
+                    code = int32(target[uint64(t0 + j - 1)])
+                    word2 = uint32(0)
+                    if two:  # (both columns in one block of code, for the scheduler)
+                        code2 = int32(target[uint64(t0 + j)])
+                        h_up, i_up, word, _word2 = column(
+                            h_up, i_up, code, j, shared_sub, go, ge, row_offset, h_left,
+                            del_score, diag, row_best, row_best_j)
+                        h_up2, i_up2, word2, _word2 = column(
+                            h_up2, i_up2, code2, j + 1, shared_sub, go, ge, row_offset,
+                            h_left, del_score, diag, row_best, row_best_j)
+                    else:
+                        h_up, i_up, word, _word2 = column(
+                            h_up, i_up, code, j, shared_sub, go, ge, row_offset, h_left,
+                            del_score, diag, row_best, row_best_j)
+                    h_pass[s & 1, 0, t] = h_up
+                    i_pass[s & 1, 0, t] = i_up
+                    if two:
+                        h_pass[s & 1, columns - 1, t] = h_up2
+                        i_pass[s & 1, columns - 1, t] = i_up2
                     if t == last and strip + 1 < strips:
                         rows_above[uint64(r0 + 2 * j)] = h_up
                         rows_above[uint64(r0 + 2 * j + 1)] = i_up
-                    if traceback:
-                        tb[uint64(tb0 + strip * n + j - 1)] = word
+                        if two:
+                            rows_above[uint64(r0 + 2 * j + 2)] = h_up2
+                            rows_above[uint64(r0 + 2 * j + 3)] = i_up2
+                    if traceback:  # (a step's words side by side)
+                        tb[uint64(tb0 + (j - 1 + strip) * strips + strip)] = word
+                        if two:
+                            tb[uint64(tb0 + (j + strip) * strips + strip)] = word2
                 cuda.syncthreads()
                 s = int32(s + 1)
             if active:
@@ -242,8 +284,8 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         run0 = pairs[P_RUN0 * count + p]
         # state 1: in H, 2: in I, 3: in D; value (local): H, I or D of the cell and state
         walk = (end_i, out[2 * count + p], 1, out[p], 0, -1, 0, 0, 0, 0, 0, 0)
-        walk = steps(query, target, q0, t0, 1, tb, tb0, n, 0, 0, concrete, sub, alphabet_size,
-                     go, ge, runs, run0, walk, t, scratch)
+        walk = steps(query, target, q0, t0, 1, tb, tb0, strips, 0, 0, concrete, sub,
+                     alphabet_size, go, ge, runs, run0, walk, t, scratch)
         if t == 0:
             runs_count, size, n_open = finish(runs, run0, walk, soft_clip, m, end_i)
             position = cuda.atomic.add(pairs, PAIR_FIELDS * count, int64(size))
