@@ -104,8 +104,10 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     first_character = 0 if simulator() else out_bytes
     with DEVICE_LOCK, engine_allocations():
         host = staging(size)
+        step_columns = block_columns(traceback, tuning)
         block.pair_table(queries.offsets, queries.lengths, targets.offsets, targets.lengths,
-                         pair_query, pair_target, valid, traceback, bases.get(id(queries), 0),
+                         pair_query, pair_target, valid, traceback, step_columns,
+                         bases.get(id(queries), 0),
                          bases.get(id(targets), 0), first_character,
                          host[:table_bytes].view(np.int64), sizes)
         for encoded in (queries, targets):
@@ -126,8 +128,7 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
             threads = max(lanes, min(cap, -(-strips // WARP) * WARP))
         kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
                                     clip == "soft", dpx.available(), lanes,
-                                    tuning.walk_probes if lanes else 1,
-                                    block_columns(traceback, tuning))
+                                    tuning.walk_probes if lanes else 1, step_columns)
         results, out = scratch_views("small_results", -(-(out_bytes + bound) // 4) * 4,
                                      np.uint8, np.uint8, np.int32)
         words = int(sizes[block.SIZE_TRACEBACK]) if traceback else 1

@@ -14,10 +14,10 @@ taking the H and I of the row above from thread ``t - 1``'s step before through 
 memory (one barrier a step); thread 0 takes them from the
 border (pass 0) or from the last strip of the pass before, which its last thread leaves
 in ``rows_above``. Traceback words lie in wavefront order (word of strip ``k``, column
-``j`` at ``tb0 + (j - 1 + k) * strips + k``: the words a pass's threads write in one
-step side by side, so that a warp's stores coalesce, where a strip's own words would
-lie a row of the matrix apart), as the walk of
-:func:`gpualign_df.kernels.traceback.walk_functions` (``wavefront``) reads them.
+``j = c * g + q + 1`` at ``tb0 + ((g + k) * strips + k) * c + q``: the words a pass's
+threads write in one step side by side, so that a warp's stores coalesce, where a
+strip's own words would lie a row of the matrix apart), as the walk of
+:func:`gpualign_df.kernels.traceback.walk_functions` (``wavefront=c``) reads them.
 
 End cell: each strip's candidates are folded from the mode's initial best (rows
 ascending, strict >), and thread 0 folds the strips in order (strict >; the corner of
@@ -65,20 +65,21 @@ SIZE_CELLS, SIZE_CHARACTERS, SIZE_TRACEBACK, SIZE_ROWS_ABOVE, SIZE_RUNS, SIZE_ST
 
 @numba.njit(cache=True, nogil=True)
 def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pair_query,
-               pair_target, valid, traceback, query_base, target_base, first_character, table,
-               sizes):
+               pair_target, valid, traceback, columns, query_base, target_base,
+               first_character, table, sizes):
     """Fill ``table`` (int64, at least ``PAIR_FIELDS * count + 1`` values) with the block
     kernel's pairs table of pairs ``(pair_query[k], pair_target[k])`` (where ``valid[k]``;
-    others get length -1), the queries' and targets' residues starting ``query_base`` and
-    ``target_base`` after their offsets, and the counter after it ``first_character``
-    (where the CIGARs start in ``chars``); ``sizes`` (int64, 6) gets the ``SIZE_*``
-    values. One pass, where numpy would take a dozen calls.
+    others get length -1; ``columns`` a thread computes a step), the queries' and targets'
+    residues starting ``query_base`` and ``target_base`` after their offsets, and the
+    counter after it ``first_character`` (where the CIGARs start in ``chars``); ``sizes``
+    (int64, 6) gets the ``SIZE_*`` values. One pass, where numpy would take a dozen
+    calls.
 
     >>> import numpy as np
     >>> table, sizes = np.zeros(2 * PAIR_FIELDS + 1, np.int64), np.zeros(6, np.int64)
     >>> pair_table(np.array([0, 3]), np.array([3]), np.array([0, 9]), np.array([9]),
-    ...            np.array([0, 0]), np.array([0, 0]), np.array([True, False]), True, 0, 3,
-    ...            0, table, sizes)
+    ...            np.array([0, 0]), np.array([0, 0]), np.array([True, False]), True, 1, 0,
+    ...            3, 0, table, sizes)
     >>> table[:2 * PAIR_FIELDS].reshape(PAIR_FIELDS, 2)[:, 0].tolist()
     [0, 3, 3, 9, 0, 0, 0]
     >>> sizes.tolist()
@@ -102,7 +103,8 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
         cells += rows * n
         most = max(most, strips)
         if traceback:
-            words += strips * (n + strips - 1)
+            groups = (n + columns - 1) // columns
+            words += strips * (groups + strips - 1) * columns
             runs += rows + n + 1
             characters += 2 * (rows + n)
     table[PAIR_FIELDS * count] = first_character
@@ -155,7 +157,7 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     wide = columns == 2
     corner = mode_shape(mode, fqs, fqe, fts, fte)[1]
     steps, finish = walk_functions(mode, fqs, fts, merge_matches, False, lanes, probes,
-                                   wavefront=True)
+                                   wavefront=columns)
     write_cigar = cigar_writer(merge_matches, soft_clip)
     walkers = max(lanes, 1)
     neg = NEG_INF
@@ -250,9 +252,10 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
                             rows_above[uint64(r0 + 2 * j + 2)] = h_up2
                             rows_above[uint64(r0 + 2 * j + 3)] = i_up2
                     if traceback:  # (a step's words side by side)
-                        tb[uint64(tb0 + (j - 1 + strip) * strips + strip)] = word
+                        at = tb0 + ((s - t + strip) * strips + strip) * columns
+                        tb[uint64(at)] = word
                         if two:
-                            tb[uint64(tb0 + (j + strip) * strips + strip)] = word2
+                            tb[uint64(at + 1)] = word2
                 cuda.syncthreads()
                 s = int32(s + 1)
             if active:

@@ -74,7 +74,7 @@ def trailing_ones(mask, limit):
 @lru_cache(maxsize=None)
 def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool,
                    lanes: int = 0, probes: int = 1,
-                   grouped: tuple[int, int, bool] | None = None, wavefront: bool = False):
+                   grouped: tuple[int, int, bool] | None = None, wavefront: int = 0):
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
     (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
@@ -97,9 +97,10 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     ``(i - row0 - 1) % R = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L +
     k`` (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 *
     r``; top-aligned (:func:`~gpualign_df.kernels.pairs16.top_aligned`), ``row0`` is
-    minus the padding rows above the query (the walk kernel passes it); ``wavefront`` (the
-    block kernel's layout, :mod:`gpualign_df.kernels.block`): at ``b0 + (j - 1 + strip) *
-    columns + strip``, ``columns`` the pair's strips.
+    minus the padding rows above the query (the walk kernel passes it); ``wavefront`` =
+    ``C`` > 0 (the block kernel's layout of ``C`` columns a step,
+    :mod:`gpualign_df.kernels.block`): at ``b0 + ((g + strip) * columns + strip) * C + q``,
+    ``g, q = divmod(j - 1, C)``, ``columns`` the pair's strips.
 
     ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
     run it alike (the same reads, the same branches, the same stores), which in H looks at
@@ -133,7 +134,9 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
         if skewed:
             word = tb[uint64(b0 + skewed_word_index(strip, columns, j, row))]
         elif wavefront:
-            word = tb[uint64(b0 + (j - 1 + strip) * columns + strip)]
+            group = (j - 1) // wavefront
+            word = tb[uint64(b0 + ((group + strip) * columns + strip) * wavefront
+                             + (j - 1 - group * wavefront))]
         else:
             word = tb[uint64(b0 + width * (strip * columns + j - 1))]
         return (word >> uint32(4 * (STRIP_ROWS - 1 - row))) & uint32(15)
