@@ -25,7 +25,9 @@ caller finds it; a stage nested in another counts in both) over ``--repeat`` mor
 ``--timeline``: after each small-batch row, the medians over ``--repeat`` more calls of
 the wall time before the launch, of the launch, from the launch to the wait for the
 results (the result frame is prepared there), of the wait (the rest of the kernel and
-the copy back) and after it (:func:`call_timeline`).
+the copy back) and after it (:func:`call_timeline`). ``--kernel-times``: after each
+small-batch row, the block kernel's own time with CIGARs and with scores alone, at one and
+two columns a step (:func:`kernel_times`).
 
 ``--crossover`` (instead of the rows): the GPU against the CPU engine on jobs of 1 and 4
 related pairs from 50 x 60 to 600 x 700, semi-global with GATK's scores and local with
@@ -34,7 +36,7 @@ related pairs from 50 x 60 to 600 x 700, semi-global with GATK's scores and loca
 
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
 [--compare-batches] [--compare-cpu] [--gatk] [--cpu-only] [--stages] [--timeline]
-[--crossover]``
+[--kernel-times] [--crossover]``
 """
 
 from __future__ import annotations
@@ -86,6 +88,10 @@ def main() -> int:
     parser.add_argument("--timeline", action="store_true",
                         help="also print the medians of a small call's time before, at, "
                              "during and after its launch")
+    parser.add_argument("--kernel-times", action="store_true",
+                        help="also print the block kernel's own time (CUDA events around "
+                             "relaunches of a call's launch), with CIGARs and with scores "
+                             "alone, for one and two columns a step")
     parser.add_argument("--crossover", action="store_true",
                         help="the GPU against the CPU engine on jobs of 1-4 pairs of "
                              "growing size, instead of the rows")
@@ -140,11 +146,60 @@ def main() -> int:
         if args.stages:
             print(f"  stages, {count} pairs: "
                   f"{stage_times(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
+        if args.kernel_times and cells <= config.settings().small_batch_cells:
+            print(f"  kernel, {count} pairs: "
+                  f"{kernel_times(haplotypes, references, args.repeat)}", flush=True)
         if args.timeline and count <= config.settings().small_batch_pairs and \
                 cells <= config.settings().small_batch_cells:
             print(f"  timeline, {count} pairs: "
                   f"{call_timeline(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
     return 0
+
+
+def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
+    """Microseconds of the block kernel alone: one call's launch (its arguments taken from
+    ``gpu.small.launch_kernel``) launched again ``repeat`` times between two CUDA events,
+    its pairs table's CIGAR counter reset before each (best of ``rounds``), with CIGARs
+    and with scores alone, at one and two columns a step (``small_batch_columns``)."""
+    from numba import cuda
+
+    from gpualign_df import config
+    from gpualign_df.gpu import small
+    from gpualign_df.kernels import block
+
+    captured = []
+    launch = small.launch_kernel
+
+    def taken(name, kernel, count, threads, *arguments, **keywords):
+        table = arguments[2]  # (the pairs table: its counter as the call left it)
+        captured.append((name, kernel, count, threads, arguments,
+                         int(table[block.PAIR_FIELDS * count])))
+        return launch(name, kernel, count, threads, *arguments, **keywords)
+
+    parts = []
+    small.launch_kernel = taken
+    try:
+        for traceback in (True, False):
+            for columns in (1, 2):
+                with config.override(small_batch_columns=columns):
+                    haplotypes.aln.rowwise(references, **dict(OPTIONS, traceback=traceback))
+                name, kernel, count, threads, arguments, first = captured[-1]
+                table, counter = arguments[2], block.PAIR_FIELDS * count
+                best = float("inf")
+                for _ in range(rounds):
+                    start, end = cuda.event(), cuda.event()
+                    start.record()
+                    for _ in range(repeat):
+                        table[counter] = first
+                        launch(name, kernel, count, threads, *arguments)
+                    end.record()
+                    end.synchronize()
+                    best = min(best, start.elapsed_time(end) / repeat)
+                parts.append(f"{'CIGARs' if traceback else 'scores'}, {columns} column"
+                             f"{'s' if columns > 1 else ''} a step {best * 1e3:.1f} us")
+    finally:
+        small.launch_kernel = launch
+    return "; ".join(parts)
 
 
 def call_timeline(call, repeat: int) -> str:
