@@ -11,13 +11,13 @@ rows, :func:`gpualign_df.kernels.strip.strip_functions`: the cells, tie-breaks a
 traceback bits of every fill) in pass ``k``; on step ``s`` of a pass it computes columns
 ``c * (s - t) + 1`` to ``c * (s - t + 1)`` of its strip (``c``: ``columns``, 1 or 2),
 taking the H and I of the row above from thread ``t - 1``'s step before through shared
-memory (one barrier a step); thread 0 takes them from the
-border (pass 0) or from the last strip of the pass before, which its last thread leaves
-in ``rows_above``. Traceback words lie in wavefront order (word of strip ``k``, column
-``j = c * g + q + 1`` at ``tb0 + ((g + k) * strips + k) * c + q``: the words a pass's
-threads write in one step side by side, so that a warp's stores coalesce, where a
-strip's own words would lie a row of the matrix apart), as the walk of
-:func:`gpualign_df.kernels.traceback.walk_functions` (``wavefront=c``) reads them.
+memory (one barrier a step); thread 0 takes them from the border (pass 0) or from the
+last strip of the pass before, which its last thread leaves in ``rows_above``. Traceback
+words lie in wavefront order (word of strip ``k``, column ``j = c * g + q + 1`` at ``tb0
++ ((g + k) * strips + k) * c + q``: the words a pass's threads write in one step side by
+side, so that a warp's stores coalesce, where a strip's own words would lie a row of the
+matrix apart), as the walk of :func:`gpualign_df.kernels.traceback.walk_functions`
+(``wavefront=c``) reads them.
 
 End cell: each strip's candidates are folded from the mode's initial best (rows
 ascending, strict >), and thread 0 folds the strips in order (strict >; the corner of
@@ -54,8 +54,9 @@ OUT_ROWS = 11
 CIGAR_LENGTH_ROW = 9
 CHAR_ROW = 10
 #: Most threads a block (a strip each per pass: 4,096 rows, where GATK's pairs have a few
-#: hundred). The block's shared arrays are sized by it (14 KB at 512): the less shared
-#: memory a block takes, the more of each SM's on-chip memory stays L1 cache.
+#: hundred). The block's shared arrays are sized by it (18 KB at 512, 26 KB with two
+#: columns a step): the less shared memory a block takes, the more of each SM's on-chip
+#: memory stays L1 cache.
 MAX_THREADS = 512
 #: What :func:`pair_table` returns in ``sizes``: cells, the CIGAR characters' bound, the
 #: traceback words, rows-above values and CIGAR runs the buffers must hold, most strips
