@@ -26,8 +26,8 @@ caller finds it; a stage nested in another counts in both) over ``--repeat`` mor
 the wall time before the launch, of the launch, from the launch to the wait for the
 results (the result frame is prepared there), of the wait (the rest of the kernel and
 the copy back) and after it (:func:`call_timeline`). ``--kernel-times``: after each
-small-batch row, the block kernel's own time with CIGARs and with scores alone, at one and
-two columns a step (:func:`kernel_times`).
+small-batch row, the small path's kernels' own time (every launch of a call) with CIGARs
+and with scores alone, at one and two columns a step (:func:`kernel_times`).
 
 ``--crossover`` (instead of the rows): the GPU against the CPU engine on jobs of 1 and 4
 related pairs from 50 x 60 to 600 x 700, semi-global with GATK's scores and local with
@@ -157,23 +157,25 @@ def main() -> int:
 
 
 def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
-    """Microseconds of the block kernel alone: one call's launch (its arguments taken from
-    ``gpu.small.launch_kernel``) launched again ``repeat`` times between two CUDA events,
-    its pairs table's CIGAR counter reset before each (best of ``rounds``), with CIGARs
-    and with scores alone, at one and two columns a step (``small_batch_columns``)."""
+    """Microseconds of the block kernels alone: one call's launches (their arguments taken
+    from ``gpu.small.launch_kernel``) launched again ``repeat`` times between two CUDA
+    events, the pairs table's CIGAR counter reset before each time (best of ``rounds``),
+    with CIGARs and with scores alone, at one and two columns a step
+    (``small_batch_columns``)."""
     from numba import cuda
 
     from gpualign_df import config
     from gpualign_df.gpu import small
     from gpualign_df.kernels import block
 
-    captured = []
+    captured: list = []
+    counters: list = []  # (the pairs table's CIGAR counter before a call's first launch)
     launch = small.launch_kernel
 
     def taken(name, kernel, count, threads, *arguments, **keywords):
-        table = arguments[2]  # (the pairs table: its counter as the call left it)
-        captured.append((name, kernel, count, threads, arguments,
-                         int(table[block.PAIR_FIELDS * count])))
+        if not captured:
+            counters.append(int(arguments[2][block.PAIR_FIELDS * count]))
+        captured.append((name, kernel, count, threads, arguments))
         return launch(name, kernel, count, threads, *arguments, **keywords)
 
     parts = []
@@ -181,22 +183,26 @@ def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
     try:
         for traceback in (True, False):
             for columns in (1, 2):
+                captured.clear()
                 with config.override(small_batch_columns=columns):
                     haplotypes.aln.rowwise(references, **dict(OPTIONS, traceback=traceback))
-                name, kernel, count, threads, arguments, first = captured[-1]
-                table, counter = arguments[2], block.PAIR_FIELDS * count
+                count, table, first = captured[0][2], captured[0][4][2], counters[-1]
+                counter = block.PAIR_FIELDS * count
                 best = float("inf")
                 for _ in range(rounds):
                     start, end = cuda.event(), cuda.event()
                     start.record()
                     for _ in range(repeat):
                         table[counter] = first
-                        launch(name, kernel, count, threads, *arguments)
+                        for name, kernel, blocks, threads, arguments in captured:
+                            launch(name, kernel, blocks, threads, *arguments)
                     end.record()
                     end.synchronize()
                     best = min(best, start.elapsed_time(end) / repeat)
                 parts.append(f"{'CIGARs' if traceback else 'scores'}, {columns} column"
-                             f"{'s' if columns > 1 else ''} a step {best * 1e3:.1f} us")
+                             f"{'s' if columns > 1 else ''} a step "
+                             f"({len(captured)} launch{'es' if len(captured) > 1 else ''}) "
+                             f"{best * 1e3:.1f} us")
     finally:
         small.launch_kernel = launch
     return "; ".join(parts)
