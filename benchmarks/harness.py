@@ -147,9 +147,9 @@ def timed_stages(stages, totals: dict[str, float], synchronize: bool = False):
     """While the block runs, add the wall seconds of every call of each ``(module,
     function)`` of ``stages`` to ``totals[function]``: each is wrapped where its callers
     find it (a stage nested in another counts in both; ``Class.method`` names a method),
-    and put back afterwards. With
-    ``synchronize``, a CUDA device synchronize at both ends of each call. A module that
-    cannot be imported here (the GPU's, on a machine without one) is left out."""
+    and put back afterwards. With ``synchronize``, a CUDA device synchronize at both ends
+    of each call. A module that cannot be imported here (the GPU's, on a machine without
+    one) is left out."""
     sync = None
     if synchronize:
         from numba import cuda

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from unittest import mock
 
 from benchmarks.harness import add_data_dir, read_fasta, timed_runs, timed_stages
 
@@ -89,9 +90,9 @@ def main() -> int:
                         help="also print the medians of a small call's time before, at, "
                              "during and after its launch")
     parser.add_argument("--kernel-times", action="store_true",
-                        help="also print the block kernel's own time (CUDA events around "
-                             "relaunches of a call's launch), with CIGARs and with scores "
-                             "alone, for one and two columns a step")
+                        help="also print the small path's kernels' own time (CUDA events "
+                             "around relaunches of a call's launches), with CIGARs and with "
+                             "scores alone, for one and two columns a step")
     parser.add_argument("--crossover", action="store_true",
                         help="the GPU against the CPU engine on jobs of 1-4 pairs of "
                              "growing size, instead of the rows")
@@ -179,8 +180,7 @@ def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
         return launch(name, kernel, count, threads, *arguments, **keywords)
 
     parts = []
-    small.launch_kernel = taken
-    try:
+    with mock.patch.object(small, "launch_kernel", taken):
         for traceback in (True, False):
             for columns in (1, 2):
                 captured.clear()
@@ -203,8 +203,6 @@ def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
                              f"{'s' if columns > 1 else ''} a step "
                              f"({len(captured)} launch{'es' if len(captured) > 1 else ''}) "
                              f"{best * 1e3:.1f} us")
-    finally:
-        small.launch_kernel = launch
     return "; ".join(parts)
 
 
@@ -220,7 +218,6 @@ def call_timeline(call, repeat: int) -> str:
     from gpualign_df.gpu import small
 
     marks: dict[str, float] = {}
-    saved = small.launch_kernel, small.download
 
     def stamped(function, before: str, after: str):
         def wrapper(*args, **kwargs):
@@ -231,10 +228,10 @@ def call_timeline(call, repeat: int) -> str:
                 marks.setdefault(after, time.perf_counter())
         return wrapper
 
-    small.launch_kernel = stamped(saved[0], "launch", "launched")
-    small.download = stamped(saved[1], "wait", "waited")
     rows = []
-    try:
+    with mock.patch.object(small, "launch_kernel",
+                           stamped(small.launch_kernel, "launch", "launched")), \
+            mock.patch.object(small, "download", stamped(small.download, "wait", "waited")):
         for _ in range(repeat):
             marks.clear()
             start = time.perf_counter()
@@ -245,8 +242,6 @@ def call_timeline(call, repeat: int) -> str:
             rows.append((marks["launch"] - start, marks["launched"] - marks["launch"],
                          marks["wait"] - marks["launched"], marks["waited"] - marks["wait"],
                          end - marks["waited"], end - start))
-    finally:
-        small.launch_kernel, small.download = saved
     parts = np.median(np.array(rows), axis=0) * 1e3
     names = ("before the launch", "launch", "launch to wait", "wait", "after", "call")
     return ", ".join(f"{name} {value:.3f} ms" for name, value in zip(names, parts))

@@ -338,8 +338,8 @@ def launch_kernel(name: str, kernel, blocks: int, threads: int, *arguments,
     """Launch a kernel of the engine (:func:`launch`, arguments viewed by
     :func:`~gpualign_df.gpu.device.kernel_view`) on the default stream or on ``stream``,
     with ``shared_bytes`` of dynamic shared memory a block (``kept``: as :func:`launch`
-    takes it); with the ``time_kernels``
-    setting, time it with CUDA events into ``KERNEL_SECONDS[name]`` (waiting for it)."""
+    takes it); with the ``time_kernels`` setting, time it with CUDA events into
+    ``KERNEL_SECONDS[name]`` (waiting for it)."""
     if simulator() or not config.settings().time_kernels:
         launch(kernel, blocks, threads, arguments, kernel_view, stream, shared_bytes, kept)
         return
