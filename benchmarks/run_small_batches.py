@@ -160,22 +160,23 @@ def main() -> int:
 def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
     """Microseconds of the block kernels alone: one call's launches (their arguments taken
     from ``gpu.small.launch_kernel``) launched again ``repeat`` times between two CUDA
-    events, the pairs table's CIGAR counter reset before each time (best of ``rounds``),
-    with CIGARs and with scores alone, at one and two columns a step
+    events, the upload (the sequences' bytes, which the kernel maps in place, and the
+    pairs table's CIGAR counter) restored before each time by a device copy (best of
+    ``rounds``), with CIGARs and with scores alone, at one and two columns a step
     (``small_batch_columns``)."""
     from numba import cuda
 
     from gpualign_df import config
     from gpualign_df.gpu import small
-    from gpualign_df.kernels import block
 
     captured: list = []
-    counters: list = []  # (the pairs table's CIGAR counter before a call's first launch)
+    uploads: list = []  # (the query and target arrays as a call's first launch found them)
     launch = small.launch_kernel
 
     def taken(name, kernel, count, threads, *arguments, **keywords):
         if not captured:
-            counters.append(int(arguments[2][block.PAIR_FIELDS * count]))
+            uploads[:] = [(array, array.copy()) for array in
+                          {id(array): array for array in arguments[:2]}.values()]
         captured.append((name, kernel, count, threads, arguments))
         return launch(name, kernel, count, threads, *arguments, **keywords)
 
@@ -186,14 +187,13 @@ def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
                 captured.clear()
                 with config.override(small_batch_columns=columns):
                     haplotypes.aln.rowwise(references, **dict(OPTIONS, traceback=traceback))
-                count, table, first = captured[0][2], captured[0][4][2], counters[-1]
-                counter = block.PAIR_FIELDS * count
                 best = float("inf")
                 for _ in range(rounds):
                     start, end = cuda.event(), cuda.event()
                     start.record()
                     for _ in range(repeat):
-                        table[counter] = first
+                        for array, pristine in uploads:
+                            array[...] = pristine
                         for name, kernel, blocks, threads, arguments in captured:
                             launch(name, kernel, blocks, threads, *arguments)
                     end.record()

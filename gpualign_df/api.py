@@ -312,16 +312,21 @@ class EncodedJob:
 
 
 def encode_job(queries: Any, targets: Any, job: Job) -> EncodedJob:
-    """Encode a job's sequences (host strings; the targets are the queries for pairwise)."""
+    """Encode a job's sequences (host strings; the targets are the queries for pairwise).
+    A GPU job's codes are made when first read (``deferred``): a small batch's kernel maps
+    the bytes itself, and a character outside the alphabet raises before any result."""
     allocate = codes_allocator(job)
-    encoded_queries = encode_sequences(queries, job.scoring, _labels(queries), allocate)
+    deferred = job.engine == "cuda"
+    encoded_queries = encode_sequences(queries, job.scoring, _labels(queries), allocate,
+                                       deferred=deferred)
     if isinstance(targets, Database):
         targets.check_scoring(job.scoring)
         encoded_targets = targets.sequences
     elif job.how == "pairwise":
         encoded_targets = encoded_queries
     else:
-        encoded_targets = encode_sequences(targets, job.scoring, _labels(targets), allocate)
+        encoded_targets = encode_sequences(targets, job.scoring, _labels(targets), allocate,
+                                           deferred=deferred)
     return EncodedJob(job, encoded_queries, encoded_targets)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from . import config
-from .kernels.encoding import codes_in_range, map_codes_range
+from .kernels.encoding import codes_in_range, longest_piece, map_codes_range
 from .scoring import Scoring
 
 
@@ -75,8 +75,9 @@ class EncodedSequences:
 
     Attributes
     ----------
-    codes : numpy.ndarray
-        ``uint8`` codes of all sequences, concatenated.
+    mapped : numpy.ndarray or None
+        ``uint8`` codes of all sequences, concatenated; None where they are made from
+        ``text`` when first read (:attr:`codes`).
     offsets : numpy.ndarray
         ``int64``, length ``n + 1``: sequence ``k`` is ``codes[offsets[k]:offsets[k+1]]``.
     valid : numpy.ndarray
@@ -91,17 +92,51 @@ class EncodedSequences:
     largest_code : int, optional
         A bound on every code (the encoder's running maximum), so that an upload need not
         read them all again; None: not known.
+    text : numpy.ndarray, optional
+        The sequences' bytes (``uint8``, at ``offsets``) where ``mapped`` is None: the
+        codes are made from them through ``scoring``'s table when first read, into an
+        array from ``allocate`` (np.empty by default), and a character outside the
+        alphabet raises then. The small-batch kernel maps them itself
+        (:mod:`gpualign_df.kernels.block`), so a small GPU job spends no host pass on them.
+    scoring : Scoring, optional
+        The scoring whose alphabet maps ``text``.
+    allocate : callable, optional
+        As :func:`encode_sequences`' ``allocate``, for the codes made from ``text``.
     """
 
-    codes: np.ndarray
+    mapped: np.ndarray | None
     offsets: np.ndarray
     valid: np.ndarray
     labels: pd.Index
     keep: dict | None = field(default=None, compare=False, repr=False)
     largest_code: int | None = field(default=None, compare=False, repr=False)
+    text: np.ndarray | None = field(default=None, compare=False, repr=False)
+    scoring: Scoring | None = field(default=None, compare=False, repr=False)
+    allocate: Callable[[int], np.ndarray] | None = field(default=None, compare=False,
+                                                         repr=False)
 
     def __len__(self) -> int:
         return len(self.valid)
+
+    @cached_property
+    def codes(self) -> np.ndarray:
+        """``uint8`` codes of all sequences, concatenated (made from ``text`` the first
+        time, where ``mapped`` is None; raises :class:`InvalidResidueError` then for a
+        character outside the alphabet)."""
+        if self.mapped is not None:
+            return self.mapped
+        codes, largest = map_residues(self.text, self.offsets, self.labels, self.scoring,
+                                      self.allocate)
+        # (the running maximum, known now: set on the frozen instance as the constructor
+        # would have)
+        object.__setattr__(self, "largest_code", largest)
+        return codes
+
+    @property
+    def unmapped(self) -> bool:
+        """Whether the codes are not made yet: ``text`` holds the bytes, which a kernel
+        may map itself (:attr:`codes` would take a host pass)."""
+        return self.mapped is None and "codes" not in self.__dict__
 
     @cached_property
     def lengths(self) -> np.ndarray:
@@ -118,7 +153,7 @@ class EncodedSequences:
     @cached_property
     def longest(self) -> int:
         """Residues of the longest sequence (0 for none), computed once."""
-        return int(self.lengths.max()) if len(self.valid) else 0
+        return int(longest_piece(self.offsets))
 
     def subset(self, start: int, stop: int) -> "EncodedSequences":
         """Sequences ``start`` to ``stop`` (views of the codes, offsets from 0)."""
@@ -234,7 +269,8 @@ def large_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
                      labels: pd.Index | None = None,
-                     allocate: Callable[[int], np.ndarray] | None = None) -> EncodedSequences:
+                     allocate: Callable[[int], np.ndarray] | None = None, *,
+                     deferred: bool = False) -> EncodedSequences:
     """Encode sequences into residue codes of ``scoring``'s alphabet.
 
     Parameters
@@ -248,12 +284,17 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
     allocate : callable, optional
         ``allocate(n)`` gives the ``uint8`` array of ``n`` codes (a GPU job's codes go to
         pinned host memory, whose upload is several times faster); default ``np.empty``.
+    deferred : bool
+        Keep the bytes and map them when the codes are first read
+        (:attr:`EncodedSequences.codes`), or never where a kernel maps them: a GPU job's
+        (:func:`gpualign_df.api.encode_job`). A character outside the alphabet raises
+        then, not here.
 
     Raises
     ------
-    ValueError
+    InvalidResidueError
         For a character outside the alphabet, naming the row label, the 0-based position
-        and the character.
+        and the character (when the codes are made, with ``deferred``).
 
     Examples
     --------
@@ -267,18 +308,46 @@ def encode_sequences(values: pd.Series | Sequence[str | None], scoring: Scoring,
     array = to_arrow_strings(values, labels)
     count = len(array)
     data, offsets = large_buffers(array)
-    codes = np.empty(len(data), dtype=np.uint8) if allocate is None else allocate(len(data))
-    first_bad, largest = map_codes(data, scoring.lut, codes)
-    if first_bad >= 0:
-        row = int(np.searchsorted(offsets, first_bad, side="right") - 1)
-        text = array[row].as_py()
-        byte_position = int(first_bad - offsets[row])
-        position = len(text.encode("utf-8")[:byte_position].decode("utf-8", errors="ignore"))
-        raise InvalidResidueError(labels[row], row, position, text[position], scoring.name,
-                                  scoring.alphabet, scoring.nucleotide)
+    offsets = np.ascontiguousarray(offsets)
     valid = np.ones(count, dtype=bool) if array.null_count == 0 \
         else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False))
     # (an Index is immutable: the caller's is shared, not copied)
     labels = labels if isinstance(labels, pd.Index) else pd.Index(labels)
-    return EncodedSequences(codes, np.ascontiguousarray(offsets), valid, labels,
-                            largest_code=largest)
+    if deferred:
+        return EncodedSequences(None, offsets, valid, labels, text=data, scoring=scoring,
+                                allocate=allocate)
+    codes, largest = map_residues(data, offsets, labels, scoring, allocate)
+    return EncodedSequences(codes, offsets, valid, labels, largest_code=largest)
+
+
+def map_residues(data: np.ndarray, offsets: np.ndarray, labels: pd.Index, scoring: Scoring,
+                 allocate: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, int]:
+    """``(codes, largest code)`` of sequences' bytes ``data`` (sequence ``k`` at
+    ``offsets[k]`` to ``offsets[k + 1]``, its row label ``labels[k]``) in ``scoring``'s
+    alphabet, the codes in an array from ``allocate`` (default ``np.empty``).
+
+    Raises
+    ------
+    InvalidResidueError
+        For the first character outside the alphabet: its row, the position among the
+        row's characters (not bytes) and the character.
+
+    Examples
+    --------
+    >>> from gpualign_df.scoring import make_scoring
+    >>> codes, largest = map_residues(np.frombuffer(b"ACgtN", np.uint8), np.array([0, 2, 5]),
+    ...                               pd.RangeIndex(2), make_scoring(match=1, mismatch=-1))
+    >>> codes.tolist(), largest
+    ([0, 1, 2, 3, 4], 4)
+    """
+    codes = np.empty(len(data), dtype=np.uint8) if allocate is None else allocate(len(data))
+    first_bad, largest = map_codes(data, scoring.lut, codes)
+    if first_bad >= 0:
+        row = int(np.searchsorted(offsets, first_bad, side="right") - 1)
+        raw = bytes(data[offsets[row]:offsets[row + 1]])
+        byte_position = int(first_bad - offsets[row])
+        position = len(raw[:byte_position].decode("utf-8", errors="ignore"))
+        text = raw.decode("utf-8", errors="replace")
+        raise InvalidResidueError(labels[row], row, position, text[position], scoring.name,
+                                  scoring.alphabet, scoring.nucleotide)
+    return codes, largest

@@ -241,6 +241,38 @@ def test_encoding_keeps_its_largest_code_and_a_gpu_jobs_codes_buffer():
     assert isinstance(small, np.ndarray) and small.dtype == np.uint8
 
 
+def test_deferred_encoding_maps_when_the_codes_are_first_read():
+    """``deferred``: the bytes are kept and mapped (into ``allocate``'s array) the first
+    time the codes are read, to the eager encoding's codes and running maximum, or its
+    error then; a GPU job's encoding is deferred, a CPU job's is not."""
+    from gpualign_df import encode
+    from gpualign_df.api import encode_job, resolve_job
+
+    scoring = make_scoring(**OPTIONS)
+    rows = pd.Series(["ACgt", None, "", "aun"], index=list("wxyz"))
+    eager = encode.encode_sequences(rows, scoring)
+    given = []
+    allocate = lambda count: given.append(count) or np.empty(count, np.uint8)  # noqa: E731
+    deferred = encode.encode_sequences(rows, scoring, allocate=allocate, deferred=True)
+    assert deferred.unmapped and deferred.largest_code is None and given == []
+    assert bytes(deferred.text) == b"ACgtaun"
+    assert deferred.offsets.tolist() == eager.offsets.tolist()
+    assert deferred.valid.tolist() == eager.valid.tolist()
+    assert deferred.codes.tolist() == eager.codes.tolist() == [0, 1, 2, 3, 0, 3, 4]
+    assert not deferred.unmapped and deferred.largest_code == eager.largest_code == 4
+    assert given == [7] and deferred.codes is deferred.codes   # (mapped once)
+    bad = encode.encode_sequences(["ACGT", "AC\u00e9GZ"], scoring, deferred=True)
+    with pytest.raises(encode.InvalidResidueError, match=r"row 1, position 2: character"):
+        bad.codes
+    options = dict(how="rowwise", mode="sw", matrix=None, match=1, mismatch=-1, gap_open=2,
+                   gap_extend=1, free_ends=None, top_k=None, traceback=True, cigar_style="=",
+                   clip=None, backend="cpu", progress=None)
+    job = resolve_job(["A"], ["A"], **options)
+    assert not encode_job(["AC"], ["AG"], job).queries.unmapped
+    gpu_job = dataclasses.replace(job, engine="cuda")
+    assert encode_job(["AC"], ["AG"], gpu_job).targets.unmapped
+
+
 @pytest.mark.gpu
 def test_a_gpu_jobs_large_codes_go_to_pinned_memory():
     import cupy

@@ -247,3 +247,63 @@ def test_the_block_kernels_columns_a_step_follow_the_setting(settings):
     assert small.block_columns(True, settings(small_batch_columns=2)) == 2
     with pytest.raises(ValueError, match="small_batch_columns must be 1, 2 or None"):
         small.block_columns(False, settings(small_batch_columns=3))
+
+
+def _with_kernel_mapping(monkeypatch) -> list:
+    """Record whether each block kernel built maps residues itself (its last argument)."""
+    mapped = []
+    real = block.block_kernel
+    monkeypatch.setattr(block, "block_kernel",
+                        lambda *args: mapped.append(args[-1]) or real(*args))
+    return mapped
+
+
+def test_the_kernel_maps_the_bytes_of_rowwise_pairs_itself(monkeypatch, settings):
+    """A rowwise job of valid pairs (each sequence in one pair) is uploaded as its bytes,
+    which the block kernel maps through the alphabet's table (lower case, U as T, N);
+    with a null pair, or a pairwise job (sequences in several pairs), the host maps them
+    first. The CPU engine's frame every time."""
+    settings(small_batch_threads=8)
+    mapped = _with_kernel_mapping(monkeypatch)
+    queries, targets = _pairs(4, seed=21)
+    whole = slice(0, 4)
+    queries = pd.concat([queries[whole], pd.Series(["acgun", "ACGTRY"], index=["x", "y"])])
+    targets = pd.concat([targets[whole], pd.Series(["ACGTN", "acgtac"], index=["x", "y"])])
+    on_gpu, on_cpu = _small_and_cpu(queries, targets, mode="sg")
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)
+    assert mapped == [True]
+    queries.iloc[1] = None
+    on_gpu, on_cpu = _small_and_cpu(queries, targets, mode="sw")
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)
+    assert mapped == [True, False]
+    sequences = targets[:3]
+    pd.testing.assert_frame_equal(
+        sequences.aln.pairwise(backend="cuda", **SCORES),
+        sequences.aln.pairwise(backend="cpu", **SCORES))
+    assert mapped == [True, False, False]
+
+
+@pytest.mark.parametrize("side", ["queries", "targets", "both"])
+def test_a_character_the_kernel_finds_outside_the_alphabet_names_its_row(
+        monkeypatch, settings, side):
+    """A character outside the alphabet in a kernel-mapped batch raises the host
+    encoding's error (the CPU engine's: the first such row of the queries, then of the
+    targets, its label, position and character), and no frame."""
+    from gpualign_df.encode import InvalidResidueError
+
+    settings(small_batch_threads=8)
+    mapped = _with_kernel_mapping(monkeypatch)
+    queries = pd.Series(["ACGTACGT", "GATTACA", "CCGGA"], index=["a", "b", "c"])
+    targets = pd.Series(["ACGTACG", "GATTAACA", "CCGA"], index=["a", "b", "c"])
+    if side in ("queries", "both"):
+        queries["c"] = "CCJGA"
+    if side in ("targets", "both"):
+        targets["b"] = "GATTAQCA"
+    with pytest.raises(InvalidResidueError) as on_cpu:
+        queries.aln.rowwise(targets, backend="cpu", **SCORES)
+    with pytest.raises(InvalidResidueError) as on_gpu:
+        queries.aln.rowwise(targets, backend="cuda", **SCORES)
+    assert mapped == [True]
+    assert str(on_gpu.value) == str(on_cpu.value)
+    expected = ("c", 2, "J") if side != "targets" else ("b", 5, "Q")
+    assert (on_gpu.value.label, on_gpu.value.position, on_gpu.value.character) == expected

@@ -82,7 +82,7 @@ def block_signature():
     from numba import types
 
     i32, n64, u8, u32 = types.int32[::1], types.int64, types.uint8[::1], types.uint32[::1]
-    return (u8, u8, types.int64[::1], n64, i32, n64, n64, n64, u8, u32, i32, u32, i32, u8)
+    return (u8, u8, types.int64[::1], n64, i32, n64, n64, n64, u8, u8, u32, i32, u32, i32, u8)
 
 
 def main(argv: list[str] | None = None) -> int:

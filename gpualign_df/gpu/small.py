@@ -85,16 +85,17 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     queries, pair_query = used_sequences(queries, pair_query)
     targets, pair_target = used_sequences(targets, pair_target)
     kept = [kept_upload(encoded) for encoded in (queries, targets)]
-    # the upload: the pairs table and its counter (int64), then the codes of each
-    # collection not kept on the device (a pairwise job's one collection once)
+    # the upload: the pairs table and its counter (int64), then the codes (or the bytes,
+    # which the kernel maps) of each collection not kept on the device (a pairwise job's
+    # one collection once)
     table_bytes = 8 * (block.PAIR_FIELDS * count + 1)
     bases: dict[int, int] = {}
     size = table_bytes
     for encoded, copy in zip((queries, targets), kept):
         if copy is None and id(encoded) not in bases:
             bases[id(encoded)] = size
-            size += len(encoded.codes)
-    sizes = np.zeros(6, np.int64)
+            size += len(encoded.text if encoded.unmapped else encoded.codes)
+    sizes = np.zeros(block.SIZES, np.int64)
     # the result table (int32, a row of ``count`` a column), then the CIGAR characters:
     # one copy back takes both. The kernel is given the buffer whole, the characters'
     # positions counted from its start; under the simulator, which copies each array
@@ -110,10 +111,15 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
                          bases.get(id(queries), 0),
                          bases.get(id(targets), 0), first_character,
                          host[:table_bytes].view(np.int64), sizes)
+        # the kernel maps the bytes where each pair has sequences of its own, which no
+        # other block reads, and every sequence is in a pair (so each byte is checked)
+        map_residues = bool(sizes[block.SIZE_EACH_ONCE]) and queries is not targets and \
+            len(bases) == 2 and queries.unmapped and targets.unmapped
         for encoded in (queries, targets):
             if id(encoded) in bases:
                 start = bases[id(encoded)]
-                host[start:start + len(encoded.codes)] = encoded.codes
+                residues = encoded.text if map_residues else encoded.codes
+                host[start:start + len(residues)] = residues
         sent, table = scratch_views("small_upload", -(-size // 8) * 8, np.uint8, np.uint8,
                                     np.int64)
         upload_into(sent, host)
@@ -128,7 +134,8 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
             threads = max(lanes, min(cap, -(-strips // WARP) * WARP))
         kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
                                     clip == "soft", dpx.available(), lanes,
-                                    tuning.walk_probes if lanes else 1, step_columns)
+                                    tuning.walk_probes if lanes else 1, step_columns,
+                                    map_residues)
         results, out = scratch_views("small_results", -(-(out_bytes + bound) // 4) * 4,
                                      np.uint8, np.uint8, np.int32)
         words = int(sizes[block.SIZE_TRACEBACK]) if traceback else 1
@@ -137,6 +144,7 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
                       device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
                       len(scoring.alphabet), scoring.gap_open, scoring.gap_extend,
                       device_table("concrete", scoring.concrete),
+                      device_table("lut", scoring.lut),
                       scratch_buffer("small_tb", words, np.uint32),
                       scratch_buffer("small_rows_above", int(sizes[block.SIZE_ROWS_ABOVE]),
                                      np.int32),
@@ -148,6 +156,11 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
         # the table and the characters of CIGARs of up to ``CHARACTERS_GUESS`` on average
         first = download(results, out_bytes + min(bound, CHARACTERS_GUESS * count))
         columns = first[:out_bytes].view(np.int32)
+        if map_residues and (columns[block.CHAR_ROW * count:] == block.BAD_RESIDUE).any():
+            for encoded in (queries, targets):
+                encoded.codes  # (raises InvalidResidueError, naming the row and position)
+            raise RuntimeError("the small-batch kernel found a character outside the "
+                               "alphabet that the host's encoding did not")
         if not traceback:
             return columns.reshape(block.OUT_ROWS, count)[:3], None, None, cells
         offsets = np.empty(count + 1, np.int64)

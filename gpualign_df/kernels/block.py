@@ -34,7 +34,7 @@ from functools import lru_cache
 import numba
 from numba import cuda, int32, int64, uint32, uint64
 
-from ..scoring import NEG_INF
+from ..scoring import INVALID_CODE, NEG_INF
 from .strip import SHARED_TABLE, STRIP_ROWS, load_table, mode_shape, strip_functions
 from .traceback import cigar_writer, walk_functions
 
@@ -60,8 +60,14 @@ CHAR_ROW = 10
 MAX_THREADS = 512
 #: What :func:`pair_table` returns in ``sizes``: cells, the CIGAR characters' bound, the
 #: traceback words, rows-above values and CIGAR runs the buffers must hold, most strips
-#: of a pair.
-SIZE_CELLS, SIZE_CHARACTERS, SIZE_TRACEBACK, SIZE_ROWS_ABOVE, SIZE_RUNS, SIZE_STRIPS = range(6)
+#: of a pair, and 1 where the pairs are all valid and take each query and each target
+#: once (a kernel mapping residues in place then maps every sequence once).
+(SIZE_CELLS, SIZE_CHARACTERS, SIZE_TRACEBACK, SIZE_ROWS_ABOVE, SIZE_RUNS, SIZE_STRIPS,
+ SIZE_EACH_ONCE) = range(7)
+SIZES = 7
+#: ``out[CHAR_ROW]`` of a pair whose bytes hold a character outside the alphabet (a
+#: kernel mapping residues; the pair's other rows are not written).
+BAD_RESIDUE = -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -73,22 +79,27 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
     others get length -1; ``columns`` a thread computes a step), the queries' and targets'
     residues starting ``query_base`` and ``target_base`` after their offsets, and the
     counter after it ``first_character`` (where the CIGARs start in ``chars``); ``sizes``
-    (int64, 6) gets the ``SIZE_*`` values. One pass, where numpy would take a dozen
-    calls.
+    (int64, :data:`SIZES`) gets the ``SIZE_*`` values. One pass, where numpy would take
+    a dozen calls.
 
     >>> import numpy as np
-    >>> table, sizes = np.zeros(2 * PAIR_FIELDS + 1, np.int64), np.zeros(6, np.int64)
+    >>> table, sizes = np.zeros(2 * PAIR_FIELDS + 1, np.int64), np.zeros(SIZES, np.int64)
     >>> pair_table(np.array([0, 3]), np.array([3]), np.array([0, 9]), np.array([9]),
     ...            np.array([0, 0]), np.array([0, 0]), np.array([True, False]), True, 1, 0,
     ...            3, 0, table, sizes)
     >>> table[:2 * PAIR_FIELDS].reshape(PAIR_FIELDS, 2)[:, 0].tolist()
     [0, 3, 3, 9, 0, 0, 0]
     >>> sizes.tolist()
-    [27, 25, 9, 22, 14, 1]
+    [27, 25, 9, 22, 14, 1, 0]
     """
     count = len(pair_query)
     cells = characters = words = above = runs = most = 0
+    # (rows strictly ascending and as many as the sequences: each taken once)
+    once = count == len(query_lengths) and count == len(target_lengths)
     for k in range(count):
+        if once and (not valid[k] or (k > 0 and (pair_query[k] <= pair_query[k - 1]
+                                                 or pair_target[k] <= pair_target[k - 1]))):
+            once = False
         q, t = pair_query[k], pair_target[k]
         m, n = (query_lengths[q], target_lengths[t]) if valid[k] else (-1, 0)
         rows = max(m, 0)
@@ -115,6 +126,7 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
     sizes[SIZE_ROWS_ABOVE] = above
     sizes[SIZE_RUNS] = runs
     sizes[SIZE_STRIPS] = most
+    sizes[SIZE_EACH_ONCE] = 1 if once else 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -140,7 +152,7 @@ def place_cigars(out, count, placed, offsets, chars):
 @lru_cache(maxsize=None)
 def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
                  merge_matches: bool, soft_clip: bool, use_dpx: bool = False, lanes: int = 0,
-                 probes: int = 1, columns: int = 1):
+                 probes: int = 1, columns: int = 1, map_residues: bool = False):
     """The block kernel for one mode / free-ends / traceback / CIGAR-style combination;
     ``lanes`` threads walk a pair's traceback (0: one thread; ``lanes`` and ``probes`` as
     in :func:`gpualign_df.kernels.traceback.walk_functions`). Launch a block per pair of
@@ -151,7 +163,13 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     ``columns`` (1 or 2): columns a thread computes a step. Two halve the steps, and so
     the barriers and the step's own work, and give the scheduler two chains of cells to
     interleave (column ``j + 1``'s row ``r`` beside column ``j``'s row ``r + 1``), where
-    one column's chain leaves it waiting on each cell's latency."""
+    one column's chain leaves it waiting on each cell's latency.
+
+    ``map_residues``: ``query`` and ``target`` hold the sequences' bytes, which the block
+    maps in place through ``lut`` (the alphabet's 256-entry table) before its fill, each
+    pair its own (the pairs must take each sequence once: :data:`SIZE_EACH_ONCE`); a
+    pair with a byte outside the alphabet gets :data:`BAD_RESIDUE` in ``out[CHAR_ROW]``
+    and nothing else, the others 0 there (without traceback) or their CIGAR's position."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
         mode, fqs, fqe, fts, fte, traceback, use_dpx)
     assert columns in (1, 2)
@@ -164,14 +182,13 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     neg = NEG_INF
 
     @cuda.jit
-    def align(query, target, pairs, count, sub, alphabet_size, go, ge, concrete, tb,
+    def align(query, target, pairs, count, sub, alphabet_size, go, ge, concrete, lut, tb,
               rows_above, runs, out, chars):
         shared_sub = cuda.shared.array(SHARED_TABLE, int32)
         h_pass = cuda.shared.array((2, columns, MAX_THREADS), int32)
         i_pass = cuda.shared.array((2, columns, MAX_THREADS), int32)
         found = cuda.shared.array((3, MAX_THREADS), int32)
         scratch = cuda.shared.array(walkers, int32)
-        load_table(sub, alphabet_size, shared_sub)
         p = cuda.blockIdx.x
         t = int32(cuda.threadIdx.x)  # (int32 step arithmetic: fewer instructions a step)
         threads = int32(cuda.blockDim.x)
@@ -181,6 +198,23 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         n = int32(pairs[P_N * count + p])
         q0 = pairs[P_Q0 * count + p]
         t0 = pairs[P_T0 * count + p]
+        if map_residues:  # (the pair's own bytes, so no other block reads them)
+            bad = False
+            for k in range(t, m, threads):
+                code = lut[query[uint64(q0 + k)]]
+                bad |= code == INVALID_CODE
+                query[uint64(q0 + k)] = code
+            for k in range(t, n, threads):
+                code = lut[target[uint64(t0 + k)]]
+                bad |= code == INVALID_CODE
+                target[uint64(t0 + k)] = code
+            if cuda.syncthreads_or(int32(bad)):  # (also the barrier after the writes)
+                if t == 0:
+                    out[CHAR_ROW * count + p] = BAD_RESIDUE
+                return
+            if t == 0:
+                out[CHAR_ROW * count + p] = 0
+        load_table(sub, alphabet_size, shared_sub)
         tb0 = pairs[P_TB0 * count + p]
         r0 = pairs[P_ROW0 * count + p]
         row_offset = cuda.local.array(STRIP_ROWS, int32)
