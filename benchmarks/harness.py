@@ -124,7 +124,8 @@ def timed_runs(function: Callable[[], Any], repeat: int,
                synchronize: bool = False) -> tuple[list[float], Any]:
     """Wall seconds of each of ``repeat`` calls of ``function``, and what the last call
     returned; with ``synchronize``, a CUDA device synchronize just before each call starts
-    its clock and just before it stops it."""
+    its clock and just before it stops it. The previous call's result is dropped before
+    the clock starts: freeing it is not the next call's work."""
     sync = None
     if synchronize:
         from numba import cuda
@@ -132,6 +133,7 @@ def timed_runs(function: Callable[[], Any], repeat: int,
         sync = cuda.synchronize
     seconds, result = [], None
     for _ in range(repeat):
+        result = None
         if sync:
             sync()
         started = time.perf_counter()

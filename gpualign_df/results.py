@@ -31,15 +31,18 @@ def _masked_array(kind, values: np.ndarray, mask: np.ndarray):
     return kind._simple_new(values, mask) if _internals() is not None else kind(values, mask)
 
 
-def cigar_strings(chars: np.ndarray, offsets: np.ndarray,
-                  valid: np.ndarray) -> pd.arrays.ArrowStringArray:
+def cigar_strings(chars: np.ndarray, offsets: np.ndarray, valid: np.ndarray,
+                  all_valid: bool | None = None) -> pd.arrays.ArrowStringArray:
     """CIGAR characters + offsets -> a pandas string array (no per-row Python work: the
-    Arrow array is made from the buffers and taken as it is).
+    Arrow array is made from the buffers and taken as it is); ``all_valid``: whether
+    ``valid`` is all True, where the caller knows.
 
     The dtype is pandas' ``StringDtype`` with ``pd.NA`` as its missing value
     (:data:`CIGAR_DTYPE`), the missing value of every other result column (the default
     ``str`` dtype would show ``NaN``)."""
-    bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if all_valid is None:
+        all_valid = bool(valid.all())
+    bitmap = None if all_valid else pa.py_buffer(np.packbits(valid, bitorder="little"))
     array = pa.LargeStringArray.from_buffers(
         len(valid), pa.py_buffer(np.asarray(offsets, dtype=np.int64)), pa.py_buffer(chars),
         bitmap)
@@ -115,6 +118,7 @@ class ResultFrame:
         self.columns: list = []
         self.blocks: list | None = None
         self.internals = self.index = self.column_index = None
+        self.all_valid: bool | None = None
 
     def prepare(self) -> None:
         """Build the label columns, the arrays and masks of the others and, where
@@ -122,6 +126,7 @@ class ResultFrame:
         if self.integers is not None:
             return
         rows = len(self.valid)
+        self.all_valid = bool(self.valid.all())
         self.integers = {name: np.empty(rows, np.int32) for name in self.names
                          if name not in ("query", "target", "cigar", "identity")}
         columns: dict[str, object] = {}
@@ -162,7 +167,7 @@ class ResultFrame:
         if self.traceback:
             place = self.names.index("cigar")
             columns[place] = cigar_strings(arrays.cigar_chars, arrays.cigar_offsets,
-                                           self.valid)
+                                           self.valid, self.all_valid)
             if blocks is not None:
                 blocks = list(blocks)
                 blocks[place] = self.internals.block(columns[place], place)

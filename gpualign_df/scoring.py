@@ -7,7 +7,7 @@ fast with a ``ValueError`` that says what is wrong.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Iterable
 
@@ -96,12 +96,17 @@ class Scoring:
         """A built-in nucleotide scheme (``match``/``mismatch`` or EDNAFULL)."""
         return self.name in ("match/mismatch", "EDNAFULL", "NUC.4.4")
 
+    @cached_property
+    def largest_entry(self) -> int:
+        """The largest magnitude in the matrix (0 for an empty one), computed once: the
+        scoring never changes, and each job's score bound reads it."""
+        return int(np.abs(self.matrix).max()) if self.matrix.size else 0
+
     def max_abs_score(self, query_length: int, target_length: int) -> int:
         """Bound on the magnitude of any DP cell for sequences of these lengths."""
         shorter = min(query_length, target_length)
-        largest_entry = int(np.abs(self.matrix).max()) if self.matrix.size else 0
         gaps = self.gap_open + (query_length + target_length) * self.gap_extend
-        return largest_entry * shorter + gaps + self.gap_open
+        return self.largest_entry * shorter + gaps + self.gap_open
 
 
 @dataclass(frozen=True)

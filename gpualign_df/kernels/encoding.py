@@ -32,6 +32,16 @@ def map_codes_range(data, lut, codes, start, stop):
 
 
 @njit(cache=True, nogil=True)
+def longest_piece(offsets):
+    """The largest ``offsets[k + 1] - offsets[k]`` (0 for fewer than two offsets): the
+    longest sequence, in one pass and no array made."""
+    longest = 0
+    for k in range(1, len(offsets)):
+        longest = max(longest, offsets[k] - offsets[k - 1])
+    return longest
+
+
+@njit(cache=True, nogil=True)
 def codes_in_range(codes, start, stop):
     """256 flags: whether each code occurs in ``codes[start:stop]`` (uint8). Releases the
     GIL: chunks run on Python threads."""
