@@ -25,6 +25,10 @@ global mode taken as the last strip leaves it), which is the sequential fold of 
 one-thread kernels. The walk runs on the first ``lanes`` threads (one thread in local
 mode), then thread 0 writes the statistics and the CIGAR at a position taken from
 the counter after the pairs table (an atomic add), which it records in ``out[CHAR_ROW]``.
+
+Where the pairs take each sequence once (a rowwise job), the upload holds the sequences'
+bytes and each block first maps its own pair's through the alphabet's table, in place, so
+that a small job's host work has no pass over its residues.
 """
 
 from __future__ import annotations
