@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import replace
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from functools import partial
+from functools import lru_cache, partial
 from typing import Callable
 
 import numba
@@ -70,8 +70,12 @@ def codes_allocator(job: Job) -> Callable[[int], np.ndarray] | None:
     """How a job's host encoding allocates its codes (``encode_sequences``'s
     ``allocate``): on the GPU, buffers its upload copies at the link's speed
     (:func:`gpualign_df.gpu.buffers.codes_buffer`); else None (plain memory)."""
-    if job.engine != "cuda":
-        return None
+    return _gpu_codes_buffer() if job.engine == "cuda" else None
+
+
+@lru_cache(maxsize=None)
+def _gpu_codes_buffer() -> Callable[[int], np.ndarray]:
+    """:func:`gpualign_df.gpu.buffers.codes_buffer`, imported once (each GPU job asks)."""
     from .gpu.buffers import codes_buffer
 
     return codes_buffer
@@ -100,17 +104,22 @@ def choose_engine(backend: str, scoring: Scoring | None = None, gatk: bool = Fal
         engine = "cuda"
     else:
         engine = "cuda" if backend == "auto" and gpu.gpu_usable() else "cpu"
-    from .kernels.strip import MAX_ALPHABET
-
-    from .kernels.band import gap_delta_fits
-
     if engine == "cuda" and gatk:
         return "cpu"
-    if engine == "cuda" and scoring is not None and (
-            len(scoring.alphabet) > MAX_ALPHABET
-            or not gap_delta_fits(scoring.gap_open, scoring.gap_extend)):
+    if engine == "cuda" and scoring is not None and not _fits_gpu_kernels(
+            len(scoring.alphabet), scoring.gap_open, scoring.gap_extend):
         return "cpu"
     return engine
+
+
+@lru_cache(maxsize=256)
+def _fits_gpu_kernels(alphabet_size: int, gap_open: int, gap_extend: int) -> bool:
+    """Whether the GPU kernels take an alphabet of this size (their shared table) and
+    these gap costs (the long-pair kernel's border words); kept, since each job asks."""
+    from .kernels.band import gap_delta_fits
+    from .kernels.strip import MAX_ALPHABET
+
+    return alphabet_size <= MAX_ALPHABET and gap_delta_fits(gap_open, gap_extend)
 
 
 def small_job_engine(job: Job, cells: Callable[[], float], backend: str) -> Job:

@@ -307,3 +307,23 @@ def test_a_character_the_kernel_finds_outside_the_alphabet_names_its_row(
     assert str(on_gpu.value) == str(on_cpu.value)
     expected = ("c", 2, "J") if side != "targets" else ("b", 5, "Q")
     assert (on_gpu.value.label, on_gpu.value.position, on_gpu.value.character) == expected
+
+
+def test_calls_alternating_scorings_each_use_their_own_tables(settings):
+    """The device tables kept for the last scoring (``scoring_tables``) are the call's
+    own: calls alternating two scorings, then a protein matrix, give the CPU engine's
+    frames."""
+    from gpualign_df.gpu import buffers
+
+    settings(small_batch_threads=8)
+    queries, targets = _pairs(3, seed=31)
+    other = dict(match=1, mismatch=-4, gap_open=3, gap_extend=1, progress=False)
+    for scores in (SCORES, other, SCORES):
+        on_gpu, on_cpu = _small_and_cpu(queries, targets, scores, mode="sw")
+        pd.testing.assert_frame_equal(on_gpu, on_cpu)
+    kept = next(iter(buffers.SCORING_TABLES.values()))[0]
+    assert (kept.gap_open, kept.gap_extend) == (SCORES["gap_open"], SCORES["gap_extend"])
+    proteins = pd.Series(["MKTAYIAKQR", "WWCHEKL"]), pd.Series(["MKTAYAKQR", "WCHEKLL"])
+    on_gpu, on_cpu = _small_and_cpu(*proteins, dict(matrix="BLOSUM62", progress=False),
+                                    mode="nw")
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)

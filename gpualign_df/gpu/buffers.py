@@ -24,6 +24,8 @@ from .launch import forget_arguments
 SCRATCH: dict[tuple[str, int], object] = {}
 #: Constant tables by (name, device), with the content they were copied from.
 TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
+#: The last scoring :func:`scoring_tables` was asked for on each device, and its tables.
+SCORING_TABLES: dict[int, tuple[object, tuple]] = {}
 #: Pinned host buffers that stage :func:`upload`'s shared transfer, by device.
 STAGING: dict[int, np.ndarray] = {}
 #: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
@@ -131,8 +133,25 @@ def forget_buffers() -> None:
     SCRATCH.clear()
     VIEWS.clear()
     TABLES.clear()
+    SCORING_TABLES.clear()
     STAGING.clear()
     forget_arguments()
+
+
+def scoring_tables(scoring) -> tuple:
+    """``(substitution, concrete, lut)``: device copies (:func:`device_table`) of a
+    :class:`~gpualign_df.scoring.Scoring`'s substitution table (int32, flat), concrete
+    flags and byte-to-code table, kept for the last scoring asked on each device. A
+    Scoring never changes and repeated options share one, so a caller making many small
+    calls reads its tables once, not at each call."""
+    device = current_device()
+    kept = SCORING_TABLES.get(device)
+    if kept is None or kept[0] is not scoring:
+        kept = (scoring, (device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
+                          device_table("concrete", scoring.concrete),
+                          device_table("lut", scoring.lut)))
+        SCORING_TABLES[device] = kept
+    return kept[1]
 
 
 @dataclass

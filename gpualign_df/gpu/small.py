@@ -17,7 +17,7 @@ from ..job import needs_linear_space
 from ..kernels import block, dpx, simulator
 from ..kernels.strip import WARP
 from ..scoring import Mode, Scoring
-from .buffers import (DEVICE_LOCK, device_table, download, kept_upload, scratch_buffer,
+from .buffers import (DEVICE_LOCK, download, kept_upload, scoring_tables, scratch_buffer,
                       scratch_views, staging, upload_into, used_sequences)
 from .launch import launch_kernel
 from .long import walk_lanes
@@ -138,13 +138,12 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
                                     map_residues)
         results, out = scratch_views("small_results", -(-(out_bytes + bound) // 4) * 4,
                                      np.uint8, np.uint8, np.int32)
+        substitution, concrete, lut = scoring_tables(scoring)
         words = int(sizes[block.SIZE_TRACEBACK]) if traceback else 1
         runs = int(sizes[block.SIZE_RUNS]) if traceback else 1
         launch_kernel("small", kernel, count, threads, query_codes, target_codes, table, count,
-                      device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
-                      len(scoring.alphabet), scoring.gap_open, scoring.gap_extend,
-                      device_table("concrete", scoring.concrete),
-                      device_table("lut", scoring.lut),
+                      substitution, len(scoring.alphabet), scoring.gap_open,
+                      scoring.gap_extend, concrete, lut,
                       scratch_buffer("small_tb", words, np.uint32),
                       scratch_buffer("small_rows_above", int(sizes[block.SIZE_ROWS_ABOVE]),
                                      np.int32),
