@@ -17,6 +17,7 @@ from numba import cuda
 
 from ..encode import EncodedSequences
 from ..kernels import simulator
+from ..scoring import Scoring
 from .device import array_module, current_device
 from .launch import forget_arguments
 
@@ -25,7 +26,7 @@ SCRATCH: dict[tuple[str, int], object] = {}
 #: Constant tables by (name, device), with the content they were copied from.
 TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
 #: The last scoring :func:`scoring_tables` was asked for on each device, and its tables.
-SCORING_TABLES: dict[int, tuple[object, tuple]] = {}
+SCORING_TABLES: dict[int, tuple[Scoring, tuple]] = {}
 #: Pinned host buffers that stage :func:`upload`'s shared transfer, by device.
 STAGING: dict[int, np.ndarray] = {}
 #: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
@@ -138,7 +139,7 @@ def forget_buffers() -> None:
     forget_arguments()
 
 
-def scoring_tables(scoring) -> tuple:
+def scoring_tables(scoring: Scoring) -> tuple:
     """``(substitution, concrete, lut)``: device copies (:func:`device_table`) of a
     :class:`~gpualign_df.scoring.Scoring`'s substitution table (int32, flat), concrete
     flags and byte-to-code table, kept for the last scoring asked on each device. A
