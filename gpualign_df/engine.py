@@ -807,11 +807,17 @@ def host_budget(tuning: config.Settings, available: int | None = None) -> int:
     return int(available * tuning.host_memory_share)
 
 
+def budget_for(need: int, tuning: config.Settings) -> int:
+    """The :func:`host_budget` that judges ``need`` bytes now: the free memory's share
+    (one system call; the free memory is never more than the available one), or, only
+    where ``need`` exceeds it, the available memory's (which parses /proc/meminfo)."""
+    budget = host_budget(tuning, free_host_memory())
+    return budget if need <= budget else host_budget(tuning)
+
+
 def within_host_budget(need: int, tuning: config.Settings) -> bool:
-    """Whether ``need`` bytes fit the :func:`host_budget` now. The free memory, never more
-    than the available one, decides first (one system call); only a need above its share
-    reads the available memory (which parses /proc/meminfo)."""
-    return need <= host_budget(tuning, free_host_memory()) or need <= host_budget(tuning)
+    """Whether ``need`` bytes fit the :func:`host_budget` now (:func:`budget_for`)."""
+    return need <= budget_for(need, tuning)
 
 
 def host_traceback_budget(traceback_memory: int | None, available: int,
@@ -1012,14 +1018,8 @@ def gatk_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query:
                          f"sequences only: the {side} of query row "
                          f"{plain_label(queries.labels[pair_query[k]])!r} is empty")
     need = 4 * (q_lengths + 1) * (t_lengths + 1) * valid
-    if job.traceback_memory is not None:
-        budget = job.traceback_memory
-    else:  # the free memory's share first (one system call); the available memory's
-        # (psutil parses /proc/meminfo) only where a pair needs more
-        tuning = config.settings()
-        budget = host_budget(tuning, free_host_memory())
-        if len(need) and need.max() > budget:
-            budget = host_budget(tuning)
+    budget = job.traceback_memory if job.traceback_memory is not None else budget_for(
+        int(need.max(initial=0)), config.settings())
     if len(need) and need.max() > budget:
         k = int(need.argmax())
         label = plain_label(queries.labels[pair_query[k]])

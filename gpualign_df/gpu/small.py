@@ -113,8 +113,9 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
                          host[:table_bytes].view(np.int64), sizes)
         # the kernel maps the bytes where each pair has sequences of its own, which no
         # other block reads, and every sequence is in a pair (so each byte is checked)
-        map_residues = bool(sizes[block.SIZE_EACH_ONCE]) and queries is not targets and \
-            len(bases) == 2 and queries.unmapped and targets.unmapped
+        # (two collections uploaded: neither kept, and not one for both sides)
+        map_residues = bool(sizes[block.SIZE_EACH_ONCE]) and len(bases) == 2 and \
+            queries.unmapped and targets.unmapped
         for encoded in (queries, targets):
             if id(encoded) in bases:
                 start = bases[id(encoded)]
