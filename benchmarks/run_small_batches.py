@@ -32,11 +32,13 @@ and with scores alone, at one and two columns a step (:func:`kernel_times`).
 ``--crossover`` (instead of the rows): the GPU against the CPU engine on jobs of 1 and 4
 related pairs from 50 x 60 to 600 x 700, semi-global with GATK's scores and local with
 2 / -3 / 5 / 2, medians of ``--repeat`` calls each (where ``backend="auto"``'s
-``auto_cpu_cells`` should stand on this host).
+``auto_cpu_cells`` should stand on this host). ``--strip-heights`` (instead of the rows):
+the block kernel's own time with CIGARs by rows a strip and columns a step, on pairs of
+several shapes cut as the rows' (:func:`strip_heights`).
 
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
 [--compare-batches] [--compare-cpu] [--gatk] [--cpu-only] [--stages] [--timeline]
-[--kernel-times] [--crossover]``
+[--kernel-times] [--crossover] [--strip-heights]``
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ def main() -> int:
                         help="also print the small path's kernels' own time (CUDA events "
                              "around relaunches of a call's launches), with CIGARs and with "
                              "scores alone, for one and two columns a step")
+    parser.add_argument("--strip-heights", action="store_true",
+                        help="the block kernel's time with CIGARs by rows a strip and "
+                             "columns a step on pairs of several shapes, instead of the rows")
     parser.add_argument("--crossover", action="store_true",
                         help="the GPU against the CPU engine on jobs of 1-4 pairs of "
                              "growing size, instead of the rows")
@@ -102,6 +107,9 @@ def main() -> int:
         return cpu_only(args)
     if args.crossover:
         return crossover(args.repeat)
+    if args.strip_heights:
+        return strip_heights(*read_fasta(args.data_dir / "hg38_chm13_51kbp_pair.fasta.gz"),
+                             args.repeat)
     import numpy as np
 
     import gpualign_df  # noqa: F401  (the .aln accessor)
@@ -148,8 +156,10 @@ def main() -> int:
             print(f"  stages, {count} pairs: "
                   f"{stage_times(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
         if args.kernel_times and cells <= config.settings().small_batch_cells:
-            print(f"  kernel, {count} pairs: "
-                  f"{kernel_times(haplotypes, references, args.repeat)}", flush=True)
+            times = kernel_times(haplotypes, references, args.repeat)
+            print(f"  kernel, {count} pairs: " + "; ".join(
+                f"{label} ({launches} launch{'es' * (launches > 1)}) {microseconds:.1f} us"
+                for label, launches, microseconds in times), flush=True)
         if args.timeline and count <= config.settings().small_batch_pairs and \
                 cells <= config.settings().small_batch_cells:
             print(f"  timeline, {count} pairs: "
@@ -157,13 +167,27 @@ def main() -> int:
     return 0
 
 
-def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
+#: ``--kernel-times``' variants: (traceback, settings) and their labels.
+KERNEL_VARIANTS = tuple(
+    ((traceback, dict(small_batch_columns=columns)),
+     f"{'CIGARs' if traceback else 'scores'}, {columns} column{'s' if columns > 1 else ''} "
+     "a step") for traceback in (True, False) for columns in (1, 2))
+#: ``--strip-heights``' shapes of pairs (count, query, reference) and variants (rows a
+#: strip, None: the default's choice; columns a step).
+HEIGHT_SHAPES = ((25, 600, 700), (293, 600, 700), (125, 300, 400), (25, 150, 250),
+                 (293, 150, 250))
+HEIGHTS = ((8, 1), (8, 2), (6, 2), (5, 2), (4, 2), (3, 2), (None, 2))
+
+
+def kernel_times(haplotypes, references, repeat: int, rounds: int = 3,
+                 variants=KERNEL_VARIANTS) -> list[tuple[str, int, float]]:
     """Microseconds of the block kernels alone: one call's launches (their arguments taken
     from ``gpu.small.launch_kernel``) launched again ``repeat`` times between two CUDA
     events, the upload (the sequences' bytes, which the kernel maps in place, and the
     pairs table's CIGAR counter) restored before each time by a device copy (best of
-    ``rounds``), with CIGARs and with scores alone, at one and two columns a step
-    (``small_batch_columns``)."""
+    ``rounds``), for each of ``variants`` (``((traceback, settings), label)``: by
+    default with CIGARs and with scores alone, at one and two columns a step): ``(label,
+    launches, microseconds)`` each."""
     from numba import cuda
 
     from gpualign_df import config
@@ -182,28 +206,54 @@ def kernel_times(haplotypes, references, repeat: int, rounds: int = 3) -> str:
 
     parts = []
     with mock.patch.object(small, "launch_kernel", taken):
-        for traceback in (True, False):
-            for columns in (1, 2):
-                captured.clear()
-                with config.override(small_batch_columns=columns):
-                    haplotypes.aln.rowwise(references, **dict(OPTIONS, traceback=traceback))
-                best = float("inf")
-                for _ in range(rounds):
-                    start, end = cuda.event(), cuda.event()
-                    start.record()
-                    for _ in range(repeat):
-                        for array, pristine in uploads:
-                            array[...] = pristine
-                        for name, kernel, blocks, threads, arguments in captured:
-                            launch(name, kernel, blocks, threads, *arguments)
-                    end.record()
-                    end.synchronize()
-                    best = min(best, start.elapsed_time(end) / repeat)
-                parts.append(f"{'CIGARs' if traceback else 'scores'}, {columns} column"
-                             f"{'s' if columns > 1 else ''} a step "
-                             f"({len(captured)} launch{'es' if len(captured) > 1 else ''}) "
-                             f"{best * 1e3:.1f} us")
-    return "; ".join(parts)
+        for (traceback, settings), label in variants:
+            captured.clear()
+            with config.override(**settings):
+                haplotypes.aln.rowwise(references, **dict(OPTIONS, traceback=traceback))
+            best = float("inf")
+            for _ in range(rounds):
+                start, end = cuda.event(), cuda.event()
+                start.record()
+                for _ in range(repeat):
+                    for array, pristine in uploads:
+                        array[...] = pristine
+                    for name, kernel, blocks, threads, arguments in captured:
+                        launch(name, kernel, blocks, threads, *arguments)
+                end.record()
+                end.synchronize()
+                best = min(best, start.elapsed_time(end) / repeat)
+            parts.append((label, len(captured), best * 1e3))
+    return parts
+
+
+def strip_heights(hg38: str, chm13: str, repeat: int) -> int:
+    """The block kernel's time with CIGARs (:func:`kernel_times`) by rows a strip and
+    columns a step (:data:`HEIGHTS`) on pairs of each of :data:`HEIGHT_SHAPES`, as a
+    table; exit status 1 where two variants' frames differ."""
+    from gpualign_df import config
+    from gpualign_df.gpu import small
+
+    print("| pairs | " + " | ".join(f"{rows or 'chosen'} rows, {columns} column"
+                                      f"{'s' if columns > 1 else ''}"
+                                      for rows, columns in HEIGHTS) + " | frames identical |")
+    print("|---|" + "---:|" * len(HEIGHTS) + "---|")
+    status = 0
+    for count, query, reference in HEIGHT_SHAPES:
+        haplotypes, references, _ = batch_of(hg38, chm13, count, query, reference)
+        frames, times = [], []
+        for rows, columns in HEIGHTS:
+            settings = dict(small_batch_rows=rows, small_batch_columns=columns)
+            with config.override(**settings):
+                frames.append(haplotypes.aln.rowwise(references, **OPTIONS))
+            (_, _, microseconds), = kernel_times(haplotypes, references, repeat,
+                                                 variants=(((True, settings), ""),))
+            chosen = small.block_layout(config.settings(), query)[1]
+            times.append(f"{chosen} rows: " * (rows is None) + f"{microseconds:.1f} us")
+        same = all(frame.equals(frames[0]) for frame in frames)
+        status |= not same
+        print(f"| {count} x {query} x {reference} | " + " | ".join(times) + f" | {same} |",
+              flush=True)
+    return status
 
 
 def call_timeline(call, repeat: int) -> str:
@@ -320,16 +370,18 @@ def stage_times(call, repeat: int) -> str:
                      for name, seconds in sorted(totals.items(), key=lambda item: -item[1]))
 
 
-def batch_of(hg38: str, chm13: str, count: int):
-    """(haplotypes, references, cells) of a batch of ``count`` pairs: windows spread evenly
-    along the hg38 side, each against the CHM13 stretch ``INSET`` bp inside it."""
+def batch_of(hg38: str, chm13: str, count: int, haplotype: int = HAPLOTYPE,
+             reference: int = REFERENCE):
+    """(haplotypes, references, cells) of a batch of ``count`` pairs: windows of
+    ``reference`` bp spread evenly along the hg38 side, each against the CHM13 stretch of
+    ``haplotype`` bp ``INSET`` bp inside it."""
     import numpy as np
     import pandas as pd
 
-    span = min(len(hg38), len(chm13)) - REFERENCE
+    span = min(len(hg38), len(chm13)) - reference
     starts = np.linspace(0, span, count, dtype=np.int64)
-    references = pd.Series([hg38[start:start + REFERENCE] for start in starts])
-    haplotypes = pd.Series([chm13[start + INSET:start + INSET + HAPLOTYPE]
+    references = pd.Series([hg38[start:start + reference] for start in starts])
+    haplotypes = pd.Series([chm13[start + INSET:start + INSET + haplotype]
                             for start in starts])
     return haplotypes, references, float((haplotypes.str.len() * references.str.len()).sum())
 

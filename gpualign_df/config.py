@@ -298,13 +298,19 @@ class Settings:
         back (two for long CIGARs). 0 pairs: never.
     small_batch_threads : int
         Most threads of a small batch's block (at most 512; a multiple of 32 leaves no
-        lane of a warp idle), each computing a strip of 8 query rows a pass: fewer threads,
-        more passes.
-    small_batch_columns : int or None
+        lane of a warp idle), each computing a strip of ``small_batch_rows`` query rows a
+        pass: fewer threads, more passes.
+    small_batch_columns : int
         Columns a thread of a small batch's block computes a step, 1 or 2 (half the steps
-        and barriers, twice the work a step, which the scheduler can interleave). None: 2
-        for scores alone, 1 with traceback, where the fill with two columns and the walk
-        in one kernel was found slower (BENCHMARKS.md, GATK-shaped rows).
+        and barriers, twice the work a step, which the scheduler can interleave).
+    small_batch_rows : int or None
+        Query rows of a strip of a small batch's block, 2 to 8: fewer rows, more threads
+        a pair (more warps to share an SM's four schedulers and hide each other's
+        latency, shorter chains of cells a step) for more steps and more instructions a
+        cell. None: the fewest rows (at least 3) that take the batch's longest query in
+        four warps of strips, a warp for each scheduler of the SM (3 rows up to 384
+        residues, 5 for GATK's haplotypes of 600), the fastest of 3-8 rows on the
+        shapes measured (BENCHMARKS.md).
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows
@@ -397,7 +403,8 @@ class Settings:
     small_batch_pairs: int = 4096
     small_batch_cells: int = 1 << 29
     small_batch_threads: int = 256
-    small_batch_columns: int | None = None
+    small_batch_columns: int = 2
+    small_batch_rows: int | None = None
     linear_block_bytes: int = 12 << 30
     top_k_segments: int = 255
     side_stream: bool = True

@@ -71,23 +71,25 @@ def _small_and_cpu(queries, targets, scores=SCORES, **options):
     dict(mode="sw", clip="soft", traceback=True),
     dict(mode="sg", traceback=False),
 ])
-@pytest.mark.parametrize("columns", [1, 2])
-def test_a_small_batch_gives_the_cpu_engines_frame(settings, options, columns):
+@pytest.mark.parametrize("columns,rows", [(1, 8), (2, 8), (1, 5), (2, 2)])
+def test_a_small_batch_gives_the_cpu_engines_frame(settings, options, columns, rows):
     # (every strip in one pass; fewer threads to simulate)
-    settings(small_batch_threads=8, small_batch_columns=columns)
+    settings(small_batch_threads=8, small_batch_columns=columns, small_batch_rows=rows)
     queries, targets = _pairs(5, seed=len(str(options)))
     on_gpu, on_cpu = _small_and_cpu(queries, targets, **options)
     pd.testing.assert_frame_equal(on_gpu, on_cpu)
 
 
 @pytest.mark.parametrize("mode,lanes", [("sw", None), ("nw", 4), ("sg", 4)])
-@pytest.mark.parametrize("columns", [1, 2])
-def test_strips_in_several_passes_and_tied_ends_across_strips(settings, mode, lanes, columns):
+@pytest.mark.parametrize("columns,rows", [(1, 8), (2, 8), (1, 3), (2, 6)])
+def test_strips_in_several_passes_and_tied_ends_across_strips(settings, mode, lanes, columns,
+                                                             rows):
     """Fewer threads than strips (passes hand their last row down through memory), and
     a repeat whose best cells tie in several strips (the first in row order wins); the
     walk in ``lanes`` threads where given; a thread's one or two columns a step (targets
-    of odd and even lengths)."""
-    settings(small_batch_threads=2, walk_lanes=lanes, small_batch_columns=columns)
+    of odd and even lengths), of strips of 8, 6 or 3 rows."""
+    settings(small_batch_threads=2, walk_lanes=lanes, small_batch_columns=columns,
+             small_batch_rows=rows)
     queries = pd.Series(["ACGTTGCA" * 5, "GATTACA" * 6, "TTTT"])
     targets = pd.Series(["ACGTTGCA" * 2, "CAGATTACATT", "ACGTTTTACG"])
     on_gpu, on_cpu = _small_and_cpu(queries, targets, mode=mode)
@@ -227,11 +229,14 @@ def test_a_call_like_the_last_launches_on_its_slots_with_its_own_results():
 @pytest.mark.gpu
 @pytest.mark.skipif(not REAL_GPU, reason="hundreds of pairs: on a GPU (GPUALIGN_REAL_GPU=1)")
 @pytest.mark.parametrize("scoring", ["dna-2-3-gap10+1", "dna-1-1-linear2", "blosum62-gap11+1"])
-def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(scoring):
+@pytest.mark.parametrize("rows", [8, 5, 2])
+def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(settings, scoring, rows):
     """Every mode and free-ends subset, pairs of 1-300 residues, half related, with the
     repeats whose optimal alignments tie (``test_engine_paths``' pairs): the small path
-    gives the CPU engine's frame."""
+    gives the CPU engine's frame, at every strip height."""
     from test_engine_paths import DNA, MODES, PROTEIN, SCORINGS, make_pairs
+
+    settings(small_batch_rows=rows)
 
     queries, targets = make_pairs(PROTEIN if scoring.startswith("blosum") else DNA, seed=27)
     queries, targets = pd.Series(queries), pd.Series(targets)
@@ -241,20 +246,27 @@ def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(scoring):
         pd.testing.assert_frame_equal(on_gpu, on_cpu, obj=f"{mode} {free_ends}")
 
 
-def test_the_block_kernels_columns_a_step_follow_the_setting(settings):
-    assert (small.block_columns(False, settings()), small.block_columns(True, settings())) \
-        == (2, 1), "default: two columns for scores alone, one with traceback"
-    assert small.block_columns(True, settings(small_batch_columns=2)) == 2
-    with pytest.raises(ValueError, match="small_batch_columns must be 1, 2 or None"):
-        small.block_columns(False, settings(small_batch_columns=3))
+def test_the_block_kernels_layout_follows_the_settings(settings):
+    """Two columns a step; strips of the fewest rows (3 to 8) that take the longest query
+    in four warps, unless set."""
+    assert [small.block_layout(settings(), longest) for longest in (1, 384, 385, 600, 1025)] \
+        == [(2, 3), (2, 3), (2, 4), (2, 5), (2, 8)]
+    assert small.block_layout(settings(small_batch_columns=1, small_batch_rows=2), 600) \
+        == (1, 2)
+    with pytest.raises(ValueError, match="small_batch_columns must be 1 or 2"):
+        small.block_layout(settings(small_batch_columns=3), 10)
+    with pytest.raises(ValueError, match="small_batch_rows must be 2 to 8 or None"):
+        small.block_layout(settings(small_batch_columns=2, small_batch_rows=9), 10)
 
 
 def _with_kernel_mapping(monkeypatch) -> list:
-    """Record whether each block kernel built maps residues itself (its last argument)."""
+    """Record whether each block kernel built maps residues itself (its last positional
+    argument)."""
     mapped = []
     real = block.block_kernel
     monkeypatch.setattr(block, "block_kernel",
-                        lambda *args: mapped.append(args[-1]) or real(*args))
+                        lambda *args, **keywords: mapped.append(args[-1])
+                        or real(*args, **keywords))
     return mapped
 
 

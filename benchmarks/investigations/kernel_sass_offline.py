@@ -23,7 +23,7 @@ whole|snapshot|resume``, ``--last-column 0|1`` (the halves' fill). ``search`` op
 ``--traceback 0|1``. ``block`` (the small batches' kernel; its hot loop is a step of the
 fill, barrier included; semi-global with every end free, as GATK's calls run):
 ``--mode``, ``--traceback 0|1``, ``--columns 1|2`` (a step's; default the
-``small_batch_columns`` setting's choice). All: ``--arch 90``, ``--sass FILE`` (write the
+``small_batch_columns`` setting), ``--rows 2..8`` (of a strip). All: ``--arch 90``, ``--sass FILE`` (write the
 whole listing).
 """
 
@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     block_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
     block_parser.add_argument("--columns", type=int, choices=(1, 2), default=None,
                               help="columns a thread computes a step (default: the "
-                                   "small_batch_columns setting's choice)")
+                                   "small_batch_columns setting)")
+    block_parser.add_argument("--rows", type=int, choices=range(2, 9), default=5,
+                              help="query rows of a strip (small_batch_rows)")
     for each in (band_parser, search_parser, pairs_parser, block_parser):
         each.add_argument("--arch", type=int, default=90)
         each.add_argument("--sass", type=Path, default=None)
@@ -140,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kernel == "block":
         from gpualign_df import config
         from gpualign_df.gpu.long import walk_lanes
-        from gpualign_df.gpu.small import block_columns
         from gpualign_df.kernels import block
 
         code, flags = MODES[args.mode]
@@ -148,12 +149,14 @@ def main(argv: list[str] | None = None) -> int:
             flags = (True,) * 4
         tuning = config.Settings()
         lanes = walk_lanes(code, tuning)
-        columns = args.columns or block_columns(bool(args.traceback), tuning)
+        columns = args.columns or tuning.small_batch_columns
         kernel = block.block_kernel(code, *flags, bool(args.traceback), False, False, True,
-                                    lanes, tuning.walk_probes if lanes else 1, columns)
+                                    lanes, tuning.walk_probes if lanes else 1, columns,
+                                    False, args.rows)
         signature, loop_opcodes = block_signature(), ("BAR", "VIADDMNMX")
         excluded = ()  # (a step's barrier comes with a WARPSYNC)
-        name = f"block kernel {args.mode} traceback={args.traceback} columns={columns}"
+        name = (f"block kernel {args.mode} traceback={args.traceback} columns={columns} "
+                f"rows={args.rows}")
     else:
         from gpualign_df.kernels import search
 

@@ -15,7 +15,7 @@ from .. import config
 from ..encode import EncodedSequences
 from ..job import needs_linear_space
 from ..kernels import block, dpx, simulator
-from ..kernels.strip import WARP
+from ..kernels.strip import STRIP_ROWS, WARP
 from ..scoring import Mode, Scoring
 from .buffers import (DEVICE_LOCK, download, kept_upload, scoring_tables, scratch_buffer,
                       scratch_views, staging, upload_into, used_sequences)
@@ -45,20 +45,28 @@ def small_batch(query_lengths: np.ndarray, target_lengths: np.ndarray,
                 query_lengths, target_lengths, traceback_memory).any())
 
 
-def block_columns(traceback: bool, tuning: config.Settings) -> int:
-    """Columns a thread of the block kernel computes a step (the ``small_batch_columns``
-    setting; None: 2 for scores alone, 1 with traceback).
+#: Warps of strips the block kernel's automatic strip height aims at: one for each of an
+#: SM's four schedulers.
+BLOCK_WARPS = 4
+
+
+def block_layout(tuning: config.Settings, longest: int) -> tuple[int, int]:
+    """Columns a thread of the block kernel computes a step and query rows of its strips
+    (the ``small_batch_columns`` and ``small_batch_rows`` settings, checked), for a batch
+    whose longest query has ``longest`` residues.
 
     >>> from gpualign_df import config
-    >>> block_columns(False, config.settings()), block_columns(True, config.settings())
-    (2, 1)
+    >>> [block_layout(config.settings(), longest) for longest in (150, 600, 5000)]
+    [(2, 3), (2, 5), (2, 8)]
     """
-    columns = tuning.small_batch_columns
-    if columns is None:
-        return 1 if traceback else 2
+    columns, rows = tuning.small_batch_columns, tuning.small_batch_rows
     if columns not in (1, 2):
-        raise ValueError(f"small_batch_columns must be 1, 2 or None, not {columns!r}")
-    return columns
+        raise ValueError(f"small_batch_columns must be 1 or 2, not {columns!r}")
+    if rows is None:
+        rows = min(max(-(-longest // (BLOCK_WARPS * WARP)), 3), STRIP_ROWS)
+    elif rows not in range(2, STRIP_ROWS + 1):
+        raise ValueError(f"small_batch_rows must be 2 to 8 or None, not {rows!r}")
+    return columns, rows
 
 
 def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
@@ -105,9 +113,9 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     first_character = 0 if simulator() else out_bytes
     with DEVICE_LOCK, engine_allocations():
         host = staging(size)
-        step_columns = block_columns(traceback, tuning)
+        step_columns, strip_rows = block_layout(tuning, queries.longest)
         block.pair_table(queries.offsets, queries.lengths, targets.offsets, targets.lengths,
-                         pair_query, pair_target, valid, traceback, step_columns,
+                         pair_query, pair_target, valid, traceback, step_columns, strip_rows,
                          bases.get(id(queries), 0),
                          bases.get(id(targets), 0), first_character,
                          host[:table_bytes].view(np.int64), sizes)
@@ -136,7 +144,7 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
         kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
                                     clip == "soft", dpx.available(), lanes,
                                     tuning.walk_probes if lanes else 1, step_columns,
-                                    map_residues)
+                                    map_residues, rows=strip_rows)
         results, out = scratch_views("small_results", -(-(out_bytes + bound) // 4) * 4,
                                      np.uint8, np.uint8, np.int32)
         substitution, concrete, lut = scoring_tables(scoring)

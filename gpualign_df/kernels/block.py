@@ -6,9 +6,9 @@ too small to fill the GPU with one thread a pair, and a job's fixed cost (launch
 copies, host work between them) outweighs its cells: here a job is one upload, one launch
 and one copy back (a second where its CIGARs are long).
 
-Thread ``t`` of the block computes strip ``k * threads + t`` (``STRIP_ROWS`` = 8 query
-rows, :func:`gpualign_df.kernels.strip.strip_functions`: the cells, tie-breaks and
-traceback bits of every fill) in pass ``k``; on step ``s`` of a pass it computes columns
+Thread ``t`` of the block computes strip ``k * threads + t`` (``rows`` query rows, 2 to 8,
+:func:`gpualign_df.kernels.strip.strip_functions`: the cells, tie-breaks and traceback
+bits of every fill) in pass ``k``; on step ``s`` of a pass it computes columns
 ``c * (s - t) + 1`` to ``c * (s - t + 1)`` of its strip (``c``: ``columns``, 1 or 2),
 taking the H and I of the row above from thread ``t - 1``'s step before through shared
 memory (one barrier a step); thread 0 takes them from the border (pass 0) or from the
@@ -57,8 +57,8 @@ PAIR_FIELDS = 7
 OUT_ROWS = 11
 CIGAR_LENGTH_ROW = 9
 CHAR_ROW = 10
-#: Most threads a block (a strip each per pass: 4,096 rows, where GATK's pairs have a few
-#: hundred). The block's shared arrays are sized by it (18 KB at 512, 26 KB with two
+#: Most threads a block (a strip each per pass: 4,096 rows of strips of 8, where GATK's
+#: pairs have a few hundred). The block's shared arrays are sized by it (18 KB at 512, 26 KB with two
 #: columns a step): the less shared memory a block takes, the more of each SM's on-chip
 #: memory stays L1 cache.
 MAX_THREADS = 512
@@ -76,12 +76,12 @@ BAD_RESIDUE = -1
 
 @numba.njit(cache=True, nogil=True)
 def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pair_query,
-               pair_target, valid, traceback, columns, query_base, target_base,
+               pair_target, valid, traceback, columns, rows, query_base, target_base,
                first_character, table, sizes):
     """Fill ``table`` (int64, at least ``PAIR_FIELDS * count + 1`` values) with the block
     kernel's pairs table of pairs ``(pair_query[k], pair_target[k])`` (where ``valid[k]``;
-    others get length -1; ``columns`` a thread computes a step), the queries' and targets'
-    residues starting ``query_base`` and ``target_base`` after their offsets, and the
+    others get length -1; ``columns`` a thread computes a step, of strips of ``rows``
+    rows), the queries' and targets' residues starting ``query_base`` and ``target_base`` after their offsets, and the
     counter after it ``first_character`` (where the CIGARs start in ``chars``); ``sizes``
     (int64, :data:`SIZES`) gets the ``SIZE_*`` values. One pass, where numpy would take
     a dozen calls.
@@ -89,8 +89,8 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
     >>> import numpy as np
     >>> table, sizes = np.zeros(2 * PAIR_FIELDS + 1, np.int64), np.zeros(SIZES, np.int64)
     >>> pair_table(np.array([0, 3]), np.array([3]), np.array([0, 9]), np.array([9]),
-    ...            np.array([0, 0]), np.array([0, 0]), np.array([True, False]), True, 1, 0,
-    ...            3, 0, table, sizes)
+    ...            np.array([0, 0]), np.array([0, 0]), np.array([True, False]), True, 1, 8,
+    ...            0, 3, 0, table, sizes)
     >>> table[:2 * PAIR_FIELDS].reshape(PAIR_FIELDS, 2)[:, 0].tolist()
     [0, 3, 3, 9, 0, 0, 0]
     >>> sizes.tolist()
@@ -106,8 +106,8 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
             once = False
         q, t = pair_query[k], pair_target[k]
         m, n = (query_lengths[q], target_lengths[t]) if valid[k] else (-1, 0)
-        rows = max(m, 0)
-        strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
+        m_rows = max(m, 0)
+        strips = (m_rows + rows - 1) // rows
         table[P_Q0 * count + k] = query_base + query_offsets[q]
         table[P_T0 * count + k] = target_base + target_offsets[t]
         table[P_M * count + k] = m
@@ -116,13 +116,13 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
         table[P_ROW0 * count + k] = above
         table[P_RUN0 * count + k] = runs
         above += 2 * (n + 1)
-        cells += rows * n
+        cells += m_rows * n
         most = max(most, strips)
         if traceback:
             groups = (n + columns - 1) // columns
             words += strips * (groups + strips - 1) * columns
-            runs += rows + n + 1
-            characters += 2 * (rows + n)
+            runs += m_rows + n + 1
+            characters += 2 * (m_rows + n)
     table[PAIR_FIELDS * count] = first_character
     sizes[SIZE_CELLS] = cells
     sizes[SIZE_CHARACTERS] = characters + 1 if traceback else 0
@@ -156,7 +156,8 @@ def place_cigars(out, count, placed, offsets, chars):
 @lru_cache(maxsize=None)
 def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback: bool,
                  merge_matches: bool, soft_clip: bool, use_dpx: bool = False, lanes: int = 0,
-                 probes: int = 1, columns: int = 1, map_residues: bool = False):
+                 probes: int = 1, columns: int = 1, map_residues: bool = False,
+                 rows: int = STRIP_ROWS):
     """The block kernel for one mode / free-ends / traceback / CIGAR-style combination;
     ``lanes`` threads walk a pair's traceback (0: one thread; ``lanes`` and ``probes`` as
     in :func:`gpualign_df.kernels.traceback.walk_functions`). Launch a block per pair of
@@ -169,18 +170,23 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     interleave (column ``j + 1``'s row ``r`` beside column ``j``'s row ``r + 1``), where
     one column's chain leaves it waiting on each cell's latency.
 
+    ``rows`` (2 to 8): query rows of a strip, a thread's each pass. Fewer rows a thread
+    make more threads a pair (more warps to hide each other's latency) and a shorter chain
+    of cells a step, for more steps (a pass takes ``columns`` steps more per thread) and
+    more instructions a cell (a step's own work is shared by fewer cells).
+
     ``map_residues``: ``query`` and ``target`` hold the sequences' bytes, which the block
     maps in place through ``lut`` (the alphabet's 256-entry table) before its fill, each
     pair its own (the pairs must take each sequence once: :data:`SIZE_EACH_ONCE`); a
     pair with a byte outside the alphabet gets :data:`BAD_RESIDUE` in ``out[CHAR_ROW]``
     and nothing else, the others 0 there (without traceback) or their CIGAR's position."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
-        mode, fqs, fqe, fts, fte, traceback, use_dpx)
+        mode, fqs, fqe, fts, fte, traceback, use_dpx, rows=rows)
     assert columns in (1, 2)
     wide = columns == 2
     corner = mode_shape(mode, fqs, fqe, fts, fte)[1]
     steps, finish = walk_functions(mode, fqs, fts, merge_matches, False, lanes, probes,
-                                   wavefront=columns)
+                                   wavefront=columns, strip_rows=rows)
     write_cigar = cigar_writer(merge_matches, soft_clip)
     walkers = max(lanes, 1)
     neg = NEG_INF
@@ -221,22 +227,22 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         load_table(sub, alphabet_size, shared_sub)
         tb0 = pairs[P_TB0 * count + p]
         r0 = pairs[P_ROW0 * count + p]
-        row_offset = cuda.local.array(STRIP_ROWS, int32)
-        h_left = cuda.local.array(STRIP_ROWS, int32)
-        del_score = cuda.local.array(STRIP_ROWS, int32)
-        diag = cuda.local.array(STRIP_ROWS, int32)
-        row_best = cuda.local.array(STRIP_ROWS, int32)
-        row_best_j = cuda.local.array(STRIP_ROWS, int32)
+        row_offset = cuda.local.array(rows, int32)
+        h_left = cuda.local.array(rows, int32)
+        del_score = cuda.local.array(rows, int32)
+        diag = cuda.local.array(rows, int32)
+        row_best = cuda.local.array(rows, int32)
+        row_best_j = cuda.local.array(rows, int32)
         best = initial_best
         best_i = 0
         best_j = 0
-        strips = (m + STRIP_ROWS - 1) // STRIP_ROWS if n > 0 else 0
+        strips = (m + rows - 1) // rows if n > 0 else 0
         groups = int32((n + columns - 1) // columns)  # steps of a strip
         for first_strip in range(0, strips, threads):
             strip = first_strip + t
             active = strip < strips
             last = min(threads, strips - first_strip) - 1  # the pass's last thread
-            first = strip * STRIP_ROWS + 1
+            first = strip * rows + 1
             if active:
                 start_strip(first, m, query, q0, 1, alphabet_size, go, ge, row_offset, h_left,
                             del_score, diag, row_best, row_best_j)

@@ -115,9 +115,11 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
                     use_dpx: bool = False, keyed: bool = False, rows: int = STRIP_ROWS,
                     track: bool = True, funnel: bool = True):
     """Device functions of one strip of ``rows`` query rows (``STRIP_ROWS`` or twice as
-    many), shared by the inter-task kernels: start a strip, compute one
-    column of it, collect its end-cell candidates, and the end cell of a pair with an
-    empty sequence. A column's traceback bits fill one word per ``STRIP_ROWS`` rows.
+    many; 2 to 8 for the block kernel), shared by the inter-task kernels: start a strip,
+    compute one column of it, collect its end-cell candidates, and the end cell of a pair
+    with an empty sequence. A column's traceback bits fill one word per ``STRIP_ROWS``
+    rows (a strip of fewer rows: the low ``4 * rows`` bits of one, row ``r`` at bits
+    ``4 * (rows - 1 - r)``).
     ``track=False``: the column keeps no running best of its rows (for a strip whose rows
     cannot hold a semi-global end cell).
 
@@ -133,7 +135,7 @@ def strip_functions(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, trace
     local, corner, free_row0, free_col0, end_row, end_column = mode_shape(mode, fqs, fqe, fts,
                                                                           fte)
     track_rows = (local or end_row) and track
-    assert rows in (STRIP_ROWS, 2 * STRIP_ROWS)
+    assert 2 <= rows <= STRIP_ROWS or rows == 2 * STRIP_ROWS
     neg = NEG_INF
     add_max, max3, max3_zero = dpx.functions(use_dpx)
     keep_best = dpx.keep_best(use_dpx)

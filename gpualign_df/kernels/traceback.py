@@ -74,7 +74,8 @@ def trailing_ones(mask, limit):
 @lru_cache(maxsize=None)
 def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool,
                    lanes: int = 0, probes: int = 1,
-                   grouped: tuple[int, int, bool] | None = None, wavefront: int = 0):
+                   grouped: tuple[int, int, bool] | None = None, wavefront: int = 0,
+                   strip_rows: int = STRIP_ROWS):
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
     (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
@@ -100,7 +101,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     minus the padding rows above the query (the walk kernel passes it); ``wavefront`` =
     ``C`` > 0 (the block kernel's layout of ``C`` columns a step,
     :mod:`gpualign_df.kernels.block`): at ``b0 + ((g + strip) * columns + strip) * C + q``,
-    ``g, q = divmod(j - 1, C)``, ``columns`` the pair's strips.
+    ``g, q = divmod(j - 1, C)``, ``columns`` the pair's strips, a strip of ``strip_rows``
+    rows (2 to 8: row ``r`` at bits ``4 * (strip_rows - 1 - r)``).
 
     ``lanes`` > 0 (global and semi-global): the walk of a block of ``lanes`` threads that all
     run it alike (the same reads, the same branches, the same stores), which in H looks at
@@ -115,6 +117,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     glob = mode == MODE_GLOBAL
     probing = lanes > 0
     assert not (probing and local) and lanes <= 32 and 1 <= probes <= 32
+    assert strip_rows == STRIP_ROWS or (wavefront and 2 <= strip_rows < STRIP_ROWS)
     ballot = _ballot(lanes)
     width_lanes = int32(max(lanes, 1))
 
@@ -129,8 +132,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
             word = tb[uint64(b0 + ((j - 1 + lane) * words_a_step + lane_row // STRIP_ROWS)
                              * (width * group_lanes) + lane)]
             return (word >> uint32(4 * (lane_row % STRIP_ROWS))) & uint32(15)
-        strip = (i - row0 - 1) // STRIP_ROWS
-        row = (i - row0 - 1) % STRIP_ROWS
+        strip = (i - row0 - 1) // strip_rows
+        row = (i - row0 - 1) % strip_rows
         if skewed:
             word = tb[uint64(b0 + skewed_word_index(strip, columns, j, row))]
         elif wavefront:
@@ -139,7 +142,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                              + (j - 1 - group * wavefront))]
         else:
             word = tb[uint64(b0 + width * (strip * columns + j - 1))]
-        return (word >> uint32(4 * (STRIP_ROWS - 1 - row))) & uint32(15)
+        return (word >> uint32(4 * (strip_rows - 1 - row))) & uint32(15)
 
     @cuda.jit(device=True, inline=True)
     def steps(query, target, q0, t0, width, tb, b0, columns, row0, stop_row, concrete, sub,
