@@ -357,6 +357,11 @@ def run_rows(encoded: EncodedJob, start: int, stop: int) -> pd.DataFrame:
 ROW_BYTES_TRACEBACK = 200
 ROW_BYTES_SCORE_ONLY = 80
 BYTES_PER_ALIGNED_RESIDUE = 2
+#: A result of at most this many bytes (by the cheap bound) is not held against the free
+#: memory: reading it is a system call, which costs a small job more than its frame does
+#: (tens of microseconds where system calls are slow, as in a sandbox), and a host without
+#: that much to spare cannot run the job at all.
+UNCHECKED_RESULT_BYTES = 16 << 20
 
 
 def rows_and_span(job: EncodedJob, start: int = 0, stop: int | None = None,
@@ -408,7 +413,8 @@ def check_host_memory(job: EncodedJob) -> None:
     """Refuse an in-memory job whose result cannot fit in host memory, before any work,
     saying what would: score only, streaming batches, Dask."""
     tuning = config.settings()
-    if within_host_budget(job_host_bytes(job, bound=True), tuning):
+    bound = job_host_bytes(job, bound=True)
+    if bound <= UNCHECKED_RESULT_BYTES or within_host_budget(bound, tuning):
         return  # (a search's top k: no pass over the database's lengths)
     need = job_host_bytes(job)
     if within_host_budget(need, tuning):

@@ -29,6 +29,7 @@ from .job import (Job, full_traceback_bytes, needs_linear_space,  # noqa: F401 (
                   traceback_budget)
 from .pairs import best_of_rows, search_pairs
 from .kernels import cpu, cpu_lanes, cpu_linear, cpu_search, cpu_wave, gatk
+from .kernels.encoding import pair_sizes
 from .scoring import MODE_LOCAL, SCORE_LIMIT, Mode, Scoring
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -211,8 +212,9 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
     from . import gpu
 
     started = time.perf_counter()
-    valid = queries.valid[pair_query] & targets.valid[pair_target]
-    cells = int((queries.lengths[pair_query] * targets.lengths[pair_target])[valid].sum())
+    valid = np.empty(len(pair_query), np.bool_)  # (a null sequence has no cells)
+    cells = pair_sizes(queries.offsets, queries.valid, targets.offsets, targets.valid,
+                       pair_query, pair_target, valid)[0]
     with progress_bar(cells, job.progress) as bar:
         out = gpu.run_pairs_gpu(
             queries, targets, pair_query, pair_target, job.scoring, job.mode,

@@ -95,6 +95,23 @@ def test_a_result_too_large_for_memory_is_refused_before_any_work(monkeypatch):
     del batches
 
 
+def test_a_small_result_reads_no_memory_figure(monkeypatch):
+    """The memory check of a job whose result is at most ``UNCHECKED_RESULT_BYTES`` makes
+    no system call for the free memory; a larger one's holds it against it."""
+    def unread():
+        raise AssertionError("a small job read the free memory")
+
+    monkeypatch.setattr(engine, "free_host_memory", unread)
+    monkeypatch.setattr(engine, "available_host_memory", unread)
+    api.check_host_memory(encoded(["ACGT" * 50] * 20, ["ACGA" * 50] * 20, "rowwise", None,
+                                  True))
+    rows = api.UNCHECKED_RESULT_BYTES // api.ROW_BYTES_SCORE_ONLY + 1
+    job = encoded(["A"] * rows, ["A"] * rows, "rowwise", None, False)
+    assert api.job_host_bytes(job, bound=True) > api.UNCHECKED_RESULT_BYTES
+    with pytest.raises(AssertionError, match="read the free memory"):
+        api.check_host_memory(job)
+
+
 def encoded(queries, targets, how, top_k, traceback):
     job = api.resolve_job(queries, targets, how=how, mode="sw", matrix=None, match=1,
                           mismatch=-1, gap_open=2, gap_extend=1, free_ends=None, top_k=top_k,

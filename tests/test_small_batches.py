@@ -98,19 +98,41 @@ def test_strips_in_several_passes_and_tied_ends_across_strips(settings, mode, la
 
 def test_the_planner_takes_small_batches_only_where_they_fit(settings):
     tuning = settings(small_batch_pairs=3, small_batch_cells=1000, inter_max_cells=400)
-    lengths = np.array([10, 20, 15])
-    assert small.small_batch(lengths, lengths, None, tuning)
-    assert not small.small_batch(np.zeros(0, np.int64), np.zeros(0, np.int64), None, tuning)
-    assert not small.small_batch(np.array([10, 20, 15, 5]), np.array([10, 20, 15, 5]), None,
-                                 tuning), "more pairs than small_batch_pairs"
-    assert not small.small_batch(lengths, np.array([10, 21, 15]), None,
-                                 tuning), "a pair of more than inter_max_cells"
-    assert not small.small_batch(lengths, lengths, None,
+    # pairs of 10 x 10, 20 x 20, 15 x 15: 725 cells, at most 400, at most 20 * 10 bytes
+    assert small.small_batch(3, 725, 400, 200, None, tuning)
+    assert not small.small_batch(0, 0, 0, 0, None, tuning)
+    assert not small.small_batch(4, 750, 400, 200, None, tuning), \
+        "more pairs than small_batch_pairs"
+    assert not small.small_batch(3, 745, 420, 220, None, tuning), \
+        "a pair of more than inter_max_cells"
+    assert not small.small_batch(3, 725, 400, 200, None,
                                  dataclasses.replace(tuning, small_batch_cells=600)), \
         "more cells in all than small_batch_cells"
-    assert not small.small_batch(lengths, lengths, 100, tuning), \
+    assert not small.small_batch(3, 725, 400, 200, 100, tuning), \
         "a pair whose traceback exceeds traceback_memory goes to linear space"
-    assert small.small_batch(lengths, lengths, 200, tuning)
+    assert small.small_batch(3, 725, 400, 200, 200, tuning)
+
+
+def test_pair_sizes_are_numpys():
+    """The one-pass sizes of a job's pairs equal numpy's: validity, cells, the largest
+    pair's cells and full-traceback bytes (nulls, empty sequences, pairs repeated)."""
+    from gpualign_df.job import full_traceback_bytes
+    from gpualign_df.kernels.encoding import pair_sizes
+
+    rng = np.random.default_rng(5)
+    query_lengths, target_lengths = rng.integers(0, 50, 30), rng.integers(0, 70, 20)
+    query_valid, target_valid = rng.random(30) < 0.8, rng.random(20) < 0.8
+    query_lengths[~query_valid] = 0  # (a null sequence has no residues)
+    target_lengths[~target_valid] = 0
+    pair_query, pair_target = rng.integers(0, 30, 200), rng.integers(0, 20, 200)
+    valid = np.empty(200, np.bool_)
+    sizes = pair_sizes(np.concatenate([[0], np.cumsum(query_lengths)]), query_valid,
+                       np.concatenate([[0], np.cumsum(target_lengths)]), target_valid,
+                       pair_query, pair_target, valid)
+    m, n = query_lengths[pair_query], target_lengths[pair_target]
+    assert valid.tolist() == (query_valid[pair_query] & target_valid[pair_target]).tolist()
+    assert sizes == (int((m * n).sum()), int((m * n).max()),
+                     int(full_traceback_bytes(m, n).max()))
 
 
 def test_jobs_past_the_small_batch_limits_take_the_batch_path(settings):

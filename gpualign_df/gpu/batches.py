@@ -22,6 +22,7 @@ from ..encode import EncodedSequences
 from ..job import traceback_budget
 from ..kernels import band, dpx, inter, inter16, pairs16, traceback as tb_kernels
 from ..kernels.search import GROUP_BLOCK
+from ..kernels.encoding import pair_sizes
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
@@ -504,9 +505,10 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
     The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
     """
-    valid = queries.valid[pair_query] & targets.valid[pair_target]
-    if small_batch(queries.lengths[pair_query], targets.lengths[pair_target], traceback_memory,
-                   config.settings()):
+    valid = np.empty(len(pair_query), np.bool_)
+    sizes = pair_sizes(queries.offsets, queries.valid, targets.offsets, targets.valid,
+                       pair_query, pair_target, valid)
+    if small_batch(len(pair_query), *sizes, traceback_memory, config.settings()):
         table, chars, offsets, cells = align_small(
             queries, targets, pair_query, pair_target, valid, scoring, mode,
             traceback=traceback, cigar_style=cigar_style, clip=clip, meanwhile=meanwhile)

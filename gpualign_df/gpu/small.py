@@ -13,7 +13,6 @@ import numpy as np
 
 from .. import config
 from ..encode import EncodedSequences
-from ..job import needs_linear_space
 from ..kernels import block, dpx, simulator
 from ..kernels.strip import STRIP_ROWS, WARP
 from ..scoring import Mode, Scoring
@@ -29,20 +28,18 @@ from .memory import engine_allocations
 CHARACTERS_GUESS = 64
 
 
-def small_batch(query_lengths: np.ndarray, target_lengths: np.ndarray,
+def small_batch(count: int, cells: int, largest: int, traceback_bytes: int,
                 traceback_memory: int | None, tuning: config.Settings) -> bool:
-    """Whether the pairs of a job of host-encoded pairs (their lengths) run as one small
-    batch: at most ``small_batch_pairs`` pairs of at most ``small_batch_cells`` cells in
-    all (their traceback words), none of more than ``inter_max_cells`` (a longer pair takes
-    the band kernel's many warps) nor with more traceback bytes than ``traceback_memory``
-    (such a pair is traced back in linear space)."""
-    if not 0 < len(query_lengths) <= tuning.small_batch_pairs:
-        return False
-    cells = query_lengths.astype(np.int64) * target_lengths
-    return int(cells.max()) <= tuning.inter_max_cells and \
-        int(cells.sum()) <= tuning.small_batch_cells and (
-            traceback_memory is None or not needs_linear_space(
-                query_lengths, target_lengths, traceback_memory).any())
+    """Whether the ``count`` pairs of a job of host-encoded pairs run as one small batch
+    (their sizes as :func:`gpualign_df.kernels.encoding.pair_sizes` gives them: cells in
+    all, the most cells and the most full-traceback bytes of one pair): at most
+    ``small_batch_pairs`` pairs of at most ``small_batch_cells`` cells in all, none of
+    more than ``inter_max_cells`` (a longer pair takes the band kernel's many warps) nor
+    with more traceback bytes than ``traceback_memory`` (such a pair is traced back in
+    linear space, :func:`gpualign_df.job.needs_linear_space`)."""
+    return 0 < count <= tuning.small_batch_pairs and largest <= tuning.inter_max_cells \
+        and cells <= tuning.small_batch_cells and (
+            traceback_memory is None or traceback_bytes <= traceback_memory)
 
 
 #: Warps of strips the block kernel's automatic strip height aims at: one for each of an

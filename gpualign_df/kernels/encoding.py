@@ -1,6 +1,7 @@
 """Encoding kernels: strings' bytes to residue codes through an alphabet's 256-entry lookup
 table, on the host (numba, GIL released so chunks run on Python threads) and on the device
-(one thread per 8 bytes of a cuDF string column)."""
+(one thread per 8 bytes of a cuDF string column); and one-pass summaries of encoded
+sequences (the longest, a job's pairs' sizes)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,33 @@ def longest_piece(offsets):
     for k in range(1, len(offsets)):
         longest = max(longest, offsets[k] - offsets[k - 1])
     return longest
+
+
+@njit(cache=True, nogil=True)
+def pair_sizes(query_offsets, query_valid, target_offsets, target_valid, pair_query,
+               pair_target, valid):
+    """Sizes of pairs ``(pair_query[k], pair_target[k])`` of sequences at ``offsets``
+    (``valid``: not null) in one pass: ``valid[k]`` set where both are valid; returns
+    the cells of all pairs (a null sequence has none), the most cells of one pair and
+    the most bytes of one pair's full 4-bit traceback (``m * ((n + 1) // 2)``,
+    :func:`gpualign_df.job.full_traceback_bytes`), where numpy would take a dozen calls.
+
+    >>> import numpy as np
+    >>> valid = np.empty(2, np.bool_)
+    >>> pair_sizes(np.array([0, 3, 3]), np.array([True, False]), np.array([0, 5]),
+    ...            np.array([True]), np.array([0, 1]), np.array([0, 0]), valid), valid.tolist()
+    ((15, 15, 9), [True, False])
+    """
+    cells = largest = most_bytes = 0
+    for k in range(len(pair_query)):
+        q, t = pair_query[k], pair_target[k]
+        valid[k] = query_valid[q] and target_valid[t]
+        m = query_offsets[q + 1] - query_offsets[q]
+        n = target_offsets[t + 1] - target_offsets[t]
+        cells += m * n
+        largest = max(largest, m * n)
+        most_bytes = max(most_bytes, m * ((n + 1) // 2))
+    return cells, largest, most_bytes
 
 
 @njit(cache=True, nogil=True)
