@@ -236,20 +236,24 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         best = initial_best
         best_i = 0
         best_j = 0
-        strips = (m + rows - 1) // rows if n > 0 else 0
+        strips = int32((m + rows - 1) // rows if n > 0 else 0)
         groups = int32((n + columns - 1) // columns)  # steps of a strip
+        # (a step's indices advance by constants: no 64-bit products in the loop)
+        word_stride = int64(strips) * columns  # traceback words between two steps
         for first_strip in range(0, strips, threads):
-            strip = first_strip + t
+            strip = int32(first_strip + t)
             active = strip < strips
-            last = min(threads, strips - first_strip) - 1  # the pass's last thread
+            last = int32(min(threads, strips - first_strip) - 1)  # the pass's last thread
+            hands_down = t == last and strip + 1 < strips  # (its bottom row, to the next pass)
             first = strip * rows + 1
             if active:
                 start_strip(first, m, query, q0, 1, alphabet_size, go, ge, row_offset, h_left,
                             del_score, diag, row_best, row_best_j)
             span = int32(groups + last)  # steps of the pass
             s = int32(0)
+            j = int32(1 - t * columns)  # the step's (first) column
+            at = tb0 + int64(strip - t) * word_stride + strip * columns  # its words
             while s < span:
-                j = int32((s - t) * columns + 1)  # the step's (first) column
                 if active and j >= 1 and j <= n:
                     two = wide and j < n
                     h_up2 = i_up2 = int32(0)
@@ -290,19 +294,20 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
                     if two:
                         h_pass[s & 1, columns - 1, t] = h_up2
                         i_pass[s & 1, columns - 1, t] = i_up2
-                    if t == last and strip + 1 < strips:
+                    if hands_down:
                         rows_above[uint64(r0 + 2 * j)] = h_up
                         rows_above[uint64(r0 + 2 * j + 1)] = i_up
                         if two:
                             rows_above[uint64(r0 + 2 * j + 2)] = h_up2
                             rows_above[uint64(r0 + 2 * j + 3)] = i_up2
                     if traceback:  # (a step's words side by side)
-                        at = tb0 + ((s - t + strip) * strips + strip) * columns
                         tb[uint64(at)] = word
                         if two:
                             tb[uint64(at + 1)] = word2
                 cuda.syncthreads()
                 s = int32(s + 1)
+                j = int32(j + columns)
+                at += word_stride
             if active:
                 strip_best, strip_i, strip_j = end_candidates(
                     first, m, n, initial_best, 0, 0, h_left, row_best, row_best_j)
