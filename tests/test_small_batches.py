@@ -268,11 +268,14 @@ def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(settings, scoring, r
         pd.testing.assert_frame_equal(on_gpu, on_cpu, obj=f"{mode} {free_ends}")
 
 
-def test_the_block_kernels_layout_follows_the_settings(settings):
+def test_the_block_kernels_layout_follows_the_settings(settings, monkeypatch):
     """Two columns a step; strips of the fewest rows (3 to 8) that take the longest query
-    in four warps, unless set."""
+    in one pass of four warps (or of fewer threads, where set), unless set."""
+    monkeypatch.setattr(small, "block_threads", lambda tuning: tuning.small_batch_threads)
     assert [small.block_layout(settings(), longest) for longest in (1, 384, 385, 600, 1025)] \
         == [(2, 3), (2, 3), (2, 4), (2, 5), (2, 8)]
+    assert [small.block_layout(settings(small_batch_threads=32), longest)[1]
+            for longest in (96, 97, 160, 600)] == [3, 4, 5, 8]
     assert small.block_layout(settings(small_batch_columns=1, small_batch_rows=2), 600) \
         == (1, 2)
     with pytest.raises(ValueError, match="small_batch_columns must be 1 or 2"):

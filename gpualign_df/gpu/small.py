@@ -47,20 +47,32 @@ def small_batch(count: int, cells: int, largest: int, traceback_bytes: int,
 BLOCK_WARPS = 4
 
 
+def block_threads(tuning: config.Settings) -> int:
+    """Most threads of the block kernel's blocks: ``small_batch_threads``, at most
+    ``MAX_THREADS`` (a warp under the CUDA simulator, whose threads are slow to
+    synchronize)."""
+    return min(tuning.small_batch_threads, WARP if simulator() else block.MAX_THREADS)
+
+
 def block_layout(tuning: config.Settings, longest: int) -> tuple[int, int]:
     """Columns a thread of the block kernel computes a step and query rows of its strips
     (the ``small_batch_columns`` and ``small_batch_rows`` settings, checked), for a batch
-    whose longest query has ``longest`` residues.
+    whose longest query has ``longest`` residues: by default the fewest rows, 3 to 8,
+    that take it in one pass of :data:`BLOCK_WARPS` warps (or of :func:`block_threads`
+    where fewer).
 
+    >>> import dataclasses
     >>> from gpualign_df import config
-    >>> [block_layout(config.settings(), longest) for longest in (150, 600, 5000)]
+    >>> tuning = dataclasses.replace(config.settings(), small_batch_threads=32)
+    >>> [block_layout(tuning, longest) for longest in (90, 150, 5000)]
     [(2, 3), (2, 5), (2, 8)]
     """
     columns, rows = tuning.small_batch_columns, tuning.small_batch_rows
     if columns not in (1, 2):
         raise ValueError(f"small_batch_columns must be 1 or 2, not {columns!r}")
     if rows is None:
-        rows = min(max(-(-longest // (BLOCK_WARPS * WARP)), 3), STRIP_ROWS)
+        threads = min(BLOCK_WARPS * WARP, block_threads(tuning))
+        rows = min(max(-(-longest // max(threads, 1)), 3), STRIP_ROWS)
     elif rows not in range(2, STRIP_ROWS + 1):
         raise ValueError(f"small_batch_rows must be 2 to 8 or None, not {rows!r}")
     return columns, rows
@@ -135,9 +147,8 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
         if simulator() and lanes:  # (the simulator's warp ballot is a block barrier)
             threads = lanes
         else:  # a strip a thread, in as many passes as it takes
-            cap = min(tuning.small_batch_threads, WARP if simulator() else block.MAX_THREADS)
             strips = max(int(sizes[block.SIZE_STRIPS]), 1)
-            threads = max(lanes, min(cap, -(-strips // WARP) * WARP))
+            threads = max(lanes, min(block_threads(tuning), -(-strips // WARP) * WARP))
         kernel = block.block_kernel(mode.code, *mode.flags(), traceback, cigar_style == "M",
                                     clip == "soft", dpx.available(), lanes,
                                     tuning.walk_probes if lanes else 1, step_columns,
