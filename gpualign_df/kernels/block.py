@@ -58,9 +58,9 @@ OUT_ROWS = 11
 CIGAR_LENGTH_ROW = 9
 CHAR_ROW = 10
 #: Most threads a block (a strip each per pass: 4,096 rows of strips of 8, where GATK's
-#: pairs have a few hundred). The block's shared arrays are sized by it (18 KB at 512, 26 KB with two
-#: columns a step): the less shared memory a block takes, the more of each SM's on-chip
-#: memory stays L1 cache.
+#: pairs have a few hundred). The block's shared arrays are sized by it (18 KB at 512,
+#: 26 KB with two columns a step): the less shared memory a block takes, the more of each
+#: SM's on-chip memory stays L1 cache.
 MAX_THREADS = 512
 #: What :func:`pair_table` returns in ``sizes``: cells, the CIGAR characters' bound, the
 #: traceback words, rows-above values and CIGAR runs the buffers must hold, most strips
@@ -81,10 +81,10 @@ def pair_table(query_offsets, query_lengths, target_offsets, target_lengths, pai
     """Fill ``table`` (int64, at least ``PAIR_FIELDS * count + 1`` values) with the block
     kernel's pairs table of pairs ``(pair_query[k], pair_target[k])`` (where ``valid[k]``;
     others get length -1; ``columns`` a thread computes a step, of strips of ``rows``
-    rows), the queries' and targets' residues starting ``query_base`` and ``target_base`` after their offsets, and the
-    counter after it ``first_character`` (where the CIGARs start in ``chars``); ``sizes``
-    (int64, :data:`SIZES`) gets the ``SIZE_*`` values. One pass, where numpy would take
-    a dozen calls.
+    rows), the queries' and targets' residues starting ``query_base`` and ``target_base``
+    after their offsets, and the counter after it ``first_character`` (where the CIGARs
+    start in ``chars``); ``sizes`` (int64, :data:`SIZES`) gets the ``SIZE_*`` values. One
+    pass, where numpy would take a dozen calls.
 
     >>> import numpy as np
     >>> table, sizes = np.zeros(2 * PAIR_FIELDS + 1, np.int64), np.zeros(SIZES, np.int64)
