@@ -173,10 +173,11 @@ KERNEL_VARIANTS = tuple(
      f"{'CIGARs' if traceback else 'scores'}, {columns} column{'s' if columns > 1 else ''} "
      "a step") for traceback in (True, False) for columns in (1, 2))
 #: ``--strip-heights``' shapes of pairs (count, query, reference) and variants (rows a
-#: strip, None: the default's choice; columns a step).
+#: strip, columns a step; ``(None, None)``: the default settings' layout).
 HEIGHT_SHAPES = ((25, 600, 700), (293, 600, 700), (125, 300, 400), (25, 150, 250),
                  (293, 150, 250))
-HEIGHTS = ((8, 1), (8, 2), (6, 2), (5, 2), (4, 2), (3, 2), (None, 2))
+HEIGHTS = ((8, 1), (6, 2), (5, 2), (4, 2), (3, 2), (6, 3), (5, 3), (4, 3), (3, 3), (6, 4),
+           (5, 4), (4, 4), (3, 4), (None, None))
 
 
 def kernel_times(haplotypes, references, repeat: int, rounds: int = 3,
@@ -232,10 +233,11 @@ def strip_heights(hg38: str, chm13: str, repeat: int) -> int:
     table; exit status 1 where a variant's frame differs from the CPU engine's."""
     from gpualign_df import config
     from gpualign_df.gpu import small
+    from gpualign_df.gpu.device import current_device
+    from gpualign_df.gpu.long import multiprocessors
 
-    print("| pairs | " + " | ".join(f"{rows or 'chosen'} rows, {columns} column"
-                                      f"{'s' if columns > 1 else ''}"
-                                      for rows, columns in HEIGHTS)
+    print("| pairs | " + " | ".join(f"{rows} rows, {columns} column{'s' * (columns > 1)}"
+                                      if rows else "chosen" for rows, columns in HEIGHTS)
           + " | frames equal the CPU engine's |")
     print("|---|" + "---:|" * len(HEIGHTS) + "---|")
     status = 0
@@ -244,13 +246,16 @@ def strip_heights(hg38: str, chm13: str, repeat: int) -> int:
         frames = [haplotypes.aln.rowwise(references, **dict(OPTIONS, backend="cpu"))]
         times = []
         for rows, columns in HEIGHTS:
-            settings = dict(small_batch_rows=rows, small_batch_columns=columns)
+            settings = dict(small_batch_rows=rows, small_batch_columns=columns) if rows \
+                else {}
             with config.override(**settings):
                 frames.append(haplotypes.aln.rowwise(references, **OPTIONS))
             (_, _, microseconds), = kernel_times(haplotypes, references, repeat,
                                                  variants=(((True, settings), ""),))
-            chosen = small.block_layout(config.settings(), query)[1]
-            times.append(f"{chosen} rows: " * (rows is None) + f"{microseconds:.1f} us")
+            chosen = small.block_layout(config.settings(), query, count,
+                                        multiprocessors(current_device()))
+            times.append("{1} rows, {0} columns: ".format(*chosen) * (rows is None)
+                         + f"{microseconds:.1f} us")
         same = all(frame.equals(frames[0]) for frame in frames)
         status |= not same
         print(f"| {count} x {query} x {reference} | " + " | ".join(times) + f" | {same} |",

@@ -301,16 +301,20 @@ class Settings:
         lane of a warp idle), each computing a strip of ``small_batch_rows`` query rows a
         pass: fewer threads, more passes.
     small_batch_columns : int
-        Columns a thread of a small batch's block computes a step, 1 or 2 (half the steps
-        and barriers, twice the work a step, which the scheduler can interleave).
+        Columns a thread of a small batch's block computes a step, 1 to 4 (more: fewer
+        steps and barriers, more work a step, which the scheduler can interleave; two
+        were the fastest on the shapes measured, BENCHMARKS.md).
     small_batch_rows : int or None
         Query rows of a strip of a small batch's block, 2 to 8: fewer rows, more threads
         a pair (more warps to share an SM's four schedulers and hide each other's
         latency, shorter chains of cells a step) for more steps and more instructions a
         cell. None: the fewest rows (at least 3) that take the batch's longest query in
-        one pass of four warps of strips, a warp for each scheduler of the SM (3 rows up
-        to 384 residues, 5 for GATK's haplotypes of 600), or of ``small_batch_threads``
-        where fewer: the fastest of 3-8 rows on the shapes measured (BENCHMARKS.md).
+        one pass of eight warps of strips where the batch's pairs are at most the GPU's
+        SMs (each block an SM to itself: two warps for each of its schedulers; 3 rows up
+        to 768 residues), else of four (a warp for each scheduler, the other blocks'
+        warps beside them; 5 rows for 293 of GATK's haplotypes of 600), or of
+        ``small_batch_threads`` where fewer: the fastest of 2-8 rows on the shapes
+        measured (BENCHMARKS.md).
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows

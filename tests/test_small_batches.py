@@ -71,7 +71,7 @@ def _small_and_cpu(queries, targets, scores=SCORES, **options):
     dict(mode="sw", clip="soft", traceback=True),
     dict(mode="sg", traceback=False),
 ])
-@pytest.mark.parametrize("columns,rows", [(1, 8), (2, 5), (2, 2)])
+@pytest.mark.parametrize("columns,rows", [(1, 8), (2, 5), (2, 2), (4, 3)])
 def test_a_small_batch_gives_the_cpu_engines_frame(settings, options, columns, rows):
     # (every strip in one pass; fewer threads to simulate)
     settings(small_batch_threads=8, small_batch_columns=columns, small_batch_rows=rows)
@@ -81,14 +81,14 @@ def test_a_small_batch_gives_the_cpu_engines_frame(settings, options, columns, r
 
 
 @pytest.mark.parametrize("mode,lanes", [("sw", None), ("nw", 4), ("sg", 4)])
-@pytest.mark.parametrize("columns,rows", [(1, 8), (2, 7), (1, 4), (2, 6)])
+@pytest.mark.parametrize("columns,rows", [(1, 8), (2, 7), (1, 4), (2, 6), (3, 5), (4, 3)])
 def test_strips_in_several_passes_and_tied_ends_across_strips(settings, mode, lanes, columns,
                                                              rows):
     """Fewer threads than strips (passes hand their last row down through memory), and
     a repeat whose best cells tie in several strips (the first in row order wins); the
-    walk in ``lanes`` threads where given; a thread's one or two columns a step (targets
-    of odd and even lengths), of strips of 4 to 8 rows (3, the default for short queries,
-    in the other tests)."""
+    walk in ``lanes`` threads where given; a thread's one to four columns a step (targets
+    of lengths that leave each number of columns for a strip's last step), of strips of 3
+    to 8 rows."""
     settings(small_batch_threads=2, walk_lanes=lanes, small_batch_columns=columns,
              small_batch_rows=rows)
     queries = pd.Series(["ACGTTGCA" * 5, "GATTACA" * 6, "TTTT"])
@@ -271,18 +271,26 @@ def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(settings, scoring, r
 
 def test_the_block_kernels_layout_follows_the_settings(settings, monkeypatch):
     """Two columns a step; strips of the fewest rows (3 to 8) that take the longest query
-    in one pass of four warps (or of fewer threads, where set), unless set."""
+    in one pass of eight warps where each pair has an SM to itself, of four where the
+    pairs outnumber the SMs (or of fewer threads, where set), unless set."""
     monkeypatch.setattr(small, "block_threads", lambda tuning: tuning.small_batch_threads)
-    assert [small.block_layout(settings(), longest) for longest in (1, 384, 385, 600, 1025)] \
+    tuning = settings(small_batch_threads=512)
+    assert [small.block_layout(tuning, longest, 132, 132)
+            for longest in (1, 768, 769, 1025, 2049, 5000)] \
+        == [(2, 3), (2, 3), (2, 4), (2, 5), (2, 8), (2, 8)]
+    assert [small.block_layout(tuning, longest, 133, 132)
+            for longest in (1, 384, 385, 600, 1025)] \
         == [(2, 3), (2, 3), (2, 4), (2, 5), (2, 8)]
-    assert [small.block_layout(settings(small_batch_threads=32), longest)[1]
+    assert [small.block_layout(settings(small_batch_threads=32), longest, 1, 132)[1]
             for longest in (96, 97, 160, 600)] == [3, 4, 5, 8]
-    assert small.block_layout(settings(small_batch_columns=1, small_batch_rows=2), 600) \
-        == (1, 2)
-    with pytest.raises(ValueError, match="small_batch_columns must be 1 or 2"):
-        small.block_layout(settings(small_batch_columns=3), 10)
+    assert small.block_layout(settings(small_batch_columns=1, small_batch_rows=2), 600, 1,
+                              132) == (1, 2)
+    assert small.block_layout(settings(small_batch_columns=4, small_batch_rows=3), 600, 1,
+                              132) == (4, 3)
+    with pytest.raises(ValueError, match="small_batch_columns must be 1 to 4"):
+        small.block_layout(settings(small_batch_columns=5), 10, 1, 132)
     with pytest.raises(ValueError, match="small_batch_rows must be 2 to 8 or None"):
-        small.block_layout(settings(small_batch_columns=2, small_batch_rows=9), 10)
+        small.block_layout(settings(small_batch_columns=2, small_batch_rows=9), 10, 1, 132)
 
 
 def _with_kernel_mapping(monkeypatch) -> list:

@@ -22,7 +22,7 @@ whole|snapshot|resume``, ``--last-column 0|1`` (the halves' fill). ``search`` op
 ``--copies`` (of the pair table). ``pairs`` options: ``--lanes``, ``--rows`` (a class),
 ``--traceback 0|1``. ``block`` (the small batches' kernel; its hot loop is a step of the
 fill, barrier included; semi-global with every end free, as GATK's calls run):
-``--mode``, ``--traceback 0|1``, ``--columns 1|2`` (a step's; default the
+``--mode``, ``--traceback 0|1``, ``--columns 1..4`` (a step's; default the
 ``small_batch_columns`` setting), ``--rows 2..8`` (of a strip). All: ``--arch 90``, ``--sass FILE`` (write the
 whole listing).
 """
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     block_parser = kinds.add_parser("block")
     block_parser.add_argument("--mode", choices=sorted(MODES), default="sg")
     block_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
-    block_parser.add_argument("--columns", type=int, choices=(1, 2), default=None,
+    block_parser.add_argument("--columns", type=int, choices=(1, 2, 3, 4), default=None,
                               help="columns a thread computes a step (default: the "
                                    "small_batch_columns setting)")
     block_parser.add_argument("--rows", type=int, choices=range(2, 9), default=5,

@@ -9,7 +9,7 @@ and one copy back (a second where its CIGARs are long).
 Thread ``t`` of the block computes strip ``k * threads + t`` (``rows`` query rows, 2 to 8,
 :func:`gpualign_df.kernels.strip.strip_functions`: the cells, tie-breaks and traceback
 bits of every fill) in pass ``k``; on step ``s`` of a pass it computes columns
-``c * (s - t) + 1`` to ``c * (s - t + 1)`` of its strip (``c``: ``columns``, 1 or 2),
+``c * (s - t) + 1`` to ``c * (s - t + 1)`` of its strip (``c``: ``columns``, 1 to 4),
 taking the H and I of the row above from thread ``t - 1``'s step before through shared
 memory (one barrier a step); thread 0 takes them from the border (pass 0) or from the
 last strip of the pass before, which its last thread leaves in ``rows_above``. Traceback
@@ -59,9 +59,12 @@ CIGAR_LENGTH_ROW = 9
 CHAR_ROW = 10
 #: Most threads a block (a strip each per pass: 4,096 rows of strips of 8, where GATK's
 #: pairs have a few hundred). The block's shared arrays are sized by it (18 KB at 512,
-#: 26 KB with two columns a step): the less shared memory a block takes, the more of each
-#: SM's on-chip memory stays L1 cache.
+#: 8 KB more for each further column a step): the less shared memory a block takes, the
+#: more of each SM's on-chip memory stays L1 cache.
 MAX_THREADS = 512
+#: Most columns a thread computes a step (the shared arrays of four: 42 KB of the 48 KB a
+#: block may take statically).
+MAX_COLUMNS = 4
 #: What :func:`pair_table` returns in ``sizes``: cells, the CIGAR characters' bound, the
 #: traceback words, rows-above values and CIGAR runs the buffers must hold, most strips
 #: of a pair, and 1 where the pairs are all valid and take each query and each target
@@ -165,10 +168,11 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     the CUDA simulator, whose warp ballot is a block barrier), on ``count`` pairs of the
     ``pairs`` table (:data:`PAIR_FIELDS` rows).
 
-    ``columns`` (1 or 2): columns a thread computes a step. Two halve the steps, and so
-    the barriers and the step's own work, and give the scheduler two chains of cells to
-    interleave (column ``j + 1``'s row ``r`` beside column ``j``'s row ``r + 1``), where
-    one column's chain leaves it waiting on each cell's latency.
+    ``columns`` (1 to :data:`MAX_COLUMNS`): columns a thread computes a step. More
+    columns make fewer steps, and so fewer barriers and less of the step's own work, and
+    give the scheduler more chains of cells to interleave (column ``j + 1``'s row ``r``
+    beside column ``j``'s row ``r + 1``), where one column's chain leaves it waiting on
+    each cell's latency.
 
     ``rows`` (2 to 8): query rows of a strip, a thread's each pass. Fewer rows a thread
     make more threads a pair (more warps to hide each other's latency) and a shorter chain
@@ -182,14 +186,64 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
     and nothing else, the others 0 there (without traceback) or their CIGAR's position."""
     empty_end, start_strip, top_border, column, end_candidates, initial_best = strip_functions(
         mode, fqs, fqe, fts, fte, traceback, use_dpx, rows=rows)
-    assert columns in (1, 2)
-    wide = columns == 2
+    assert 1 <= columns <= MAX_COLUMNS
     corner = mode_shape(mode, fqs, fqe, fts, fte)[1]
     steps, finish = walk_functions(mode, fqs, fts, merge_matches, False, lanes, probes,
                                    wavefront=columns, strip_rows=rows)
     write_cigar = cigar_writer(merge_matches, soft_clip)
     walkers = max(lanes, 1)
     neg = NEG_INF
+
+    def columns_step(width: int):
+        """A thread's step of ``width`` columns from ``j`` (all within the pair): the H
+        and I above from the thread before (shared memory), the border or the pass
+        before, then the cells column by column (one block of code: the scheduler
+        interleaves column ``j + 1``'s row ``r`` with column ``j``'s row ``r + 1``), then
+        the bottom rows to the next thread (and the next pass) and the traceback words."""
+
+        @cuda.jit(device=True, inline=True)
+        def step(s, t, j, strip, hands_down, at, r0, t0, target, h_pass, i_pass, rows_above,
+                 tb, shared_sub, go, ge, row_offset, h_left, del_score, diag, row_best,
+                 row_best_j):
+            h_up = cuda.local.array(width, int32)
+            i_up = cuda.local.array(width, int32)
+            codes = cuda.local.array(width, int32)
+            words = cuda.local.array(width, uint32)
+            if t > 0:
+                for c in range(width):
+                    h_up[c] = h_pass[(s - 1) & 1, c, t - 1]
+                    i_up[c] = i_pass[(s - 1) & 1, c, t - 1]
+            elif strip == 0:
+                for c in range(width):
+                    h_up[c] = top_border(j + c, go, ge)
+                    i_up[c] = neg
+            else:
+                for c in range(width):
+                    h_up[c] = rows_above[uint64(r0 + 2 * (j + c))]
+                    i_up[c] = rows_above[uint64(r0 + 2 * (j + c) + 1)]
+            for c in range(width):
+                codes[c] = int32(target[uint64(t0 + j + c - 1)])
+            for c in range(width):
+                h_up[c], i_up[c], words[c], _word2 = column(
+                    h_up[c], i_up[c], codes[c], j + c, shared_sub, go, ge, row_offset,
+                    h_left, del_score, diag, row_best, row_best_j)
+            for c in range(width):
+                h_pass[s & 1, c, t] = h_up[c]
+                i_pass[s & 1, c, t] = i_up[c]
+            if hands_down:  # (its bottom row, to the next pass)
+                for c in range(width):
+                    rows_above[uint64(r0 + 2 * (j + c))] = h_up[c]
+                    rows_above[uint64(r0 + 2 * (j + c) + 1)] = i_up[c]
+            if traceback:  # (a step's words side by side)
+                for c in range(width):
+                    tb[uint64(at + c)] = words[c]
+
+        return step
+
+    # the full step, and the last step of a strip whose columns are not a multiple
+    step_full = columns_step(columns)
+    step_one, step_two, step_three = (columns_step(min(width, columns))
+                                      for width in (1, 2, 3))
 
     @cuda.jit
     def align(query, target, pairs, count, sub, alphabet_size, go, ge, concrete, lut, tb,
@@ -255,55 +309,23 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
             at = tb0 + int64(strip - t) * word_stride + strip * columns  # its words
             while s < span:
                 if active and j >= 1 and j <= n:
-                    two = wide and j < n
-                    h_up2 = i_up2 = int32(0)
-                    if t > 0:
-                        h_up = h_pass[(s - 1) & 1, 0, t - 1]
-                        i_up = i_pass[(s - 1) & 1, 0, t - 1]
-                        if two:
-                            h_up2 = h_pass[(s - 1) & 1, columns - 1, t - 1]
-                            i_up2 = i_pass[(s - 1) & 1, columns - 1, t - 1]
-                    elif strip == 0:
-                        h_up = top_border(j, go, ge)
-                        i_up = neg
-                        if two:
-                            h_up2 = top_border(j + 1, go, ge)
-                            i_up2 = neg
+                    left = n - j + 1  # (columns from j to the last)
+                    if left >= columns:  # all of them, in one block of code
+                        step_full(s, t, j, strip, hands_down, at, r0, t0, target,
+                                  h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
+                                  h_left, del_score, diag, row_best, row_best_j)
+                    elif left == 1:  # (a strip's last step, where n is not a multiple)
+                        step_one(s, t, j, strip, hands_down, at, r0, t0, target,
+                                 h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
+                                 h_left, del_score, diag, row_best, row_best_j)
+                    elif left == 2:
+                        step_two(s, t, j, strip, hands_down, at, r0, t0, target,
+                                 h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
+                                 h_left, del_score, diag, row_best, row_best_j)
                     else:
-                        h_up = rows_above[uint64(r0 + 2 * j)]
-                        i_up = rows_above[uint64(r0 + 2 * j + 1)]
-                        if two:
-                            h_up2 = rows_above[uint64(r0 + 2 * j + 2)]
-                            i_up2 = rows_above[uint64(r0 + 2 * j + 3)]
-                    code = int32(target[uint64(t0 + j - 1)])
-                    word2 = uint32(0)
-                    if two:  # (both columns in one block of code, for the scheduler)
-                        code2 = int32(target[uint64(t0 + j)])
-                        h_up, i_up, word, _word2 = column(
-                            h_up, i_up, code, j, shared_sub, go, ge, row_offset, h_left,
-                            del_score, diag, row_best, row_best_j)
-                        h_up2, i_up2, word2, _word2 = column(
-                            h_up2, i_up2, code2, j + 1, shared_sub, go, ge, row_offset,
-                            h_left, del_score, diag, row_best, row_best_j)
-                    else:
-                        h_up, i_up, word, _word2 = column(
-                            h_up, i_up, code, j, shared_sub, go, ge, row_offset, h_left,
-                            del_score, diag, row_best, row_best_j)
-                    h_pass[s & 1, 0, t] = h_up
-                    i_pass[s & 1, 0, t] = i_up
-                    if two:
-                        h_pass[s & 1, columns - 1, t] = h_up2
-                        i_pass[s & 1, columns - 1, t] = i_up2
-                    if hands_down:
-                        rows_above[uint64(r0 + 2 * j)] = h_up
-                        rows_above[uint64(r0 + 2 * j + 1)] = i_up
-                        if two:
-                            rows_above[uint64(r0 + 2 * j + 2)] = h_up2
-                            rows_above[uint64(r0 + 2 * j + 3)] = i_up2
-                    if traceback:  # (a step's words side by side)
-                        tb[uint64(at)] = word
-                        if two:
-                            tb[uint64(at + 1)] = word2
+                        step_three(s, t, j, strip, hands_down, at, r0, t0, target,
+                                   h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
+                                   h_left, del_score, diag, row_best, row_best_j)
                 cuda.syncthreads()
                 s = int32(s + 1)
                 j = int32(j + columns)
