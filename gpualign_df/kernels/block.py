@@ -202,7 +202,7 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         the bottom rows to the next thread (and the next pass) and the traceback words."""
 
         @cuda.jit(device=True, inline=True)
-        def step(s, t, j, strip, hands_down, at, r0, t0, target, h_pass, i_pass, rows_above,
+        def step(parity, t, j, strip, hands_down, at, r0, t0, target, h_pass, i_pass, rows_above,
                  tb, shared_sub, go, ge, row_offset, h_left, del_score, diag, row_best,
                  row_best_j):
             h_up = cuda.local.array(width, int32)
@@ -211,8 +211,8 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
             words = cuda.local.array(width, uint32)
             if t > 0:
                 for c in range(width):
-                    h_up[c] = h_pass[(s - 1) & 1, c, t - 1]
-                    i_up[c] = i_pass[(s - 1) & 1, c, t - 1]
+                    h_up[c] = h_pass[uint32(parity ^ 1), c, uint32(t - 1)]
+                    i_up[c] = i_pass[uint32(parity ^ 1), c, uint32(t - 1)]
             elif strip == 0:
                 for c in range(width):
                     h_up[c] = top_border(j + c, go, ge)
@@ -228,8 +228,8 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
                     h_up[c], i_up[c], codes[c], j + c, shared_sub, go, ge, row_offset,
                     h_left, del_score, diag, row_best, row_best_j)
             for c in range(width):
-                h_pass[s & 1, c, t] = h_up[c]
-                i_pass[s & 1, c, t] = i_up[c]
+                h_pass[uint32(parity), c, uint32(t)] = h_up[c]  # (unsigned: no
+                i_pass[uint32(parity), c, uint32(t)] = i_up[c]  # negative-index arithmetic)
             if hands_down:  # (its bottom row, to the next pass)
                 for c in range(width):
                     rows_above[uint64(r0 + 2 * (j + c))] = h_up[c]
@@ -291,7 +291,7 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
         best_i = 0
         best_j = 0
         strips = int32((m + rows - 1) // rows if n > 0 else 0)
-        groups = int32((n + columns - 1) // columns)  # steps of a strip
+        groups = int32(uint32(n + columns - 1) // uint32(columns))  # steps of a strip
         # (a step's indices advance by constants: no 64-bit products in the loop)
         word_stride = int64(strips) * columns  # traceback words between two steps
         for first_strip in range(0, strips, threads):
@@ -303,31 +303,33 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
             if active:
                 start_strip(first, m, query, q0, 1, alphabet_size, go, ge, row_offset, h_left,
                             del_score, diag, row_best, row_best_j)
-            span = int32(groups + last)  # steps of the pass
-            s = int32(0)
+            steps_left = int32(groups + last)  # steps of the pass (counted down: no
+            # bound held or recomputed a step)
+            parity = int32(0)  # (which half of h_pass and i_pass the step writes)
             j = int32(1 - t * columns)  # the step's (first) column
             at = tb0 + int64(strip - t) * word_stride + strip * columns  # its words
-            while s < span:
+            while steps_left > 0:
                 if active and j >= 1 and j <= n:
-                    left = n - j + 1  # (columns from j to the last)
+                    left = int32(n - j + 1)  # (columns from j to the last)
                     if left >= columns:  # all of them, in one block of code
-                        step_full(s, t, j, strip, hands_down, at, r0, t0, target,
+                        step_full(parity, t, j, strip, hands_down, at, r0, t0, target,
                                   h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
                                   h_left, del_score, diag, row_best, row_best_j)
                     elif left == 1:  # (a strip's last step, where n is not a multiple)
-                        step_one(s, t, j, strip, hands_down, at, r0, t0, target,
+                        step_one(parity, t, j, strip, hands_down, at, r0, t0, target,
                                  h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
                                  h_left, del_score, diag, row_best, row_best_j)
                     elif left == 2:
-                        step_two(s, t, j, strip, hands_down, at, r0, t0, target,
+                        step_two(parity, t, j, strip, hands_down, at, r0, t0, target,
                                  h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
                                  h_left, del_score, diag, row_best, row_best_j)
                     else:
-                        step_three(s, t, j, strip, hands_down, at, r0, t0, target,
+                        step_three(parity, t, j, strip, hands_down, at, r0, t0, target,
                                    h_pass, i_pass, rows_above, tb, shared_sub, go, ge, row_offset,
                                    h_left, del_score, diag, row_best, row_best_j)
                 cuda.syncthreads()
-                s = int32(s + 1)
+                steps_left = int32(steps_left - 1)
+                parity = int32(parity ^ 1)
                 j = int32(j + columns)
                 at += word_stride
             if active:
