@@ -233,8 +233,6 @@ def strip_heights(hg38: str, chm13: str, repeat: int) -> int:
     table; exit status 1 where a variant's frame differs from the CPU engine's."""
     from gpualign_df import config
     from gpualign_df.gpu import small
-    from gpualign_df.gpu.device import current_device
-    from gpualign_df.gpu.long import multiprocessors
 
     print("| pairs | " + " | ".join(f"{rows} rows, {columns} column{'s' * (columns > 1)}"
                                       if rows else "chosen" for rows, columns in HEIGHTS)
@@ -252,8 +250,7 @@ def strip_heights(hg38: str, chm13: str, repeat: int) -> int:
                 frames.append(haplotypes.aln.rowwise(references, **OPTIONS))
             (_, _, microseconds), = kernel_times(haplotypes, references, repeat,
                                                  variants=(((True, settings), ""),))
-            chosen = small.block_layout(config.settings(), query, count,
-                                        multiprocessors(current_device()))
+            chosen = small.block_layout(config.settings(), query)
             times.append("{1} rows, {0} columns: ".format(*chosen) * (rows is None)
                          + f"{microseconds:.1f} us")
         same = all(frame.equals(frames[0]) for frame in frames)

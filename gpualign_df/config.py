@@ -309,12 +309,9 @@ class Settings:
         a pair (more warps to share an SM's four schedulers and hide each other's
         latency, shorter chains of cells a step) for more steps and more instructions a
         cell. None: the fewest rows (at least 3) that take the batch's longest query in
-        one pass of eight warps of strips where the batch's pairs are at most the GPU's
-        SMs (each block an SM to itself: two warps for each of its schedulers; 3 rows up
-        to 768 residues), else of four (a warp for each scheduler, the other blocks'
-        warps beside them; 5 rows for 293 of GATK's haplotypes of 600), or of
-        ``small_batch_threads`` where fewer: the fastest of 2-8 rows on the shapes
-        measured (BENCHMARKS.md).
+        one pass of four warps of strips, a warp for each scheduler of the SM (3 rows up
+        to 384 residues, 5 for GATK's haplotypes of 600), or of ``small_batch_threads``
+        where fewer: the fastest of 3-8 rows on the shapes measured (BENCHMARKS.md).
     linear_block_bytes : int
         Device bytes of the traceback words of one block of a GPU linear-space traceback
         (:mod:`gpualign_df.gpu.long`), at most half the memory a batch may use: more rows

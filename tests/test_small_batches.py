@@ -271,26 +271,20 @@ def test_every_mode_on_random_and_tied_pairs_equals_the_cpu(settings, scoring, r
 
 def test_the_block_kernels_layout_follows_the_settings(settings, monkeypatch):
     """Two columns a step; strips of the fewest rows (3 to 8) that take the longest query
-    in one pass of eight warps where each pair has an SM to itself, of four where the
-    pairs outnumber the SMs (or of fewer threads, where set), unless set."""
+    in one pass of four warps (or of fewer threads, where set), unless set."""
     monkeypatch.setattr(small, "block_threads", lambda tuning: tuning.small_batch_threads)
-    tuning = settings(small_batch_threads=512)
-    assert [small.block_layout(tuning, longest, 132, 132)
-            for longest in (1, 768, 769, 1025, 2049, 5000)] \
-        == [(2, 3), (2, 3), (2, 4), (2, 5), (2, 8), (2, 8)]
-    assert [small.block_layout(tuning, longest, 133, 132)
-            for longest in (1, 384, 385, 600, 1025)] \
+    assert [small.block_layout(settings(), longest) for longest in (1, 384, 385, 600, 1025)] \
         == [(2, 3), (2, 3), (2, 4), (2, 5), (2, 8)]
-    assert [small.block_layout(settings(small_batch_threads=32), longest, 1, 132)[1]
+    assert [small.block_layout(settings(small_batch_threads=32), longest)[1]
             for longest in (96, 97, 160, 600)] == [3, 4, 5, 8]
-    assert small.block_layout(settings(small_batch_columns=1, small_batch_rows=2), 600, 1,
-                              132) == (1, 2)
-    assert small.block_layout(settings(small_batch_columns=4, small_batch_rows=3), 600, 1,
-                              132) == (4, 3)
+    assert small.block_layout(settings(small_batch_columns=1, small_batch_rows=2), 600) \
+        == (1, 2)
+    assert small.block_layout(settings(small_batch_columns=4, small_batch_rows=3), 600) \
+        == (4, 3)
     with pytest.raises(ValueError, match="small_batch_columns must be 1 to 4"):
-        small.block_layout(settings(small_batch_columns=5), 10, 1, 132)
+        small.block_layout(settings(small_batch_columns=5), 10)
     with pytest.raises(ValueError, match="small_batch_rows must be 2 to 8 or None"):
-        small.block_layout(settings(small_batch_columns=2, small_batch_rows=9), 10, 1, 132)
+        small.block_layout(settings(small_batch_columns=2, small_batch_rows=9), 10)
 
 
 def _with_kernel_mapping(monkeypatch) -> list:

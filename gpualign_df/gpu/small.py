@@ -19,8 +19,7 @@ from ..scoring import Mode, Scoring
 from .buffers import (DEVICE_LOCK, download, kept_upload, scoring_tables, scratch_buffer,
                       scratch_views, staging, upload_into, used_sequences)
 from .launch import launch_kernel
-from .device import current_device
-from .long import multiprocessors, walk_lanes
+from .long import walk_lanes
 from .memory import engine_allocations
 
 
@@ -44,11 +43,8 @@ def small_batch(count: int, cells: int, largest: int, traceback_bytes: int,
 
 
 #: Warps of strips the block kernel's automatic strip height aims at: one for each of an
-#: SM's four schedulers where the batch has more pairs (blocks) than the GPU has SMs, two
-#: where each block has an SM to itself (its warps then hide each other's latency, which
-#: the other blocks' warps do otherwise).
+#: SM's four schedulers.
 BLOCK_WARPS = 4
-LONE_BLOCK_WARPS = 8
 
 
 def block_threads(tuning: config.Settings) -> int:
@@ -58,19 +54,17 @@ def block_threads(tuning: config.Settings) -> int:
     return min(tuning.small_batch_threads, WARP if simulator() else block.MAX_THREADS)
 
 
-def block_layout(tuning: config.Settings, longest: int, pairs: int,
-                 multiprocessors: int) -> tuple[int, int]:
+def block_layout(tuning: config.Settings, longest: int) -> tuple[int, int]:
     """Columns a thread of the block kernel computes a step and query rows of its strips
     (the ``small_batch_columns`` and ``small_batch_rows`` settings, checked), for a batch
-    of ``pairs`` pairs whose longest query has ``longest`` residues on a GPU of
-    ``multiprocessors`` SMs: by default the fewest rows, 3 to 8, that take it in one pass
-    of :data:`LONE_BLOCK_WARPS` warps where the pairs are at most the SMs, else of
-    :data:`BLOCK_WARPS` (or of :func:`block_threads` where fewer).
+    whose longest query has ``longest`` residues: by default the fewest rows, 3 to 8,
+    that take it in one pass of :data:`BLOCK_WARPS` warps (or of :func:`block_threads`
+    where fewer).
 
     >>> import dataclasses
     >>> from gpualign_df import config
     >>> tuning = dataclasses.replace(config.settings(), small_batch_threads=32)
-    >>> [block_layout(tuning, longest, 25, 132) for longest in (90, 150, 5000)]
+    >>> [block_layout(tuning, longest) for longest in (90, 150, 5000)]
     [(2, 3), (2, 5), (2, 8)]
     """
     columns, rows = tuning.small_batch_columns, tuning.small_batch_rows
@@ -78,8 +72,7 @@ def block_layout(tuning: config.Settings, longest: int, pairs: int,
         raise ValueError(f"small_batch_columns must be 1 to {block.MAX_COLUMNS}, "
                          f"not {columns!r}")
     if rows is None:
-        warps = LONE_BLOCK_WARPS if pairs <= multiprocessors else BLOCK_WARPS
-        threads = min(warps * WARP, block_threads(tuning))
+        threads = min(BLOCK_WARPS * WARP, block_threads(tuning))
         rows = min(max(-(-longest // max(threads, 1)), 3), STRIP_ROWS)
     elif rows not in range(2, STRIP_ROWS + 1):
         raise ValueError(f"small_batch_rows must be 2 to 8 or None, not {rows!r}")
@@ -130,9 +123,7 @@ def align_small(queries: EncodedSequences, targets: EncodedSequences, pair_query
     first_character = 0 if simulator() else out_bytes
     with DEVICE_LOCK, engine_allocations():
         host = staging(size)
-        step_columns, strip_rows = block_layout(
-            tuning, queries.longest, count,
-            1 if simulator() else multiprocessors(current_device()))
+        step_columns, strip_rows = block_layout(tuning, queries.longest)
         block.pair_table(queries.offsets, queries.lengths, targets.offsets, targets.lengths,
                          pair_query, pair_target, valid, traceback, step_columns, strip_rows,
                          bases.get(id(queries), 0),
