@@ -298,6 +298,22 @@ def _with_kernel_mapping(monkeypatch) -> list:
     return mapped
 
 
+@pytest.mark.parametrize("scores", [
+    SCORES, dict(matrix="EDNAFULL", gap_open=5, gap_extend=2, progress=False)])
+def test_ambiguity_codes_score_as_the_table_says(settings, scores):
+    """N and ambiguity codes on both sides of a pair, against themselves and against
+    concrete bases: a match/mismatch scoring gives N against N (and an ambiguity code
+    against itself) the mismatch, EDNAFULL its own partial scores. The CPU engine's
+    frame either way."""
+    settings(small_batch_threads=8)
+    queries = pd.Series(["ACGTNNRYACGT", "NNNNACGT", "ACGTKMSWBDHV", "GGGNNNCCCAAN"])
+    targets = pd.Series(["ACGTNNRYACGT", "TTNNNNACGTT", "ACGTKMSWBDHVN", "GGGNNNCCCAAA"])
+    on_gpu, on_cpu = _small_and_cpu(queries, targets, scores, mode="sg")
+    pd.testing.assert_frame_equal(on_gpu, on_cpu)
+    if "match" in scores:  # (N against N scored the mismatch: no free matches)
+        assert on_cpu.score[0] < 12 * scores["match"]
+
+
 def test_the_kernel_maps_the_bytes_of_rowwise_pairs_itself(monkeypatch, settings):
     """A rowwise job of valid pairs (each sequence in one pair) is uploaded as its bytes,
     which the block kernel maps through the alphabet's table (lower case, U as T, N);
