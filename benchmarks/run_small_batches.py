@@ -34,11 +34,12 @@ related pairs from 50 x 60 to 600 x 700, semi-global with GATK's scores and loca
 2 / -3 / 5 / 2, medians of ``--repeat`` calls each (where ``backend="auto"``'s
 ``auto_cpu_cells`` should stand on this host). ``--strip-heights`` (instead of the rows):
 the block kernel's own time with CIGARs by rows a strip and columns a step, on pairs of
-several shapes cut as the rows' (:func:`strip_heights`).
+several shapes cut as the rows' (:func:`strip_heights`); ``--layouts 5x2 3x2 default`` and
+``--shapes 25x600x700`` take some of them (each layout compiles a kernel: a few seconds).
 
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
 [--compare-batches] [--compare-cpu] [--gatk] [--cpu-only] [--stages] [--timeline]
-[--kernel-times] [--crossover] [--strip-heights]``
+[--kernel-times] [--crossover] [--strip-heights [--layouts ...] [--shapes ...]]``
 """
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ def main() -> int:
     parser.add_argument("--strip-heights", action="store_true",
                         help="the block kernel's time with CIGARs by rows a strip and "
                              "columns a step on pairs of several shapes, instead of the rows")
+    parser.add_argument("--layouts", nargs="+", type=_layout, default=HEIGHTS,
+                        metavar="ROWSxCOLUMNS",
+                        help="--strip-heights' layouts, e.g. 5x2 3x2 default (the default "
+                             "settings'); default: all of HEIGHTS")
+    parser.add_argument("--shapes", nargs="+", type=_shape, default=HEIGHT_SHAPES,
+                        metavar="COUNTxQUERYxREFERENCE",
+                        help="--strip-heights' shapes of pairs, e.g. 25x600x700; default: "
+                             "those of HEIGHT_SHAPES")
     parser.add_argument("--crossover", action="store_true",
                         help="the GPU against the CPU engine on jobs of 1-4 pairs of "
                              "growing size, instead of the rows")
@@ -109,7 +118,7 @@ def main() -> int:
         return crossover(args.repeat)
     if args.strip_heights:
         return strip_heights(*read_fasta(args.data_dir / "hg38_chm13_51kbp_pair.fasta.gz"),
-                             args.repeat)
+                             args.repeat, tuple(args.layouts), tuple(args.shapes))
     import numpy as np
 
     import gpualign_df  # noqa: F401  (the .aln accessor)
@@ -227,23 +236,39 @@ def kernel_times(haplotypes, references, repeat: int, rounds: int = 3,
     return parts
 
 
-def strip_heights(hg38: str, chm13: str, repeat: int) -> int:
+def _layout(text: str) -> tuple[int | None, int | None]:
+    """``ROWSxCOLUMNS`` (``5x2``) as ``(5, 2)``; ``default``: ``(None, None)``."""
+    if text == "default":
+        return None, None
+    rows, columns = (int(part) for part in text.split("x"))
+    return rows, columns
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    """``COUNTxQUERYxREFERENCE`` (``25x600x700``) as ``(25, 600, 700)``."""
+    count, query, reference = (int(part) for part in text.split("x"))
+    return count, query, reference
+
+
+def strip_heights(hg38: str, chm13: str, repeat: int, layouts=HEIGHTS,
+                  shapes=HEIGHT_SHAPES) -> int:
     """The block kernel's time with CIGARs (:func:`kernel_times`) by rows a strip and
-    columns a step (:data:`HEIGHTS`) on pairs of each of :data:`HEIGHT_SHAPES`, as a
-    table; exit status 1 where a variant's frame differs from the CPU engine's."""
+    columns a step (``layouts``, by default :data:`HEIGHTS`) on pairs of each of
+    ``shapes`` (by default :data:`HEIGHT_SHAPES`), as a table; exit status 1 where a
+    variant's frame differs from the CPU engine's."""
     from gpualign_df import config
     from gpualign_df.gpu import small
 
     print("| pairs | " + " | ".join(f"{rows} rows, {columns} column{'s' * (columns > 1)}"
-                                      if rows else "chosen" for rows, columns in HEIGHTS)
+                                      if rows else "chosen" for rows, columns in layouts)
           + " | frames equal the CPU engine's |")
-    print("|---|" + "---:|" * len(HEIGHTS) + "---|")
+    print("|---|" + "---:|" * len(layouts) + "---|")
     status = 0
-    for count, query, reference in HEIGHT_SHAPES:
+    for count, query, reference in shapes:
         haplotypes, references, _ = batch_of(hg38, chm13, count, query, reference)
         frames = [haplotypes.aln.rowwise(references, **dict(OPTIONS, backend="cpu"))]
         times = []
-        for rows, columns in HEIGHTS:
+        for rows, columns in layouts:
             settings = dict(small_batch_rows=rows, small_batch_columns=columns) if rows \
                 else {}
             with config.override(**settings):
