@@ -176,7 +176,7 @@ def block_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, tracebac
 
     ``rows`` (2 to 8): query rows of a strip, a thread's each pass. Fewer rows a thread
     make more threads a pair (more warps to hide each other's latency) and a shorter chain
-    of cells a step, for more steps (a pass takes ``columns`` steps more per thread) and
+    of cells a step, for more steps (a pass takes a step more per thread) and
     more instructions a cell (a step's own work is shared by fewer cells).
 
     ``map_residues``: ``query`` and ``target`` hold the sequences' bytes, which the block
