@@ -12,7 +12,9 @@ went to the band kernel: ``inter_max_cells`` 2**22, ``inter_min_pairs`` 0), and 
 frames are identical. ``--compare-batches`` times them on the batch path too (``small_batch_pairs`` 0: the
 planner's kernels, as before small batches ran in one launch), frames compared;
 ``--compare-cpu`` times the CPU engine on them too (frames
-compared); ``--gatk`` adds GATK's own aligner (``overhang=``, CPU engine,
+compared); ``--cudf`` times them from cuDF Series to a cuDF frame (needs cuDF), on the
+small route and on the device path (``small_batch_pairs`` 0), their rows compared with the
+pandas frame's; ``--gatk`` adds GATK's own aligner (``overhang=``, CPU engine,
 ``preset="gatk-haplotype-to-reference"``) under each overhang strategy.
 
 ``--cpu-only`` (on a machine without a GPU too): the CPU engine alone against parasail's
@@ -38,7 +40,7 @@ several shapes cut as the rows' (:func:`strip_heights`); ``--layouts 5x2 3x2 def
 ``--shapes 25x600x700`` take some of them (each layout compiles a kernel: a few seconds).
 
 ``python -m benchmarks.run_small_batches [--repeat 20] [--compare-one-thread]
-[--compare-batches] [--compare-cpu] [--gatk] [--cpu-only] [--stages] [--timeline]
+[--compare-batches] [--compare-cpu] [--cudf] [--gatk] [--cpu-only] [--stages] [--timeline]
 [--kernel-times] [--crossover] [--strip-heights [--layouts ...] [--shapes ...]]``
 """
 
@@ -83,6 +85,8 @@ def main() -> int:
                              "frames")
     parser.add_argument("--compare-cpu", action="store_true",
                         help="also time the CPU engine (backend='cpu') and compare frames")
+    parser.add_argument("--cudf", action="store_true",
+                        help="also from cuDF Series, small route and device path")
     parser.add_argument("--gatk", action="store_true",
                         help="also time GATK's aligner (overhang=..., the CPU engine)")
     parser.add_argument("--cpu-only", action="store_true",
@@ -132,8 +136,10 @@ def main() -> int:
     strategies = ("softclip", "indel", "leading_indel", "ignore") if args.gatk else ()
     print("| pairs | GCUPS | ours | every pair one thread | frames identical | batch path "
           "(frames identical) | CPU engine (frames identical) |"
+          + " cuDF in (rows identical) | cuDF in, device path (rows identical) |" * args.cudf
           + "".join(f" GATK {name} |" for name in strategies))
-    print("|---:|---:|---:|---:|---|---|---|" + "---:|" * len(strategies))
+    print("|---:|---:|---:|---:|---|---|---|" + "---|---|" * args.cudf
+          + "---:|" * len(strategies))
     for count in BATCHES:
         haplotypes, references, cells = batch_of(hg38, chm13, count)
 
@@ -157,10 +163,23 @@ def main() -> int:
         if args.compare_cpu:
             cpu_seconds, cpu_frame = median(dict(OPTIONS, backend="cpu"))
             on_cpu = f"{cpu_seconds * 1e3:.2f} ms ({cpu_frame.equals(frame)})"
+        on_cudf = ""
+        if args.cudf:
+            import cudf
+
+            device_haplotypes = cudf.from_pandas(haplotypes)
+            device_references = cudf.from_pandas(references)
+            for changes in ({}, dict(small_batch_pairs=0)):
+                with config.override(**changes):
+                    device_haplotypes.aln.rowwise(device_references, **OPTIONS)
+                    times, device_frame = timed_runs(lambda: device_haplotypes.aln.rowwise(
+                        device_references, **OPTIONS), args.repeat)
+                on_cudf += (f" {float(np.median(times)) * 1e3:.2f} ms "
+                            f"({same_rows(device_frame, frame)}) |")
         gatk = "".join(f" {median(GATK_OPTIONS | dict(overhang=name, cigar_style='M'))[0] * 1e3:.2f} ms |"
                        for name in strategies)
         print(f"| {count:,} | {cells / seconds / 1e9:,.1f} | {seconds * 1e3:.2f} ms | {other} "
-              f"| {same} | {on_batches} | {on_cpu} |{gatk}", flush=True)
+              f"| {same} | {on_batches} | {on_cpu} |{on_cudf}{gatk}", flush=True)
         if args.stages:
             print(f"  stages, {count} pairs: "
                   f"{stage_times(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
@@ -174,6 +193,18 @@ def main() -> int:
             print(f"  timeline, {count} pairs: "
                   f"{call_timeline(lambda: haplotypes.aln.rowwise(references, **OPTIONS), args.repeat)}")
     return 0
+
+
+def same_rows(cudf_frame, frame) -> bool:
+    """Whether a cuDF result frame holds the pandas frame's columns and values, row for
+    row (nulls where it has them; the libraries' dtypes differ)."""
+    import pandas as pd
+
+    host = cudf_frame.to_pandas(nullable=True)
+    return list(host.columns) == list(frame.columns) and all(
+        [None if pd.isna(value) else value for value in host[name]]
+        == [None if pd.isna(value) else value for value in frame[name]]
+        for name in frame.columns)
 
 
 #: ``--kernel-times``' variants: (traceback, settings) and their labels.

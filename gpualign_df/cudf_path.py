@@ -1,7 +1,10 @@
 """cuDF in, cuDF out: strings read zero-copy from the cuDF column, encoded on the device,
 aligned by the GPU engine, and the result frame (CIGAR strings included) built from device
 buffers. Residues and CIGARs never visit the host; only lengths, null flags and the pair
-plan (integers) do.
+plan (integers) do. A job of one small batch (a few hundred pairs of a few hundred
+residues: GATK HaplotypeCaller's calls) is the exception: its few kilobytes of sequences
+and results cross over to take the small-batch path (:func:`align_small_job`), whose one
+launch costs a fraction of the device path's plan and launches.
 
 Everything here imports cuDF lazily: the module loads on machines without it.
 """
@@ -11,16 +14,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from . import gpu
+import pandas as pd
+
+from . import config, gpu
+from .arrays import AlignmentArrays
 from .databases import Database
-from .encode import plain_label
-from .engine import check_score_bound
+from .encode import EncodedSequences, plain_label
+from .engine import check_score_bound, codes_allocator, run_pairs
 from .job import Job
 from .libraries import is_cudf
 from .pairs import best_first, pairwise_pairs, search_pairs
+from .results import SCORE_ONLY_COLUMNS, TRACEBACK_COLUMNS
 from .gpu.launch import launch
 from .gpu.memory import engine_allocations
-from .kernels.encoding import ENCODE_WORD, encode_column, word_layout
+from .gpu.small import small_batch
+from .kernels.encoding import ENCODE_WORD, encode_column, pair_sizes, word_layout
 from .scoring import Scoring
 
 #: :func:`encode_device`'s first bad byte where every byte is in the alphabet.
@@ -46,12 +54,12 @@ def new_summary():
     return start.copy()  # a device copy of the cached start (no copy from the host)
 
 
-def encode_device(series, lut, summary, slot: int):
-    """Device codes + int64 offsets of a cuDF string Series, its lengths and validity, as
-    CuPy arrays, from one kernel; its first byte outside the alphabet (``lut``: the
-    device copy of ``Scoring.lut``) and its longest length go to ``summary[slot]`` and
-    ``summary[2 + slot]`` (see :func:`new_summary`; nothing is read back here: the caller
-    reads the summary once and passes the bad byte to :func:`check_residues`)."""
+def string_buffers(series):
+    """The pylibcudf column of a cuDF string Series, its offsets (CuPy, int32 or int64,
+    ``rows + 1`` of them) and the whole characters buffer (CuPy uint8), without a copy.
+    A sliced column's characters are ``chars[offsets[0]:offsets[-1]]``: its offsets stay
+    absolute (no host read of the bounds). Raises ``ValueError`` for a column of
+    anything but strings."""
     import cupy
     import pylibcudf as plc
 
@@ -59,20 +67,28 @@ def encode_device(series, lut, summary, slot: int):
     rows = column.size()
     if rows and column.type().id() != plc.TypeId.STRING:
         raise ValueError(f"sequences must be strings, got a cuDF column of {series.dtype}")
-    has_nulls = column.null_count() > 0
     if rows == 0 or column.num_children() == 0:
-        column_offsets = cupy.zeros(rows + 1, dtype=cupy.int64)
-        chars = cupy.zeros(0, dtype=cupy.uint8)
-    else:
-        child = column.child(0)
-        width = cupy.int32 if child.type().id() == plc.TypeId.INT32 else cupy.int64
-        column_offsets = cupy.asarray(child.data()).view(width)[column.offset():
-                                                                column.offset() + rows + 1]
-        data = column.data()
-        chars = cupy.asarray(data).view(cupy.uint8) if data is not None else \
-            cupy.zeros(0, cupy.uint8)
-        # a sliced column: its characters are chars[offsets[0]:offsets[-1]]; offsets stay
-        # absolute (no host read of the bounds) and the code map covers the whole buffer
+        return column, cupy.zeros(rows + 1, dtype=cupy.int64), cupy.zeros(0, dtype=cupy.uint8)
+    child = column.child(0)
+    width = cupy.int32 if child.type().id() == plc.TypeId.INT32 else cupy.int64
+    offsets = cupy.asarray(child.data()).view(width)[column.offset():column.offset() + rows + 1]
+    data = column.data()
+    chars = cupy.asarray(data).view(cupy.uint8) if data is not None else \
+        cupy.zeros(0, cupy.uint8)
+    return column, offsets, chars
+
+
+def encode_device(series, lut, summary, slot: int):
+    """Device codes + int64 offsets of a cuDF string Series, its lengths and validity, as
+    CuPy arrays, from one kernel; its first byte outside the alphabet (``lut``: the
+    device copy of ``Scoring.lut``) and its longest length go to ``summary[slot]`` and
+    ``summary[2 + slot]`` (see :func:`new_summary`; nothing is read back here: the caller
+    reads the summary once and passes the bad byte to :func:`check_residues`)."""
+    import cupy
+
+    column, column_offsets, chars = string_buffers(series)
+    rows = column.size()
+    has_nulls = column.null_count() > 0
     # one allocation: residue codes (placed so that their 8-byte words line up with the
     # characters'), int64 offsets and lengths, validity
     size = max(len(chars), 1)
@@ -174,15 +190,167 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     return frame
 
 
+def host_sequences(series, job: Job) -> EncodedSequences | None:
+    """A host copy of a cuDF string Series as a GPU job's encoded sequences (the bytes,
+    mapped where first read: by the small-batch kernel itself, or on the host), or None
+    where a null row holds characters (which the host's layout has no place for: the
+    device path takes such a job). Reads the offsets, then the characters."""
+    import cudf
+
+    column, device_offsets, chars = string_buffers(series)
+    rows = column.size()
+    offsets = device_offsets.get().astype(np.int64, copy=False)
+    valid = np.ones(rows, np.bool_) if column.null_count() == 0 else \
+        series.notna().to_numpy()
+    if not valid.all() and (np.diff(offsets)[~valid] != 0).any():
+        return None
+    start, stop = (int(offsets[0]), int(offsets[-1])) if rows else (0, 0)
+    text = chars[start:stop].get() if stop > start else np.zeros(0, np.uint8)
+    index = series.index
+    labels = pd.RangeIndex(index.start, index.stop, index.step) if isinstance(
+        index, cudf.RangeIndex) else index.to_pandas()
+    return EncodedSequences(None, offsets - start, valid, labels, text=text,
+                            scoring=job.scoring, allocate=codes_allocator(job))
+
+
+def align_small_job(queries, targets, job: Job):
+    """The cuDF frame of a rowwise or pairwise job that runs as one small batch on the
+    GPU (:func:`gpualign_df.gpu.small.small_batch`: up to ``small_batch_pairs`` pairs,
+    such as GATK HaplotypeCaller's calls), or None for any other job. Such a job costs
+    the device path more in its launches and plan than in its cells: its sequences come
+    to the host (two small copies a side), the small-batch path aligns them (the frame's
+    values equal the device path's, as every engine's do), and the results go back in
+    one copy to make the frame. The job's pairs and sizes are checked before any
+    characters are copied."""
+    tuning = config.settings()
+    rows = len(queries)
+    count = rows if job.how == "rowwise" else rows * (rows - 1) // 2
+    if job.how not in ("rowwise", "pairwise") or not 0 < count <= tuning.small_batch_pairs:
+        return None
+    encoded_queries = host_sequences(queries, job)
+    encoded_targets = encoded_queries if job.how == "pairwise" or encoded_queries is None \
+        else host_sequences(targets, job)
+    if encoded_targets is None:
+        return None
+    if job.how == "rowwise":
+        pair_query = pair_target = np.arange(rows, dtype=np.int64)
+    else:
+        pair_query, pair_target = pairwise_pairs(rows)
+    valid = np.empty(count, np.bool_)
+    sizes = pair_sizes(encoded_queries.offsets, encoded_queries.valid, encoded_targets.offsets,
+                       encoded_targets.valid, pair_query, pair_target, valid)
+    if not small_batch(count, *sizes, job.traceback_memory, tuning):
+        return None
+    arrays = run_pairs(encoded_queries, encoded_targets, pair_query, pair_target, job)
+    return frame_of_host_results(arrays, queries.index,
+                                 queries.index if job.how == "pairwise" else targets.index,
+                                 pair_query, pair_target, job.traceback)
+
+
+#: Bytes each part of :func:`frame_of_host_results`' upload starts on a multiple of (the
+#: alignment of the device allocations libcudf makes; a null mask's words are read whole).
+PART_ALIGNMENT = 64
+
+
+def frame_of_host_results(arrays: AlignmentArrays, query_index, target_index,
+                          pair_query: np.ndarray, pair_target: np.ndarray, traceback: bool):
+    """The cuDF result frame of host results (an engine's columns in pair order), equal to
+    :func:`result_frame`'s of the device path: every column's values and null mask (each
+    column its own) in one upload, the frame made of pylibcudf columns over it, which
+    costs a fraction of cuDF's constructor (it checks and wraps each column again). Labels
+    of a ``RangeIndex`` are computed here; others are gathered on the device and
+    inserted."""
+    import cudf
+    import cupy
+    import pylibcudf as plc
+
+    count, valid = len(arrays.valid), arrays.valid
+    nulls = count - int(np.count_nonzero(valid))
+    names = TRACEBACK_COLUMNS if traceback else SCORE_ONLY_COLUMNS
+    values = dict(score=arrays.score, query_end=arrays.query_end, target_end=arrays.target_end)
+    if traceback:
+        values.update(arrays.stats, query_start=arrays.query_start,
+                      target_start=arrays.target_start)
+        length = arrays.stats["length"]
+        values["identity"] = np.divide(arrays.stats["matches"], length,
+                                       out=np.zeros(count), where=length > 0)
+        values["cigar"] = arrays.cigar_chars
+    labels = {}
+    for name, index, pairs in (("query", query_index, pair_query),
+                               ("target", target_index, pair_target)):
+        if isinstance(index, cudf.RangeIndex):
+            values[name] = index.start + index.step * pairs
+        else:
+            labels[name] = _labels(index, cupy.asarray(pairs))
+    mask = np.packbits(valid, bitorder="little") if nulls else None
+    # each column's parts: its values (a CIGAR's offsets, then its characters), then its
+    # null mask where rows are null (each column its own: no write reaches another)
+    kept = [name for name in names if name in values]
+    pieces: list[list[np.ndarray]] = []
+    for name in kept:
+        if name == "cigar":
+            offsets = arrays.cigar_offsets
+            own = [offsets.astype(np.int32 if offsets[-1] < 2**31 else np.int64),
+                   values[name] if len(values[name]) else np.zeros(1, np.uint8)]
+        else:
+            wide = name in ("query", "target", "identity")
+            own = [np.asarray(values[name], dtype=None if wide else np.int32)]
+        if mask is not None and name not in ("query", "target"):
+            own.append(mask.copy())
+        pieces.append(own)
+    parts = [part for own in pieces for part in own]
+    starts = [0]
+    for part in parts:
+        starts.append(-(-(starts[-1] + part.nbytes) // PART_ALIGNMENT) * PART_ALIGNMENT)
+    host = np.empty(max(starts[-1], 1), np.uint8)
+    for start, part in zip(starts, parts):
+        host[start:start + part.nbytes] = part.view(np.uint8)
+    device = cupy.asarray(host)
+    views = iter(plc.gpumemoryview(device[start:start + part.nbytes])
+                 for start, part in zip(starts, parts))
+    columns = []
+    for name, own in zip(kept, pieces):
+        if name == "cigar":
+            offsets = plc.Column(_plc_type(own[0].dtype), count + 1, next(views), None, 0, 0,
+                                 [])
+            data, kind, children = next(views), plc.DataType(plc.TypeId.STRING), [offsets]
+        else:
+            data, kind, children = next(views), _plc_type(own[0].dtype), []
+        null_mask = next(views) if len(own) > len(children) + 1 else None
+        columns.append(plc.Column(kind, count, data, null_mask, nulls if null_mask else 0, 0,
+                                  children))
+    frame = cudf.DataFrame.from_pylibcudf(plc.Table(columns), metadata={"columns": kept})
+    for position, name in enumerate(("query", "target")):
+        if name in labels:
+            frame.insert(position, name, labels[name])
+    return frame
+
+
+def _plc_type(dtype: np.dtype):
+    """The pylibcudf type of a numpy dtype among the result columns' (int32, int64,
+    float64)."""
+    import pylibcudf as plc
+
+    return plc.DataType({np.dtype(np.int32): plc.TypeId.INT32,
+                         np.dtype(np.int64): plc.TypeId.INT64,
+                         np.dtype(np.float64): plc.TypeId.FLOAT64}[np.dtype(dtype)])
+
+
 def align_cudf(queries, targets, job: Job):
     """:func:`gpualign_df.align` for cuDF Series on the GPU (``job.engine == "cuda"``): a
-    cuDF frame; residues, CIGARs and results never visit the host."""
+    cuDF frame; residues, CIGARs and results stay on the device, but for a job of one
+    small batch (:func:`align_small_job`)."""
     with engine_allocations():
         return _align_cudf(queries, targets, job)
 
 
 def _align_cudf(queries, targets, job: Job):
     import cupy
+
+    if not isinstance(targets, Database):
+        small = align_small_job(queries, targets, job)
+        if small is not None:
+            return small
 
     how, scoring, mode, top_k = job.how, job.scoring, job.mode, job.top_k
     traceback, cigar_style, clip = job.traceback, job.cigar_style, job.clip

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import gpualign_df  # noqa: F401  (registers .align on cudf.Series)
+from gpualign_df import config, cudf_path
 from helpers import mutate, random_sequences, read_fasta, shared_file
 
 cudf = pytest.importorskip("cudf")
@@ -33,6 +34,23 @@ def assert_same(cudf_frame, pandas_frame):
                                   check_dtype=False)
 
 
+@pytest.fixture(params=["small batch", "device path"])
+def route(request, monkeypatch):
+    """Each job of a test on both of the cuDF path's routes: a small job through the
+    small-batch path (the device path made to fail, so that it is never taken) and on the
+    device path (``small_batch_pairs`` 0)."""
+    if request.param == "device path":
+        with config.override(small_batch_pairs=0):
+            yield request.param
+        return
+
+    def never(*args, **kwargs):
+        raise AssertionError("a small cuDF job took the device path")
+
+    monkeypatch.setattr(cudf_path.gpu, "align_on_device", never)
+    yield request.param
+
+
 def sample(seed=1, count=300):
     rng = np.random.default_rng(seed)
     queries = random_sequences(rng, count, "ACGT", 200)
@@ -43,14 +61,14 @@ def sample(seed=1, count=300):
 
 
 @pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
-def test_rowwise_with_nulls_equals_cpu(mode):
+def test_rowwise_with_nulls_equals_cpu(mode, route):
     queries, targets = sample()
     result = cudf.from_pandas(queries).align.rowwise(cudf.from_pandas(targets), mode=mode, **DNA)
     assert_same(result, queries.aln.rowwise(targets, mode=mode, backend="cpu", **DNA))
     assert result["score"].isna().to_pandas().tolist()[3:6] == [True, False, True]
 
 
-def test_sliced_series_and_aln_accessor():
+def test_sliced_series_and_aln_accessor(route):
     queries, targets = sample(2)
     device_queries = cudf.from_pandas(queries).iloc[17:140]
     device_targets = cudf.from_pandas(targets).iloc[17:140]
@@ -107,7 +125,7 @@ def test_gasal2_pairs_cudf_equals_cpu():
     assert_same(result, queries.aln.rowwise(targets, backend="cpu", **DNA))
 
 
-def test_bad_character_names_row_and_position():
+def test_bad_character_names_row_and_position(route):
     series = cudf.Series(["ACGT", "ACGTQA"], index=[10, 11])
     with pytest.raises(ValueError, match=r"row 11, position 4: character 'Q'"):
         series.align.pairwise(**DNA)
@@ -120,7 +138,7 @@ def test_pandas_accessor_is_untouched_and_cudf_has_no_align_of_its_own():
     assert "align" in dir(cudf.Series([]))
 
 
-def test_range_index_labels_of_a_stepped_slice_and_bad_characters_outside_a_slice():
+def test_range_index_labels_of_a_stepped_slice_and_bad_characters_outside_a_slice(route):
     """Labels of a RangeIndex come by arithmetic (start + step * row), here of a stepped
     slice; a character outside the alphabet in the parent column but outside the slice is
     no error, one inside it names its row."""
@@ -137,6 +155,67 @@ def test_range_index_labels_of_a_stepped_slice_and_bad_characters_outside_a_slic
     assert frame["query"].to_pandas().tolist() == [2]
     with pytest.raises(ValueError, match=r"row 4, position 1: character 'X'"):
         series.iloc[2:].align.pairwise(**DNA)
+
+
+def test_small_jobs_score_only_pairwise_and_gatk_shape_equal_cpu(route):
+    """Score-only rowwise, pairwise with nulls, and GATK HaplotypeCaller's shape (600 bp
+    haplotypes against 700 bp windows, its preset, semi-global): each the CPU engine's
+    frame, on both routes."""
+    queries, targets = sample(6, count=50)
+    device_queries, device_targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
+    assert_same(device_queries.align.rowwise(device_targets, traceback=False, mode="sg", **DNA),
+                queries.aln.rowwise(targets, traceback=False, mode="sg", backend="cpu", **DNA))
+    assert_same(device_queries[:30].align.pairwise(mode="nw", cigar_style="M", **DNA),
+                queries[:30].aln.pairwise(mode="nw", cigar_style="M", backend="cpu", **DNA))
+    rng = np.random.default_rng(23)
+    reference = "".join(rng.choice(list("ACGT"), 20_000))
+    windows = [reference[k * 700:(k + 1) * 700] for k in range(25)]
+    haplotypes = [mutate(rng, window[40:640], "ACGT", 0.02) for window in windows]
+    options = dict(mode="sg", preset="gatk-haplotype-to-reference")
+    haplotypes, windows = pd.Series(haplotypes), pd.Series(windows)
+    assert_same(cudf.from_pandas(haplotypes).align.rowwise(cudf.from_pandas(windows), **options),
+                haplotypes.aln.rowwise(windows, backend="cpu", **options))
+
+
+@pytest.mark.parametrize("options", [
+    dict(mode="sg"), dict(mode="sw", clip="soft", cigar_style="M"), dict(mode="nw"),
+    dict(mode="sg", traceback=False)], ids=["sg", "sw-soft-M", "nw", "sg-scores"])
+@pytest.mark.parametrize("labels", ["strings", "range"])
+def test_small_route_frame_equals_the_device_paths(options, labels):
+    """The small route's frame (host results, one upload, pylibcudf columns) is the device
+    path's frame exactly: dtypes, null masks, index, labels (gathered from a string
+    index, or computed from a RangeIndex of a sliced column), rowwise and pairwise."""
+    queries, targets = sample(8, count=60)
+    if labels == "range":
+        queries, targets = queries.reset_index(drop=True), targets.reset_index(drop=True)
+    device_queries = cudf.from_pandas(queries).iloc[5:45]
+    device_targets = cudf.from_pandas(targets).iloc[5:45]
+    pairwise_queries = cudf.from_pandas(queries).iloc[:20]  # (row 3 null)
+    for job in (lambda: device_queries.align.rowwise(device_targets, **options, **DNA),
+                lambda: pairwise_queries.align.pairwise(**options, **DNA)):
+        small = job()
+        with config.override(small_batch_pairs=0):
+            on_device = job()
+        assert small["score"].isna().any()  # (rows of null sequences among them)
+        cudf.testing.assert_frame_equal(small, on_device)
+
+
+def test_null_rows_holding_characters_are_null_pairs():
+    """A cuDF column may keep characters under a null row (a null mask laid over a
+    column): such a row is null on every route (the small route leaves such a job to the
+    device path)."""
+    import pylibcudf as plc
+
+    chars = cudf.Series(["ACGTAC", "GGGTTT", "ACGTTA"]).to_pylibcudf()[0]
+    mask = cudf.Series(["x", None, "x"]).to_pylibcudf()[0].null_mask()
+    masked = plc.Column(plc.DataType(plc.TypeId.STRING), 3, chars.data(), mask, 1, 0,
+                        [chars.child(0)])
+    queries = cudf.Series.from_pylibcudf(masked)
+    assert queries.isna().to_pandas().tolist() == [False, True, False]
+    targets = pd.Series(["ACGTAC", "GGGTTT", "ACGTA"])
+    result = queries.align.rowwise(cudf.from_pandas(targets), **DNA)
+    assert_same(result, pd.Series(["ACGTAC", None, "ACGTTA"]).aln.rowwise(targets, backend="cpu",
+                                                                         **DNA))
 
 
 def test_engine_allocates_from_a_private_async_resource_unless_rmm_is_configured():
