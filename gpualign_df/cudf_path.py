@@ -190,21 +190,28 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     return frame
 
 
-def host_sequences(series, job: Job) -> EncodedSequences | None:
-    """A host copy of a cuDF string Series as a GPU job's encoded sequences (the bytes,
-    mapped where first read: by the small-batch kernel itself, or on the host), or None
-    where a null row holds characters (which the host's layout has no place for: the
-    device path takes such a job). Reads the offsets, then the characters."""
-    import cudf
-
-    column, device_offsets, chars = string_buffers(series)
-    rows = column.size()
-    offsets = device_offsets.get().astype(np.int64, copy=False)
-    valid = np.ones(rows, np.bool_) if column.null_count() == 0 else \
+def host_offsets(series) -> tuple[np.ndarray, np.ndarray] | None:
+    """A host copy of a cuDF string Series' offsets (int64, into its characters buffer)
+    and its validity, or None where a null row holds characters (which the host's layout
+    has no place for: the device path takes such a job)."""
+    column, offsets, _ = string_buffers(series)
+    offsets = offsets.get().astype(np.int64, copy=False)
+    valid = np.ones(column.size(), np.bool_) if column.null_count() == 0 else \
         series.notna().to_numpy()
     if not valid.all() and (np.diff(offsets)[~valid] != 0).any():
         return None
-    start, stop = (int(offsets[0]), int(offsets[-1])) if rows else (0, 0)
+    return offsets, valid
+
+
+def host_sequences(series, offsets: np.ndarray, valid: np.ndarray,
+                   job: Job) -> EncodedSequences:
+    """A host copy of a cuDF string Series (its :func:`host_offsets`) as a GPU job's
+    encoded sequences: the bytes, mapped where first read (by the small-batch kernel
+    itself, or on the host)."""
+    import cudf
+
+    _, _, chars = string_buffers(series)
+    start, stop = (int(offsets[0]), int(offsets[-1])) if len(valid) else (0, 0)
     text = chars[start:stop].get() if stop > start else np.zeros(0, np.uint8)
     index = series.index
     labels = pd.RangeIndex(index.start, index.stop, index.step) if isinstance(
@@ -220,31 +227,34 @@ def align_small_job(queries, targets, job: Job):
     the device path more in its launches and plan than in its cells: its sequences come
     to the host (two small copies a side), the small-batch path aligns them (the frame's
     values equal the device path's, as every engine's do), and the results go back in
-    one copy to make the frame. The job's pairs and sizes are checked before any
-    characters are copied."""
+    one copy to make the frame. The job's pairs and sizes are checked on the offsets,
+    before any characters are copied."""
     tuning = config.settings()
     rows = len(queries)
     count = rows if job.how == "rowwise" else rows * (rows - 1) // 2
     if job.how not in ("rowwise", "pairwise") or not 0 < count <= tuning.small_batch_pairs:
         return None
-    encoded_queries = host_sequences(queries, job)
-    encoded_targets = encoded_queries if job.how == "pairwise" or encoded_queries is None \
-        else host_sequences(targets, job)
-    if encoded_targets is None:
-        return None
+    sides = [queries] if job.how == "pairwise" else [queries, targets]
+    layouts = []
+    for series in sides:
+        layout = host_offsets(series)
+        if layout is None:
+            return None
+        layouts.append(layout)
+    (query_offsets, query_valid), (target_offsets, target_valid) = layouts[0], layouts[-1]
     if job.how == "rowwise":
         pair_query = pair_target = np.arange(rows, dtype=np.int64)
     else:
         pair_query, pair_target = pairwise_pairs(rows)
     valid = np.empty(count, np.bool_)
-    sizes = pair_sizes(encoded_queries.offsets, encoded_queries.valid, encoded_targets.offsets,
-                       encoded_targets.valid, pair_query, pair_target, valid)
+    sizes = pair_sizes(query_offsets, query_valid, target_offsets, target_valid, pair_query,
+                       pair_target, valid)
     if not small_batch(count, *sizes, job.traceback_memory, tuning):
         return None
-    arrays = run_pairs(encoded_queries, encoded_targets, pair_query, pair_target, job)
-    return frame_of_host_results(arrays, queries.index,
-                                 queries.index if job.how == "pairwise" else targets.index,
-                                 pair_query, pair_target, job.traceback)
+    encoded = [host_sequences(series, *layout, job) for series, layout in zip(sides, layouts)]
+    arrays = run_pairs(encoded[0], encoded[-1], pair_query, pair_target, job)
+    return frame_of_host_results(arrays, queries.index, sides[-1].index, pair_query,
+                                 pair_target, job.traceback)
 
 
 #: Bytes each part of :func:`frame_of_host_results`' upload starts on a multiple of (the

@@ -213,13 +213,15 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
 
     started = time.perf_counter()
     valid = np.empty(len(pair_query), np.bool_)  # (a null sequence has no cells)
-    cells = pair_sizes(queries.offsets, queries.valid, targets.offsets, targets.valid,
-                       pair_query, pair_target, valid)[0]
+    sizes = pair_sizes(queries.offsets, queries.valid, targets.offsets, targets.valid,
+                       pair_query, pair_target, valid)
+    cells = sizes[0]
     with progress_bar(cells, job.progress) as bar:
         out = gpu.run_pairs_gpu(
             queries, targets, pair_query, pair_target, job.scoring, job.mode,
             traceback=traceback, cigar_style=job.cigar_style, clip=job.clip,
-            progress=bar.update, traceback_memory=job.traceback_memory, meanwhile=meanwhile)
+            progress=bar.update, traceback_memory=job.traceback_memory, meanwhile=meanwhile,
+            sizes=(valid, sizes))
     out.cells = cells
     out.seconds = time.perf_counter() - started
     return out

@@ -200,6 +200,20 @@ def test_small_route_frame_equals_the_device_paths(options, labels):
         cudf.testing.assert_frame_equal(small, on_device)
 
 
+def test_a_job_beyond_one_small_batch_copies_no_characters(monkeypatch):
+    """A job of few rows but more cells than one small batch takes (``small_batch_cells``)
+    is decided on its offsets: its characters never come to the host, and the device
+    path's frame is the CPU engine's."""
+    def never(*args, **kwargs):
+        raise AssertionError("a job beyond one small batch copied its characters")
+
+    monkeypatch.setattr(cudf_path, "host_sequences", never)
+    queries, targets = sample(9, count=40)
+    with config.override(small_batch_cells=1000):
+        result = cudf.from_pandas(queries).align.rowwise(cudf.from_pandas(targets), **DNA)
+    assert_same(result, queries.aln.rowwise(targets, backend="cpu", **DNA))
+
+
 def test_null_rows_holding_characters_are_null_pairs():
     """A cuDF column may keep characters under a null row (a null mask laid over a
     column): such a row is null on every route (the small route leaves such a job to the

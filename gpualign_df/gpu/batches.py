@@ -496,18 +496,23 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
 def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                   pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
                   cigar_style: str, clip: str | None, progress,
-                  traceback_memory: int | None = None, meanwhile=None) -> AlignmentArrays:
+                  traceback_memory: int | None = None, meanwhile=None,
+                  sizes: tuple | None = None) -> AlignmentArrays:
     """Align pairs of host-encoded sequences on the GPU; host arrays in pair order. A job
     that fits one small batch (:func:`gpualign_df.gpu.small.small_batch`) runs in one
     launch of the block kernel, any other in the planner's batches; ``meanwhile`` (a
-    callable, optional) runs while the small batch's kernel does.
+    callable, optional) runs while the small batch's kernel does. ``sizes``: the pairs'
+    validity and sizes where the caller has them, as ``(valid, pair_sizes(..., valid))``
+    (:func:`gpualign_df.kernels.encoding.pair_sizes`).
 
     The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
     """
-    valid = np.empty(len(pair_query), np.bool_)
-    sizes = pair_sizes(queries.offsets, queries.valid, targets.offsets, targets.valid,
-                       pair_query, pair_target, valid)
+    if sizes is None:
+        valid = np.empty(len(pair_query), np.bool_)
+        sizes = valid, pair_sizes(queries.offsets, queries.valid, targets.offsets,
+                                  targets.valid, pair_query, pair_target, valid)
+    valid, sizes = sizes
     if small_batch(len(pair_query), *sizes, traceback_memory, config.settings()):
         table, chars, offsets, cells = align_small(
             queries, targets, pair_query, pair_target, valid, scoring, mode,
