@@ -190,27 +190,27 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     return frame
 
 
-def host_offsets(series) -> tuple[np.ndarray, np.ndarray] | None:
+def host_offsets(series) -> tuple | None:
     """A host copy of a cuDF string Series' offsets (int64, into its characters buffer)
-    and its validity, or None where a null row holds characters (which the host's layout
-    has no place for: the device path takes such a job)."""
-    column, offsets, _ = string_buffers(series)
+    and its validity, with the characters buffer (on the device) for
+    :func:`host_sequences`; or None where a null row holds characters (which the host's
+    layout has no place for: the device path takes such a job)."""
+    column, offsets, chars = string_buffers(series)
     offsets = offsets.get().astype(np.int64, copy=False)
     valid = np.ones(column.size(), np.bool_) if column.null_count() == 0 else \
         series.notna().to_numpy()
     if not valid.all() and (np.diff(offsets)[~valid] != 0).any():
         return None
-    return offsets, valid
+    return offsets, valid, chars
 
 
-def host_sequences(series, offsets: np.ndarray, valid: np.ndarray,
+def host_sequences(series, offsets: np.ndarray, valid: np.ndarray, chars,
                    job: Job) -> EncodedSequences:
     """A host copy of a cuDF string Series (its :func:`host_offsets`) as a GPU job's
     encoded sequences: the bytes, mapped where first read (by the small-batch kernel
     itself, or on the host)."""
     import cudf
 
-    _, _, chars = string_buffers(series)
     start, stop = (int(offsets[0]), int(offsets[-1])) if len(valid) else (0, 0)
     text = chars[start:stop].get() if stop > start else np.zeros(0, np.uint8)
     index = series.index
@@ -241,7 +241,7 @@ def align_small_job(queries, targets, job: Job):
         if layout is None:
             return None
         layouts.append(layout)
-    (query_offsets, query_valid), (target_offsets, target_valid) = layouts[0], layouts[-1]
+    (query_offsets, query_valid, _), (target_offsets, target_valid, _) = layouts[0], layouts[-1]
     if job.how == "rowwise":
         pair_query = pair_target = np.arange(rows, dtype=np.int64)
     else:
