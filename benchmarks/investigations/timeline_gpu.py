@@ -28,8 +28,8 @@ MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"
           ("gpualign_df.cudf_path", "encode_device"),
           ("gpualign_df.cudf_path", "check_residues"), ("gpualign_df.gpu", "align_on_device"),
           ("gpualign_df.gpu.batches", "align_on_device"),
-          ("gpualign_df.gpu.batches", "plan_batches"), ("gpualign_df.gpu.plan", "_launch_plan"),
-          ("gpualign_df.gpu.plan", "_launch_sums"), ("cupy", "argsort"),
+          ("gpualign_df.gpu.batches", "plan_batches"), ("gpualign_df.gpu.plan", "launch_plan"),
+          ("gpualign_df.gpu.plan", "launch_sums"), ("gpualign_df.gpu.plan", "length_order"),
           ("gpualign_df.gpu.batches", "run_batch"), ("gpualign_df.gpu.batches", "launch_kernel"),
           ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu.batches", "free_bytes")]
 
