@@ -158,15 +158,19 @@ def test_range_index_labels_of_a_stepped_slice_and_bad_characters_outside_a_slic
 
 
 def test_small_jobs_score_only_pairwise_and_gatk_shape_equal_cpu(route):
-    """Score-only rowwise, pairwise with nulls, and GATK HaplotypeCaller's shape (600 bp
-    haplotypes against 700 bp windows, its preset, semi-global): each the CPU engine's
-    frame, on both routes."""
+    """Score-only rowwise, pairwise with nulls, proteins pairwise (BLOSUM62), and GATK
+    HaplotypeCaller's shape (600 bp haplotypes against 700 bp windows, its preset,
+    semi-global): each the CPU engine's frame, on both routes."""
     queries, targets = sample(6, count=50)
     device_queries, device_targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
     assert_same(device_queries.align.rowwise(device_targets, traceback=False, mode="sg", **DNA),
                 queries.aln.rowwise(targets, traceback=False, mode="sg", backend="cpu", **DNA))
     assert_same(device_queries[:30].align.pairwise(mode="nw", cigar_style="M", **DNA),
                 queries[:30].aln.pairwise(mode="nw", cigar_style="M", backend="cpu", **DNA))
+    proteins = pd.Series(read_fasta(shared_file("adept_proteins_30k.fasta.gz"), limit=40))
+    protein_options = dict(mode="sw", matrix="BLOSUM62", gap_open=11, gap_extend=1)
+    assert_same(cudf.from_pandas(proteins).align.pairwise(**protein_options),
+                proteins.aln.pairwise(backend="cpu", **protein_options))
     rng = np.random.default_rng(23)
     reference = "".join(rng.choice(list("ACGT"), 20_000))
     windows = [reference[k * 700:(k + 1) * 700] for k in range(25)]
