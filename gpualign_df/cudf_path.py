@@ -90,7 +90,8 @@ def encode_device(series, lut, summary, slot: int):
     rows = column.size()
     has_nulls = column.null_count() > 0
     # one allocation: residue codes (placed so that their 8-byte words line up with the
-    # characters'), int64 offsets and lengths, validity
+    # characters'; of a sliced column's whole buffer, its offsets being absolute), int64
+    # offsets and lengths, validity
     size = max(len(chars), 1)
     head, words = word_layout(chars.data.ptr, len(chars))
     codes_end = -(-(ENCODE_WORD - 1 + size) // ENCODE_WORD) * ENCODE_WORD
