@@ -24,7 +24,7 @@ from .engine import check_score_bound, codes_allocator, run_pairs
 from .job import Job
 from .libraries import is_cudf
 from .pairs import best_first, pairwise_pairs, search_pairs
-from .results import SCORE_ONLY_COLUMNS, TRACEBACK_COLUMNS
+from .results import SCORE_ONLY_COLUMNS, TRACEBACK_COLUMNS, identity, integer_columns
 from .gpu.launch import launch
 from .gpu.memory import engine_allocations
 from .gpu.small import small_batch
@@ -278,13 +278,9 @@ def frame_of_host_results(arrays: AlignmentArrays, query_index, target_index,
     count, valid = len(arrays.valid), arrays.valid
     nulls = count - int(np.count_nonzero(valid))
     names = TRACEBACK_COLUMNS if traceback else SCORE_ONLY_COLUMNS
-    values = dict(score=arrays.score, query_end=arrays.query_end, target_end=arrays.target_end)
+    values = dict(integer_columns(arrays, traceback))
     if traceback:
-        values.update(arrays.stats, query_start=arrays.query_start,
-                      target_start=arrays.target_start)
-        length = arrays.stats["length"]
-        values["identity"] = np.divide(arrays.stats["matches"], length,
-                                       out=np.zeros(count), where=length > 0)
+        values["identity"] = identity(arrays, np.zeros(count))
         values["cigar"] = arrays.cigar_chars
     labels = {}
     for name, index, pairs in (("query", query_index, pair_query),

@@ -154,13 +154,9 @@ class ResultFrame:
     def finish(self, arrays: AlignmentArrays) -> pd.DataFrame:
         """The frame, ``arrays`` (the engine's columns of these rows) copied in."""
         self.prepare()
-        sources = {"score": arrays.score, "query_end": arrays.query_end,
-                   "target_end": arrays.target_end, "offset": arrays.offset}
+        sources = integer_columns(arrays, self.traceback)
         if self.traceback:
-            sources.update(arrays.stats, query_start=arrays.query_start,
-                           target_start=arrays.target_start)
-            length = arrays.stats["length"]
-            np.divide(arrays.stats["matches"], length, out=self.identity, where=length > 0)
+            identity(arrays, self.identity)
         for name, values in self.integers.items():
             np.copyto(values, sources[name], casting="unsafe")
         columns, blocks = list(self.columns), self.blocks
@@ -174,6 +170,27 @@ class ResultFrame:
         if blocks is None:  # (labels of other kinds, older pandas)
             return frame_of(dict(zip(self.names, columns)), len(self.valid))
         return self.internals.frame(blocks, self.index, self.column_index)
+
+
+def integer_columns(arrays: AlignmentArrays, traceback: bool) -> dict[str, np.ndarray]:
+    """The engine's integer result columns of ``arrays`` by frame column name (the
+    coordinates, score and, with ``traceback``, the statistics; GATK's ``offset`` where
+    the job has it)."""
+    columns = {"score": arrays.score, "query_end": arrays.query_end,
+               "target_end": arrays.target_end}
+    if arrays.offset is not None:
+        columns["offset"] = arrays.offset
+    if traceback:
+        columns.update(arrays.stats, query_start=arrays.query_start,
+                       target_start=arrays.target_start)
+    return columns
+
+
+def identity(arrays: AlignmentArrays, out: np.ndarray) -> np.ndarray:
+    """The identity column of traceback results into ``out`` (float64, a row each):
+    matches over alignment length, 0 where an alignment has no columns."""
+    length = arrays.stats["length"]
+    return np.divide(arrays.stats["matches"], length, out=out, where=length > 0)
 
 
 def _labels(labels: pd.Index, rows: np.ndarray):
