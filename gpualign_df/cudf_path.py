@@ -49,9 +49,13 @@ def as_cudf(values: Any):
 
 def new_summary():
     """The device array :func:`encode_device` reports into: the first bad byte of the
-    queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths."""
+    queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths. A
+    buffer kept between jobs (the caller holds ``gpu.DEVICE_LOCK``), set from a cached
+    start by a copy on the device (no allocation, nothing from the host)."""
     start = gpu.device_table("summary", np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], np.int64))
-    return start.copy()  # a device copy of the cached start (no copy from the host)
+    summary = gpu.scratch_buffer("summary", len(start), np.int64)
+    summary.data.copy_from_device_async(start.data, start.nbytes)
+    return summary
 
 
 def string_buffers(series):
@@ -83,24 +87,27 @@ def encode_device(series, lut, summary, slot: int):
     CuPy arrays, from one kernel; its first byte outside the alphabet (``lut``: the
     device copy of ``Scoring.lut``) and its longest length go to ``summary[slot]`` and
     ``summary[2 + slot]`` (see :func:`new_summary`; nothing is read back here: the caller
-    reads the summary once and passes the bad byte to :func:`check_residues`)."""
+    reads the summary once and passes the bad byte to :func:`check_residues`). The arrays
+    lie in a buffer kept between jobs, one a slot: they serve this job only (the caller
+    holds ``gpu.DEVICE_LOCK`` until none of its work reads them)."""
     import cupy
 
     column, column_offsets, chars = string_buffers(series)
     rows = column.size()
     has_nulls = column.null_count() > 0
-    # one allocation: residue codes (placed so that their 8-byte words line up with the
+    # one buffer: residue codes (placed so that their 8-byte words line up with the
     # characters'; of a sliced column's whole buffer, its offsets being absolute), int64
     # offsets and lengths, validity
     size = max(len(chars), 1)
     head, words = word_layout(chars.data.ptr, len(chars))
     codes_end = -(-(ENCODE_WORD - 1 + size) // ENCODE_WORD) * ENCODE_WORD
-    block = cupy.empty(codes_end + 8 * (2 * rows + 1) + rows, dtype=cupy.uint8)
+    end = codes_end + 8 * (2 * rows + 1) + rows
+    block = gpu.scratch_buffer(f"encoded_{slot}", end, cupy.uint8)
     pad = (chars.data.ptr - block.data.ptr) % ENCODE_WORD
     codes = block[pad:pad + size]
     offsets = block[codes_end:codes_end + 8 * (rows + 1)].view(cupy.int64)
     lengths = block[codes_end + 8 * (rows + 1):codes_end + 8 * (2 * rows + 1)].view(cupy.int64)
-    valid = block[codes_end + 8 * (2 * rows + 1):].view(bool)
+    valid = block[codes_end + 8 * (2 * rows + 1):end].view(bool)
     if has_nulls:
         valid[...] = series.notna().to_cupy()
     span = slice(head, head + ENCODE_WORD * words)
@@ -347,7 +354,9 @@ def align_cudf(queries, targets, job: Job):
     """:func:`gpualign_df.align` for cuDF Series on the GPU (``job.engine == "cuda"``): a
     cuDF frame; residues, CIGARs and results stay on the device, but for a job of one
     small batch (:func:`align_small_job`)."""
-    with engine_allocations():
+    # one job at a time on the device from its encoding on: the encoded sequences and the
+    # summary are buffers kept between jobs
+    with gpu.DEVICE_LOCK, engine_allocations():
         return _align_cudf(queries, targets, job)
 
 
@@ -426,5 +435,5 @@ def _align_cudf(queries, targets, job: Job):
         return frame.take(keep).reset_index(drop=True)
     if how == "pairwise":
         return run(*pairwise_pairs(len(queries)), traceback)
-    rows = cupy.arange(len(queries), dtype=cupy.int64)  # rowwise: row k against row k
+    rows = gpu.row_numbers(len(queries))  # rowwise: row k against row k
     return run(rows, rows, traceback, rowwise=True)

@@ -205,6 +205,24 @@ def test_fast_launches_equal_numba_launches(traceback):
         pd.testing.assert_frame_equal(slow, fast)
 
 
+def test_argument_kinds_read_every_layout():
+    """A launch's key describes a CuPy array by dtype, dimensions and numba's layout
+    (C-contiguous, else F-contiguous, else any), read from the array's own fields, as
+    its flags give them; scalars by type; anything else is left to numba."""
+    import cupy
+
+    from gpualign_df.gpu import launch
+
+    base = cupy.zeros((4, 6), np.int32)
+    for array, layout in ((base, "C"), (base.T, "F"), (base[:, ::2], "A"), (base[1], "C"),
+                          (base[:, 1], "A"), (cupy.zeros(0, np.uint8), "C")):
+        flags = array.flags
+        assert layout == ("C" if flags.c_contiguous else "F" if flags.f_contiguous else "A")
+        assert launch._kind(array) == (array.dtype, array.ndim, layout)
+    assert launch._kind(3) is int and launch._kind(np.int64(3)) is np.int64
+    assert launch._kind("text") is None and launch._kind(np.zeros(3)) is None
+
+
 def test_search_score_pass_leaves_the_default_stream_free():
     """A search's score pass runs on the engine's side stream: a device-to-host copy that
     another thread puts on the default stream meanwhile (a Dask worker sending a partition)

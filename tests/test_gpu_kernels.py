@@ -1064,3 +1064,51 @@ def test_column_encoding_takes_words_at_every_alignment():
             assert host(summary).tolist() == [NO_BAD_BYTE, bad[0] if len(bad) else NO_BAD_BYTE,
                                               0, max(n // 3, n - n // 3)], (shift, n)
             assert host(lengths).tolist() == [n // 3, n - n // 3] and host(valid).all()
+
+
+def test_kept_values_follow_their_options_and_forget_buffers():
+    """``buffers.kept_for`` gives the value made for the same options again (a Scoring or
+    Settings object by identity, plain values by equality), makes it anew for other
+    options, and forgets it with the other kept buffers; the job constants built on it
+    follow the job's scoring and settings."""
+    from gpualign_df.gpu import batches, buffers
+    from gpualign_df.scoring import make_scoring, parse_mode
+
+    made = []
+
+    def make():
+        made.append(object())
+        return made[-1]
+
+    dna, other = make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1), \
+        make_scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    first = buffers.kept_for("test", (dna, (0, False), "M", None), make)
+    assert buffers.kept_for("test", (dna, (0, False), "M", None), make) is first
+    assert buffers.kept_for("test", (other, (0, False), "M", None), make) is not first
+    assert buffers.kept_for("test", (other, (0, True), "M", None), make) is made[-1]
+    assert len(made) == 3
+    buffers.forget_buffers()
+    buffers.kept_for("test", (other, (0, True), "M", None), make)
+    assert len(made) == 4
+    mode = parse_mode("sg", ("target_start", "target_end"))
+    with config.override(pair_groups=((8, 19),)) as tuning:
+        constants = batches._job_constants(dna, mode, True, "=", "soft", tuning)
+        assert batches._job_constants(dna, mode, True, "=", "soft", tuning) is constants
+        for changed in (batches._job_constants(other, mode, True, "=", "soft", tuning),
+                        batches._job_constants(dna, parse_mode("nw"), True, "=", "soft",
+                                               tuning),
+                        batches._job_constants(dna, mode, True, "M", None, tuning)):
+            assert changed is not constants
+    assert (constants["gap_open"], constants["merge_matches"], constants["soft_clip"],
+            constants["flags"]) == (7, False, True, (mode.code, *mode.flags(), True))
+
+
+def test_row_numbers_count_from_zero_as_the_buffer_grows():
+    """``buffers.row_numbers`` is 0..count-1 for any count, from one buffer that grows."""
+    from gpualign_df.gpu import buffers
+
+    buffers.forget_buffers()
+    for count in (0, 5, 3, 1000, 7):
+        numbers = buffers.row_numbers(count)
+        assert gpualign_df.gpu.plan.to_numpy(numbers).tolist() == list(range(count))
+    assert buffers.SCRATCH[("row_numbers", buffers.current_device())].size == 1000

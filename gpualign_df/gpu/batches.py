@@ -12,7 +12,7 @@ CIGARs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,8 +26,8 @@ from ..kernels.encoding import pair_sizes
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
-from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, scratch, upload,
-                      used_sequences)
+from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, kept_for, scratch,
+                      upload, used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
@@ -36,7 +36,7 @@ from .plan import Batch, module_of, plan_batches, to_numpy
 from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
                      pair_group_class, pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
-from .streams import beside_default_stream, default_waits_for, launch_beside
+from .streams import beside_default_stream, default_mark, default_waits_for, launch_beside
 
 #: Result columns the kernels write, by job row (int32), named as the result frame's
 #: (:mod:`gpualign_df.results`); score-only jobs write the first 3.
@@ -80,6 +80,8 @@ class PairGroup:
     tables: tuple
     traceback: bool
     mode: Mode
+    #: :func:`group_class` by (longest query, longest target), as jobs ask it
+    classes: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -165,21 +167,9 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     table = xp.empty((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
     use_16bit = use_fill_16bit(tuning.fill_16bit, traceback)
-    pair_group = _pair_group_tables(scoring, mode, traceback, tuning)
-    job = DeviceJob(
-        queries=queries, targets=targets, pair_query=pair_query, pair_target=pair_target,
-        sub=device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
-        sub16=device_table("substitution16", table16(scoring)) if use_16bit else None,
-        concrete=device_table("concrete", scoring.concrete),
-        alphabet_size=len(scoring.alphabet), gap_open=scoring.gap_open,
-        gap_extend=scoring.gap_extend, flags=(mode.code, *mode.flags(), traceback),
-        merge_matches=cigar_style == "M", soft_clip=clip == "soft", columns=columns,
-        use_dpx=dpx.available(),
-        byte_scores=band.byte_scores_fit(scoring.matrix, scoring.gap_extend,
-                                         mode_shape(mode.code, *mode.flags())[0]),
-        sub_range=(int(scoring.matrix.min()), int(scoring.matrix.max())),
-        symmetric=bool(np.array_equal(scoring.matrix, scoring.matrix.T)), tuning=tuning,
-        pair_group=pair_group)
+    job = DeviceJob(queries=queries, targets=targets, pair_query=pair_query,
+                    pair_target=pair_target, columns=columns,
+                    **_job_constants(scoring, mode, traceback, cigar_style, clip, tuning))
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return (group_class(job, longest_query, longest_target) is not None
@@ -190,7 +180,7 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(free * tuning.gpu_memory_share),
                            sort=tuning.sort_by_length,
-                           fits_16bit=fits_16bit if use_16bit or pair_group else None,
+                           fits_16bit=fits_16bit if use_16bit or job.pair_group else None,
                            longest=longest,
                            traceback_groups=(lambda longest_query, longest_target:
                                              group_class(job, longest_query, longest_target)),
@@ -237,6 +227,30 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     return DeviceResults(columns, chars, offsets, cells, total, table)
 
 
+def _job_constants(scoring: Scoring, mode: Mode, traceback: bool, cigar_style: str,
+                   clip: str | None, tuning: config.Settings) -> dict:
+    """The fields of a :class:`DeviceJob` that follow from its options alone (device
+    tables, flags, what the kernels are specialised for), made once for a run of jobs
+    with the same options (:func:`~gpualign_df.gpu.buffers.kept_for`)."""
+    def make() -> dict:
+        use_16bit = use_fill_16bit(tuning.fill_16bit, traceback)
+        return dict(
+            sub=device_table("substitution", scoring.matrix.ravel().astype(np.int32)),
+            sub16=device_table("substitution16", table16(scoring)) if use_16bit else None,
+            concrete=device_table("concrete", scoring.concrete),
+            alphabet_size=len(scoring.alphabet), gap_open=scoring.gap_open,
+            gap_extend=scoring.gap_extend, flags=(mode.code, *mode.flags(), traceback),
+            merge_matches=cigar_style == "M", soft_clip=clip == "soft",
+            use_dpx=dpx.available(),
+            byte_scores=band.byte_scores_fit(scoring.matrix, scoring.gap_extend,
+                                             mode_shape(mode.code, *mode.flags())[0]),
+            sub_range=(int(scoring.matrix.min()), int(scoring.matrix.max())),
+            symmetric=bool(np.array_equal(scoring.matrix, scoring.matrix.T)), tuning=tuning,
+            pair_group=_pair_group_tables(scoring, mode, traceback, tuning))
+    return kept_for("job_constants", (scoring, (mode.code, *mode.flags()), traceback,
+                                      cigar_style, clip, tuning), make)
+
+
 def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
                        tuning: config.Settings) -> PairGroup | None:
     """The grouped pair kernel's tables on the device for a local job or one with
@@ -258,13 +272,18 @@ def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
 def group_class(job: DeviceJob, longest_query: int, longest_target: int):
     """The grouped pair kernel's ``(lanes, rows)`` for a batch of the job's pairs up to
     these lengths, or None where the job or the batch does not take it."""
-    if job.pair_group is None:
-        return None
     group = job.pair_group
-    return pair_group_class(group.scoring, longest_query, longest_target,
-                            job.tuning.pair_groups, group.traceback,
-                            pair_group_bias(group.scoring, group.mode, longest_query,
-                                            longest_target))
+    if group is None:
+        return None
+    key = (longest_query, longest_target)
+    if key not in group.classes:  # (a job's constants are kept: so is what it asked)
+        if len(group.classes) >= 4096:
+            group.classes.clear()
+        group.classes[key] = pair_group_class(
+            group.scoring, longest_query, longest_target, job.tuning.pair_groups,
+            group.traceback, pair_group_bias(group.scoring, group.mode, longest_query,
+                                             longest_target))
+    return group.classes[key]
 
 
 def _offsets(xp, lengths):
@@ -322,6 +341,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         starts, run_base = table[3:7], table[7]
     grid = blocks(batch.slots)
     gathered = None   # the event of a gather queued beside the fill (launch_beside)
+    planned = None    # the event after which that gather may run
     query = scratch("query", batch.query_size, np.uint8)
     target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
@@ -339,8 +359,10 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                           job.pair_target, target_lengths, target, stream=stream)
         if shape is None:  # the inter fill reads the gathered residues
             gather()
-        else:  # the grouped fill reads residues in place: the walk's gather runs beside it
-            gathered = launch_beside(gather, tuning)
+        else:  # the grouped fill reads residues in place: the walk's gather runs beside
+            # it from here on, launched after the fill (its launch's host time would
+            # otherwise come before the fill's)
+            planned = default_mark(tuning)
         run_base = starts[4]
     else:
         for sequences, sequence_of_row, start, lengths, out in (
@@ -378,6 +400,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
             if batch.kind == "inter" and shape is not None:  # a group of lanes per 2 pairs
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
                              stream)
+                gathered = launch_beside(gather, tuning, planned)
             elif batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,

@@ -27,6 +27,9 @@ SCRATCH: dict[tuple[str, int], object] = {}
 TABLES: dict[tuple[str, int], tuple[bytes, object]] = {}
 #: The last scoring :func:`scoring_tables` was asked for on each device, and its tables.
 SCORING_TABLES: dict[int, tuple[Scoring, tuple]] = {}
+#: Values made from a job's options and kept for later jobs with the same options, by
+#: (name, device): the options and the value (:func:`kept_for`).
+KEPT: dict[tuple[str, int], tuple[tuple, object]] = {}
 #: Pinned host buffers that stage :func:`upload`'s shared transfer, by device.
 STAGING: dict[int, np.ndarray] = {}
 #: One job at a time on the device: jobs share the scratch buffers (Dask's threaded
@@ -67,6 +70,17 @@ def scratch_buffer(name: str, count: int, dtype) -> object:
         buffer = array_module().empty(count, dtype=dtype)
         SCRATCH[key] = buffer
     return buffer
+
+
+def row_numbers(count: int) -> object:
+    """``0, 1, ..., count - 1`` (int64) on the current device: a view of a buffer kept
+    between jobs, written only where it grows (no job writes it)."""
+    count = max(int(count), 0)
+    key = ("row_numbers", current_device())
+    buffer = SCRATCH.get(key)
+    if buffer is None or buffer.size < count:
+        buffer = SCRATCH[key] = array_module().arange(max(count, 1), dtype=np.int64)
+    return buffer[:count]
 
 
 #: Views of scratch buffers as other types, by (name, device, type): (buffer, view).
@@ -128,6 +142,29 @@ def device_table(name: str, host: np.ndarray) -> object:
     return cached[1]
 
 
+def _same_options(options: tuple, kept: tuple) -> bool:
+    """Whether two option tuples are the same: item by item the same object, or equal
+    plain values (objects such as a Scoring, which holds arrays, only by identity)."""
+    return len(options) == len(kept) and all(
+        new is old or (type(new) is type(old) and isinstance(new, _PLAIN) and new == old)
+        for new, old in zip(options, kept))
+
+
+_PLAIN = (bool, int, float, str, tuple, frozenset)
+
+
+def kept_for(name: str, options: tuple, make) -> object:
+    """``make()`` for these ``options``, kept on the current device and returned again
+    while later calls of the same ``name`` pass the same options (:func:`_same_options`:
+    a Scoring or Settings object by identity, as repeated options share one); values that
+    hold device tables follow :func:`forget_buffers`."""
+    key = (name, current_device())
+    kept = KEPT.get(key)
+    if kept is None or not _same_options(options, kept[0]):
+        kept = KEPT[key] = (options, make())
+    return kept[1]
+
+
 def forget_buffers() -> None:
     """Drop every cached scratch buffer, table and pinned staging buffer (freed once no
     job holds them)."""
@@ -135,6 +172,7 @@ def forget_buffers() -> None:
     VIEWS.clear()
     TABLES.clear()
     SCORING_TABLES.clear()
+    KEPT.clear()
     STAGING.clear()
     forget_arguments()
 

@@ -106,13 +106,21 @@ def forget_arguments() -> None:
 
 def _array_kind(argument):
     """What the compiled kernel depends on for a CuPy array: dtype, dimensions, layout
-    (numba types a C-contiguous array 'C', else F-contiguous 'F', else 'A')."""
-    flags = argument.flags
-    layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+    (numba types a C-contiguous array 'C', else F-contiguous 'F', else 'A'). The
+    contiguity is read from the array's own fields where CuPy has them (its ``flags``
+    makes an object a call)."""
+    try:
+        c_contiguous, f_contiguous = argument._c_contiguous, argument._f_contiguous
+    except AttributeError:
+        flags = argument.flags
+        c_contiguous, f_contiguous = flags.c_contiguous, flags.f_contiguous
+    layout = "C" if c_contiguous else "F" if f_contiguous else "A"
     return argument.dtype, argument.ndim, layout
 
 
 _SCALARS = (bool, int, float)
+#: Whether each type of argument met so far is a CuPy array (decided once a type).
+_ARRAY_TYPES: dict[type, bool] = {}
 
 
 def _kind(argument):
@@ -121,10 +129,14 @@ def _kind(argument):
     kind = type(argument)
     if kind in _SCALARS:
         return kind
-    if kind.__module__.startswith("cupy"):   # CuPy's ndarray first: the usual argument
-        is_array = kind.__name__ == "ndarray" or (hasattr(argument, "data")
-                                                  and hasattr(argument, "flags"))
-        return _array_kind(argument) if is_array else None
+    is_array = _ARRAY_TYPES.get(kind)
+    if is_array is None:
+        is_array = kind.__module__.startswith("cupy") and (
+            kind.__name__ == "ndarray" or (hasattr(argument, "data")
+                                           and hasattr(argument, "flags")))
+        _ARRAY_TYPES[kind] = is_array
+    if is_array:
+        return _array_kind(argument)
     if isinstance(argument, (np.integer, np.floating, np.bool_)):
         return kind
     return None
