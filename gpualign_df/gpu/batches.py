@@ -426,7 +426,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     walk = tb_kernels.walk_kernel(mode_code, fqs, fts, job.merge_matches, job.soft_clip,
                                   batch.kind == "long", lanes, walk_probes(job, lanes),
                                   None if shape is None else
-                                  (*shape, pairs16.top_aligned(job.flags[:5])))
+                                  (*shape, pairs16.top_aligned(job.flags[:5]),
+                                   pairs16.walk_scores(job.flags[:5])))
     # a block of ``lanes`` threads per pair, or a thread per slot
     walk_grid, walk_threads = (batch.slots, lanes) if lanes else (grid, THREADS_PER_BLOCK)
     launch_kernel("walk", walk, walk_grid, walk_threads, query, target, query_lengths,

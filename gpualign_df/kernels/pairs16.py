@@ -125,6 +125,16 @@ def top_aligned(mode: tuple) -> bool:
     return free_row0 and not local
 
 
+def walk_scores(mode: tuple) -> bool:
+    """Whether the grouped traceback kernel leaves the score to the walk (``mode``: code
+    and free ends): where the end cell is the corner (m, n) (global, and semi-global with
+    neither end free), the fill knows the end cell without looking for it, and the walk
+    adds up the path it takes back from there, whose score is the corner's H (an optimal
+    path's). Picking row m's H out of a lane's rows at every step cost the fill a compare
+    and a select a cell (an index into the rows would put them in local memory)."""
+    return mode_shape(*mode)[1]
+
+
 @lru_cache(maxsize=None)
 def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4,
                       traceback: bool = False, max_registers: int | None = None,
@@ -164,11 +174,13 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     every value ``bias`` above its own, so that none is negative (the cell's floor at 0
     then never binds on a real cell: the caller's bias bounds the lowest H), start from
     the borders of their free ends and skip the steps before a lane's first column. The
-    end cell is then the highest H among the mode's candidates (the corner, the last row
-    up to the target's end, the last column up to the query's end), ties to the lowest
-    row, then the lowest column, as :func:`gpualign_df.kernels.strip.strip_functions`'
+    end cell is then the highest H among the mode's candidates (the last row up to the
+    target's end, the last column up to the query's end), ties to the lowest row, then
+    the lowest column, as :func:`gpualign_df.kernels.strip.strip_functions`'
     ``end_candidates``: a lane keeps the best key ``H * 2**b + (2**b - 1 - r)`` of its
     candidates (row ``m`` each step, column ``n`` at its step), raised strictly. Where
+    the end cell is the corner (:func:`walk_scores`) the kernel writes (m, n) and a score
+    of 0, which the walk replaces with its path's. Where
     :func:`top_aligned`, a query's rows end at the group's last row (its padding rows
     above it; the walk's ``row0`` is minus their count)."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
@@ -182,10 +194,11 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     key_scale = int32(1 << bits)
     row_span = int32(1 << ROW_BITS)
     words_a_step = lane_words(rows)
-    local, corner, free_row0, free_col0, end_row, end_column = mode_shape(*mode)
+    local, _corner, free_row0, free_col0, end_row, end_column = mode_shape(*mode)
     assert local or traceback
     aligned = top_aligned(mode)
     empty_end = strip_functions(*mode, False, False)[0]
+    corner_end = walk_scores(mode)
 
     @inlined
     def fold_end(best, best_j, value, r, j):
@@ -271,8 +284,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     best = max3_2(best, key, key)
                 else:
                     key_low = key
-            elif (end_row or corner) and not aligned:   # (selects: an index would put
-                if r == row_m_a:                          # h in local memory)
+            elif end_row and not aligned:   # (selects: an index would put h in local
+                if r == row_m_a:              # memory)
                     last_row_a = value
                 if r == row_m_b:
                     last_row_b = value
@@ -294,11 +307,6 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             if uint32(row_m_a) < uint32(height) and j < n_a:
                 best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
             if uint32(row_m_b) < uint32(height) and j < n_b:
-                best_b, j_b = fold_end(best_b, j_b, high_half(last_row_b), row_m_b, j)
-        elif corner:   # row m at the target's end
-            if uint32(row_m_a) < uint32(height) and j == n_a - 1:
-                best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
-            if uint32(row_m_b) < uint32(height) and j == n_b - 1:
                 best_b, j_b = fold_end(best_b, j_b, high_half(last_row_b), row_m_b, j)
         if end_column:   # column n: the query's rows (lane rows first_a ..< last_a)
             first_a, first_b = ends[7], ends[8]
@@ -427,6 +435,12 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                             pairs_of_target, base, shared, held, h, e, carried, starts,
                             scratch, warp_lane, go2, ge2, int32(key_unit), words, ends)
         best, j_a, j_b, best_b = carried[0], carried[1], carried[2], carried[6]
+        if corner_end:   # the corner; the walk writes the score
+            if lane == 0 and row_a >= 0:
+                score[row_a], query_end[row_a], target_end[row_a] = 0, m_a, n_a
+            if lane == 0 and row_b >= 0:
+                score[row_b], query_end[row_b], target_end[row_b] = 0, m_b, n_b
+            return
         for half in range(2):
             if local:
                 lane_best = low_half(best) if half == 0 else high_half(best)

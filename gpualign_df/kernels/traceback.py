@@ -92,8 +92,11 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     // 8``, row ``r = (i - row0 - 1) % 8``, at ``b0 + width * (strip * columns + j - 1)``;
     ``skewed`` (the band kernel's layout, :mod:`gpualign_df.kernels.band`): at ``b0 + strip
     * stride + j - 1 + r``, ``stride`` the :func:`~gpualign_df.kernels.strip.skewed_stride`
-    of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``, top-aligned) (the grouped pair
-    kernel's layout of that class, :func:`gpualign_df.kernels.pairs16.pair_group_kernel`):
+    of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``, top-aligned, scores) (the
+    grouped pair kernel's layout of that class,
+    :func:`gpualign_df.kernels.pairs16.pair_group_kernel`; ``scores``: the walk adds up the
+    score of the path it takes, from 0 at the end cell, where that kernel left it,
+    :func:`~gpualign_df.kernels.pairs16.walk_scores`):
     lane ``k = (i - row0 - 1) // R`` wrote the cell at step ``s = j - 1 + k``, its row
     ``(i - row0 - 1) % R = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L +
     k`` (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 *
@@ -121,7 +124,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     ballot = _ballot(lanes)
     width_lanes = int32(max(lanes, 1))
 
-    group_lanes, group_rows, _aligned = grouped if grouped else (0, 1, False)
+    group_lanes, group_rows, _aligned, scores = grouped if grouped else (0, 1, False, False)
+    assert not (scores and (local or probing))
     words_a_step = lane_words(group_rows)
 
     @cuda.jit(device=True, inline=True)
@@ -219,6 +223,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                     i = 0
                 else:
                     break
+                if scores:  # a gap along the border: opened, then extended
+                    value -= go + (repeat - 1) * ge
             else:
                 if local and state == 1 and value == 0:  # where H is 0 the alignment starts
                     break
@@ -230,8 +236,9 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                     code = query[uint64(q0 + width * (i - 1))]
                     code_t = target[uint64(t0 + width * (j - 1))]
                     op = OP_MATCH if code == code_t and concrete[code] else OP_MISMATCH
-                    if local:
-                        value -= sub[int32(code) * alphabet_size + int32(code_t)]
+                    if local or scores:
+                        pair_score = sub[int32(code) * alphabet_size + int32(code_t)]
+                        value += -pair_score if local else pair_score
                     i -= 1
                     j -= 1
                     state = 1
@@ -245,6 +252,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                         j -= 1
                     if local:  # the gap value one step back: extended or opened
                         value += ge if extends else go
+                    elif scores:
+                        value -= ge if extends else go
                     state = src if extends else 1
             if op == OP_MATCH:
                 n_match += repeat
@@ -294,6 +303,7 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
     scratch_size = max(lanes, 1)
     # top-aligned grouped layout: rows counted from minus the query's padding rows
     group_height = grouped[0] * grouped[1] if grouped and grouped[2] else 0
+    scores = bool(grouped and grouped[3])   # the walk adds up its path's score
 
     @cuda.jit
     def walk(query, target, query_lengths, target_lengths, query_start, target_start, tb_start,
@@ -312,7 +322,8 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
         pair = slot_row[slot]
         out = run_base[slot]
         # state 1: in H, 2: in I, 3: in D; value (local): H, I or D of the cell and state
-        walk = (end_i[pair], end_j[pair], 1, score[pair], 0, -1, 0, 0, 0, 0, 0, 0)
+        walk = (end_i[pair], end_j[pair], 1, int32(0) if scores else score[pair], 0, -1, 0, 0,
+                0, 0, 0, 0)
         row0 = m - group_height if group_height else 0
         walk = steps(query, target, query_start[slot], target_start[slot], width, tb,
                      tb_start[slot], slot_columns[slot], row0, 0, concrete, sub,
@@ -326,6 +337,8 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
         gap_opens[pair] = n_open
         gaps[pair] = walk[11]
         cigar_length[pair] = size
+        if scores:
+            score[pair] = walk[3]
 
     return walk
 
