@@ -16,6 +16,14 @@ def innermost_loop(sass: str, *opcodes: str, excluding: tuple[str, ...] = ()
                    ) -> list[str] | None:
     """The instructions of the shortest loop of ``sass`` (a branch back to a label) that
     holds every one of ``opcodes`` and none of ``excluding``, or None."""
+    loops = loops_holding(sass, *opcodes, excluding=excluding)
+    return min(loops, key=len) if loops else None
+
+
+def loops_holding(sass: str, *opcodes: str, excluding: tuple[str, ...] = ()
+                  ) -> list[list[str]]:
+    """The instructions of every loop of ``sass`` (a branch back to a label) that holds
+    every one of ``opcodes`` and none of ``excluding``."""
     instructions, labels, loops = [], {}, []
     for line in sass.splitlines():
         label = re.match(r"\s*\.L_x_(\d+):", line)
@@ -31,7 +39,7 @@ def innermost_loop(sass: str, *opcodes: str, excluding: tuple[str, ...] = ()
             if all(any(opcode in line for line in body) for opcode in opcodes) and not any(
                     opcode in line for line in body for opcode in excluding):
                 loops.append(body)
-    return min(loops, key=len) if loops else None
+    return loops
 
 
 def column_loop(sass: str) -> str:

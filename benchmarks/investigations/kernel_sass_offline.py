@@ -20,7 +20,9 @@ that the compiler keeps for a divergent warp, whose shuffles are collective). Ex
 whole|snapshot|resume``, ``--last-column 0|1`` (the halves' fill). ``search`` options:
 ``--lanes``, ``--columns`` (a length class), ``--unroll 1|2|4`` (steps an iteration),
 ``--copies`` (of the pair table). ``pairs`` options: ``--lanes``, ``--rows`` (a class),
-``--traceback 0|1``. ``block`` (the small batches' kernel; its hot loop is a step of the
+``--traceback 0|1``, ``--mode sw|nw|sg`` (semi-global with every end free),
+``--max-registers`` (the engine caps the traceback kernel at 128); it also lists the sizes
+of the loops holding a step's reads and cells (the largest: the unrolled steps). ``block`` (the small batches' kernel; its hot loop is a step of the
 fill, barrier included; semi-global with every end free, as GATK's calls run):
 ``--mode``, ``--traceback 0|1``, ``--columns 1..4`` (a step's; default the
 ``small_batch_columns`` setting), ``--rows 2..8`` (of a strip). All: ``--arch 90``, ``--sass FILE`` (write the
@@ -35,7 +37,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.investigations.inspect_kernels import innermost_loop
+from benchmarks.investigations.inspect_kernels import innermost_loop, loops_holding
 from benchmarks.investigations.sass_offline import kernel_sass
 
 #: mode code and free ends (query start, query end, target start, target end)
@@ -105,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     pairs_parser.add_argument("--lanes", type=int, default=8)
     pairs_parser.add_argument("--rows", type=int, default=24)
     pairs_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
+    pairs_parser.add_argument("--mode", choices=sorted(MODES), default="sw",
+                              help="with traceback (semi-global: every end free, as W1's)")
+    pairs_parser.add_argument("--max-registers", type=int, default=None,
+                              help="the compiler's cap (the engine's: the "
+                                   "pair_group_registers setting, with traceback)")
     block_parser = kinds.add_parser("block")
     block_parser.add_argument("--mode", choices=sorted(MODES), default="sg")
     block_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
@@ -135,10 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kernel == "pairs":
         from gpualign_df.kernels import pairs16
 
+        code, flags = MODES[args.mode]
+        if args.mode == "sg":
+            flags = (True,) * 4
         kernel = pairs16.pair_group_kernel(args.lanes, args.rows, True,
-                                           traceback=bool(args.traceback))
+                                           traceback=bool(args.traceback),
+                                           max_registers=args.max_registers,
+                                           mode=(code, *flags))
         signature, loop_opcodes = pairs_signature(), ("LDS", "VIADDMNMX")
-        name = f"grouped pairs {args.lanes} x {args.rows}, traceback={args.traceback}"
+        name = (f"grouped pairs {args.lanes} x {args.rows} {args.mode}, "
+                f"traceback={args.traceback}, registers capped at {args.max_registers}")
     elif args.kernel == "block":
         from gpualign_df import config
         from gpualign_df.gpu.long import walk_lanes
@@ -176,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ops = Counter(re.sub(r"^@!?U?P\w+\s+", "", line).split()[0].split(".")[0] for line in body)
     print(f"hot loop: {len(body)} instructions {dict(ops.most_common(12))}")
+    if args.kernel == "pairs":  # the loop of the kernel's unrolled steps: its largest
+        print("loops holding them (instructions):",
+              sorted(map(len, loops_holding(sass, *loop_opcodes)), reverse=True))
     return 0
 
 
