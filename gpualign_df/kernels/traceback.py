@@ -321,7 +321,8 @@ def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip:
             return
         pair = slot_row[slot]
         out = run_base[slot]
-        # state 1: in H, 2: in I, 3: in D; value (local): H, I or D of the cell and state
+        # state 1: in H, 2: in I, 3: in D; value: local, H, I or D of the cell and state;
+        # with ``scores``, the score of the path walked so far
         walk = (end_i[pair], end_j[pair], 1, int32(0) if scores else score[pair], 0, -1, 0, 0,
                 0, 0, 0, 0)
         row0 = m - group_height if group_height else 0
