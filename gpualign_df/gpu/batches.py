@@ -166,10 +166,10 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     # Kernels write every valid row; invalid rows are masked (and their CIGAR length zeroed).
     table = xp.empty((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
-    use_16bit = use_fill_16bit(tuning.fill_16bit, traceback)
     job = DeviceJob(queries=queries, targets=targets, pair_query=pair_query,
                     pair_target=pair_target, columns=columns,
                     **_job_constants(scoring, mode, traceback, cigar_style, clip, tuning))
+    use_16bit = job.sub16 is not None   # (the packed 16-bit fill's table: where it may run)
 
     def fits_16bit(longest_query: int, longest_target: int) -> bool:
         return (group_class(job, longest_query, longest_target) is not None

@@ -142,15 +142,16 @@ def device_table(name: str, host: np.ndarray) -> object:
     return cached[1]
 
 
+#: Option types compared by value in :func:`_same_options` (others by identity).
+_PLAIN = (bool, int, float, str, tuple, frozenset)
+
+
 def _same_options(options: tuple, kept: tuple) -> bool:
     """Whether two option tuples are the same: item by item the same object, or equal
     plain values (objects such as a Scoring, which holds arrays, only by identity)."""
     return len(options) == len(kept) and all(
         new is old or (type(new) is type(old) and isinstance(new, _PLAIN) and new == old)
         for new, old in zip(options, kept))
-
-
-_PLAIN = (bool, int, float, str, tuple, frozenset)
 
 
 def kept_for(name: str, options: tuple, make) -> object:
