@@ -242,6 +242,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         tb, tb_a, tb_b, stride, columns, k_del, k_ins = words
         stores = uint32(j) < uint32(columns)
         at = uint64(s) * uint64(words_a_step) * stride
+        # end_column: the halves whose target still runs at this column take its H
+        kept = (int32(0xFFFF) if j < n_a else zero) | (int32(-65536) if j < n_b else zero)
         upper = uint32(0)   # rows 0-3 of a word, both halves (row 0 lowest)
         lower = uint32(0)   # rows 4-7
         last_row_a = zero   # H of the halves' last query rows (where this lane holds them)
@@ -291,7 +293,10 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     last_row_b = value
             e[r] = e_r
             diag = h_left
-            h[r] = value
+            if end_column:   # a half past its target's end keeps column n's H
+                h[r] = (value & kept) | (h_left & ~kept)
+            else:
+                h[r] = value
             h_up = value
         if local:
             if best != before:
@@ -308,16 +313,6 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 best, j_a = fold_end(best, j_a, low_half(last_row_a), row_m_a, j)
             if uint32(row_m_b) < uint32(height) and j < n_b:
                 best_b, j_b = fold_end(best_b, j_b, high_half(last_row_b), row_m_b, j)
-        if end_column:   # column n: the query's rows (lane rows first_a ..< last_a)
-            first_a, first_b = ends[7], ends[8]
-            if j == n_a - 1:
-                for r in range(height):
-                    if first_a <= r < last_a:
-                        best, j_a = fold_end(best, j_a, low_half(h[r]), r, j)
-            if j == n_b - 1:
-                for r in range(height):
-                    if first_b <= r < last_b:
-                        best_b, j_b = fold_end(best_b, j_b, high_half(h[r]), r, j)
         return best, j_a, j_b, h_up, f, h_in, best_b
 
     steps = step
@@ -435,6 +430,16 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                             pairs_of_target, base, shared, held, h, e, carried, starts,
                             scratch, warp_lane, go2, ge2, int32(key_unit), words, ends)
         best, j_a, j_b, best_b = carried[0], carried[1], carried[2], carried[6]
+        if end_column:   # column n: the query's rows (lane rows first ..< last), whose H
+            # the lane's rows kept since (after every candidate of row m: ties as before)
+            if n_a > 0:
+                for r in range(height):
+                    if ends[7] <= r < ends[2]:
+                        best, j_a = fold_end(best, j_a, low_half(h[r]), r, n_a - 1)
+            if n_b > 0:
+                for r in range(height):
+                    if ends[8] <= r < ends[3]:
+                        best_b, j_b = fold_end(best_b, j_b, high_half(h[r]), r, n_b - 1)
         if corner_end:   # the corner; the walk writes the score
             if lane == 0 and row_a >= 0:
                 score[row_a], query_end[row_a], target_end[row_a] = 0, m_a, n_a
