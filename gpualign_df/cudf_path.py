@@ -28,11 +28,8 @@ from .results import SCORE_ONLY_COLUMNS, TRACEBACK_COLUMNS, identity, integer_co
 from .gpu.launch import launch
 from .gpu.memory import engine_allocations
 from .gpu.small import small_batch
-from .kernels.encoding import ENCODE_WORD, encode_column, pair_sizes, word_layout
+from .kernels.encoding import ENCODE_WORD, NO_BAD_BYTE, encode_column, pair_sizes, word_layout
 from .scoring import Scoring
-
-#: :func:`encode_device`'s first bad byte where every byte is in the alphabet.
-NO_BAD_BYTE = 1 << 62
 
 
 def as_cudf(values: Any):

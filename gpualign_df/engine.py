@@ -194,8 +194,9 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         Overrides ``job.traceback`` (a search's score-only pass).
     meanwhile : callable, optional
         The caller's host work that does not need the results (its frame's labels and
-        arrays): called once while the GPU works on a small batch, where the job would
-        otherwise wait; not called on the other paths, which have no such wait.
+        arrays): on the GPU engine, called once while the kernels run, where the job
+        would otherwise wait for them; not called on the CPU engine, which has no such
+        wait.
     """
     traceback = job.traceback if traceback is None else traceback
     check_score_bound(job.scoring, queries.longest, targets.longest)

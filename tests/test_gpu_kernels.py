@@ -1025,8 +1025,7 @@ def test_column_encoding_takes_words_at_every_alignment():
     and every length around a word, the codes equal the table's, the first byte outside
     the alphabet within the column's range is the one reported (a bad byte outside the
     range is not), and the longest row is found."""
-    from gpualign_df.cudf_path import NO_BAD_BYTE
-    from gpualign_df.kernels.encoding import ENCODE_WORD, encode_column, word_layout
+    from gpualign_df.kernels.encoding import ENCODE_WORD, NO_BAD_BYTE, encode_column, word_layout
     from gpualign_df.scoring import INVALID_CODE
     if gpualign_df.gpu.simulator():
         xp, pointer = np, (lambda array: array.ctypes.data)
@@ -1112,3 +1111,55 @@ def test_row_numbers_count_from_zero_as_the_buffer_grows():
         numbers = buffers.row_numbers(count)
         assert gpualign_df.gpu.plan.to_numpy(numbers).tolist() == list(range(count))
     assert buffers.SCRATCH[("row_numbers", buffers.current_device())].size == 1000
+
+
+def test_upload_maps_a_gpu_jobs_bytes_on_the_device():
+    """A GPU job's sequences are encoded with ``deferred`` (their bytes kept, no host
+    pass): the upload sends the bytes and maps them on the device. The device codes equal
+    the host's mapping for each collection's own alphabet, each one's largest code is
+    known, the host still made no pass; a character outside the alphabet raises the
+    host's error naming the row, position and character, before any alignment."""
+    from gpualign_df.encode import InvalidResidueError, encode_sequences
+    from gpualign_df.gpu import upload
+    from gpualign_df.scoring import make_scoring
+
+    def host(array):
+        return array.copy_to_host() if hasattr(array, "copy_to_host") else (
+            array if isinstance(array, np.ndarray) else array.get())
+
+    dna, protein = make_scoring(match=1, mismatch=-1), make_scoring("BLOSUM62")
+    rows, proteins = ["ACGTN", None, "", "acgtRYKu", "T"], ["ARNDW", "chx", None]
+    deferred = encode_sequences(rows, dna, deferred=True)
+    other = encode_sequences(proteins, protein, deferred=True)
+    on_device = upload(deferred, other)
+    for sequences, uploaded, values, scoring in ((deferred, on_device[0], rows, dna),
+                                                 (other, on_device[1], proteins, protein)):
+        eager = encode_sequences(values, scoring)
+        assert host(uploaded.codes)[:len(eager.codes)].tolist() == eager.codes.tolist()
+        assert host(uploaded.offsets).tolist() == eager.offsets.tolist()
+        assert uploaded.largest_code == eager.largest_code and sequences.unmapped
+    empty = upload(encode_sequences(["", None], dna, deferred=True))[0]
+    assert empty.largest_code == 0 and host(empty.offsets).tolist() == [0, 0, 0]
+    bad = encode_sequences(["ACGT", "GGZ\u00e9A", "AC*"], dna, deferred=True)
+    with pytest.raises(InvalidResidueError, match=r"row 1, position 2: character 'Z'"):
+        upload(deferred, bad)
+    with pytest.raises(InvalidResidueError, match=r"row 'b', position 2: character 'Z'"):
+        gpualign_df.align(pd.Series(["ACGT", "GGZA"], index=["a", "b"]), ["ACGT", "GGCA"],
+                          match=1, mismatch=-1, backend="cuda")   # (the planner's route)
+
+
+def test_download_array_copies_device_arrays():
+    """``download_array``: host copies of device arrays of any shape and dtype (a
+    column of a table, whose rows are not contiguous, included), plain or in pinned
+    memory, equal to the device's values; host arrays as they are."""
+    from gpualign_df.gpu.buffers import download_array, to_device
+
+    values = np.arange(60, dtype=np.int32).reshape(4, 15) - 7
+    device = to_device(values)
+    for pinned in (False, True):
+        assert np.array_equal(download_array(device, pinned=pinned), values)
+        assert np.array_equal(download_array(device[:, :9], pinned=pinned), values[:, :9])
+        part = download_array(device[2], pinned=pinned)
+        assert part.dtype == np.int32 and np.array_equal(part, values[2])
+        assert download_array(device[:, :0], pinned=pinned).shape == (4, 0)
+    assert download_array(values) is values

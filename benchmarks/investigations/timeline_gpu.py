@@ -31,7 +31,9 @@ MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"
           ("gpualign_df.gpu.batches", "plan_batches"), ("gpualign_df.gpu.plan", "launch_plan"),
           ("gpualign_df.gpu.plan", "launch_sums"), ("gpualign_df.gpu.plan", "length_order"),
           ("gpualign_df.gpu.batches", "run_batch"), ("gpualign_df.gpu.batches", "launch_kernel"),
-          ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu.batches", "free_bytes")]
+          ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu.batches", "free_bytes"),
+          ("gpualign_df.api", "encode_job"), ("gpualign_df.api", "check_host_memory"),
+          ("gpualign_df.api", "run_pairs")]
 
 
 def main() -> int:
@@ -90,7 +92,9 @@ def main() -> int:
         setattr(module, attribute, wrap(getattr(module, attribute), attribute))
     from gpualign_df.gpu import DeviceResults
 
-    owners = [(DeviceResults, "cigar_chars")]
+    from gpualign_df.results import ResultFrame
+
+    owners = [(DeviceResults, "cigar_chars"), (ResultFrame, "prepare"), (ResultFrame, "finish")]
     if args.cudf:
         owners += [(cudf.DataFrame, "__init__"), (cudf.DataFrame, "insert")]
     for owner, attribute in owners:

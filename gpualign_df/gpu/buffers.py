@@ -17,9 +17,10 @@ from numba import cuda
 
 from ..encode import EncodedSequences
 from ..kernels import simulator
+from ..kernels.encoding import NO_BAD_BYTE, map_bytes
 from ..scoring import Scoring
-from .device import array_module, current_device
-from .launch import forget_arguments
+from .device import THREADS_PER_BLOCK, array_module, blocks, current_device, kernel_view
+from .launch import forget_arguments, launch
 
 #: Scratch buffers by (name, device).
 SCRATCH: dict[tuple[str, int], object] = {}
@@ -252,8 +253,45 @@ def staging(size: int) -> np.ndarray:
 
 def upload_codes(encoded: EncodedSequences) -> np.ndarray:
     """A collection's residue codes as an upload takes them (at least one byte: a device
-    array may not be empty)."""
-    return encoded.codes if len(encoded.codes) else np.zeros(1, np.uint8)
+    array may not be empty); where they are not made yet (``unmapped``), the sequences'
+    bytes as they are, which :func:`map_on_device` maps once uploaded."""
+    values = encoded.text if encoded.unmapped else encoded.codes
+    return values if len(values) else np.zeros(1, np.uint8)
+
+
+#: Most blocks of one :func:`map_on_device` launch (its kernel loops over the bytes).
+MAP_BLOCKS = 1024
+
+
+def map_on_device(uploaded: list[tuple[EncodedSequences, object]]) -> list[int]:
+    """Map, in place, the uploaded bytes of unmapped collections (each with the device
+    array :func:`upload_codes`' part went to) to their residue codes, through each one's
+    scoring table, on the device: the host makes no pass over them. One read of a summary
+    for all; the largest code of each, in order.
+
+    Raises
+    ------
+    gpualign_df.encode.InvalidResidueError
+        For a character outside a collection's alphabet: the host's mapping of that
+        collection, run then, names its row, position and character."""
+    if not uploaded:
+        return []
+    # (the first bad byte, the largest code) of each
+    summary = to_device(np.array([NO_BAD_BYTE, 0] * len(uploaded), np.int64))
+    for slot, (encoded, device) in enumerate(uploaded):
+        size = len(encoded.text)
+        if size:
+            launch(map_bytes, min(blocks(size), MAP_BLOCKS), THREADS_PER_BLOCK,
+                   (device[:size], device_table("lut", encoded.scoring.lut),
+                    summary[2 * slot:2 * slot + 2]), kernel_view)
+    values = [int(value) for value in (summary.copy_to_host() if hasattr(
+        summary, "copy_to_host") else summary.get())]
+    for slot, (encoded, _device) in enumerate(uploaded):
+        if values[2 * slot] != NO_BAD_BYTE:
+            encoded.codes  # raises: the host's pass names the row, position and character
+            raise RuntimeError(f"byte {values[2 * slot]} of the sequences is outside the "
+                               f"{encoded.scoring.name} alphabet on the device only")
+    return values[1::2]
 
 
 def upload_parts(parts: list[np.ndarray]) -> list[object]:
@@ -314,6 +352,31 @@ def download(device, size: int, start: int = 0) -> np.ndarray:
         return host.copy()
 
 
+def download_array(array, pinned: bool = False) -> np.ndarray:
+    """A host copy of a device array (a numpy one, under the simulator, as it is), by one
+    synchronous copy (it waits for the default stream's work) into pinned memory, at the
+    link's speed: where the driver copies into pageable memory it stages the bytes and
+    the host takes a page fault at each new page. ``pinned``: the copy is an array of
+    CuPy's pinned pool itself, for a temporary (its block goes back to the pool once it
+    is freed); else a plain array, copied out of :func:`staging`'s buffer."""
+    if isinstance(array, np.ndarray):
+        return array
+    if simulator():
+        return array.copy_to_host()
+    import cupy
+    import cupyx
+
+    array = cupy.ascontiguousarray(array)
+    if not pinned:
+        return download(array.reshape(-1).view(np.uint8), array.nbytes).view(
+            array.dtype).reshape(array.shape)
+    host = cupyx.empty_pinned(array.shape, array.dtype)
+    if array.nbytes:
+        cupy.cuda.runtime.memcpy(host.ctypes.data, array.data.ptr, array.nbytes,
+                                 cupy.cuda.runtime.memcpyDeviceToHost)
+    return host
+
+
 def _largest_code(encoded: EncodedSequences) -> int:
     """A bound on every code: the encoder's, else one pass over the codes."""
     if encoded.largest_code is not None:
@@ -348,13 +411,18 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     # offsets (int64, so they come first and stay aligned), then codes (at least one byte)
     offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
                for encoded in distinct]
+    unmapped = [encoded.unmapped for encoded in distinct]
     codes = [upload_codes(encoded) for encoded in distinct]
     parts = offsets + codes
     device = upload_parts(parts)
     views = {id(part): view for part, view in zip(parts, device)}
+    mapped = iter(map_on_device([(encoded, views[id(code)]) for encoded, code, bytes_only
+                                 in zip(distinct, codes, unmapped) if bytes_only]))
+    largest = [next(mapped) if bytes_only else _largest_code(encoded)
+               for encoded, bytes_only in zip(distinct, unmapped)]
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
-                                             _largest_code(encoded), encoded.keep, encoded)
-                for encoded, offset, code in zip(distinct, offsets, codes)}
+                                             bound, encoded.keep, encoded)
+                for encoded, offset, code, bound in zip(distinct, offsets, codes, largest)}
     for encoded in distinct:
         if encoded.keep is not None:
             encoded.keep[("upload", current_device())] = uploaded[id(encoded)]

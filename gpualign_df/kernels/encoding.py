@@ -10,6 +10,9 @@ from numba import cuda, int64, njit, uint64
 
 from ..scoring import INVALID_CODE
 
+#: Where a device encoding's summary holds no bad byte (larger than any position).
+NO_BAD_BYTE = 1 << 62
+
 
 @njit(cache=True, nogil=True)
 def map_codes_range(data, lut, codes, start, stop):
@@ -77,6 +80,31 @@ def codes_in_range(codes, start, stop):
     for k in range(uint64(start), uint64(stop)):  # (unsigned: no negative-index wrap)
         seen[codes[k]] = True
     return seen
+
+
+@cuda.jit
+def map_bytes(codes, lut, summary):
+    """In place, ``codes[k] = lut[codes[k]]`` for every ``k``: host sequences' bytes,
+    uploaded as they are, become their residue codes on the device (a grid-stride loop,
+    so any grid covers them). The first position whose byte is not in the alphabet goes
+    to ``summary[0]`` (an atomic minimum: start it at :data:`NO_BAD_BYTE`), the largest
+    code to ``summary[1]`` (a block's maximum first, then one atomic a block: start it
+    at 0)."""
+    largest = cuda.shared.array(1, int64)
+    if cuda.threadIdx.x == 0:
+        largest[0] = 0
+    cuda.syncthreads()
+    mine = int64(0)
+    for k in range(cuda.grid(1), codes.shape[0], cuda.gridsize(1)):
+        code = lut[codes[k]]
+        codes[k] = code
+        if code == INVALID_CODE:
+            cuda.atomic.min(summary, 0, int64(k))
+        mine = max(mine, int64(code))
+    cuda.atomic.max(largest, 0, mine)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.max(summary, 1, largest[0])
 
 
 #: Bytes one thread of :func:`encode_column` maps (one 8-byte word).
