@@ -32,8 +32,8 @@ def encoding_threads(size: int) -> int:
 def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> tuple[int, int]:
     """``codes = lut[data]`` on :func:`encoding_threads` threads; (the first position whose
     byte is not in the alphabet, or -1; the largest code, 0 where none)."""
-    pieces = _in_pieces(len(data),
-                        lambda start, stop: map_codes_range(data, lut, codes, start, stop))
+    pieces = in_pieces(len(data),
+                       lambda start, stop: map_codes_range(data, lut, codes, start, stop))
     bad = [position for position, _ in pieces if position >= 0]
     return (min(bad) if bad else -1), max(int(largest) for _, largest in pieces)
 
@@ -41,25 +41,28 @@ def map_codes(data: np.ndarray, lut: np.ndarray, codes: np.ndarray) -> tuple[int
 def codes_present(codes: np.ndarray) -> np.ndarray:
     """The distinct values of ``codes`` (uint8), ascending, read on
     :func:`encoding_threads` threads."""
-    seen = _in_pieces(len(codes), lambda start, stop: codes_in_range(codes, start, stop))
+    seen = in_pieces(len(codes), lambda start, stop: codes_in_range(codes, start, stop))
     return np.flatnonzero(np.logical_or.reduce(seen))
 
 
-def _in_pieces(size: int, work) -> list:
+def in_pieces(size: int, work, piece_bytes: int | None = None) -> list:
     """``work(start, stop)`` over ``range(size)`` in pieces on :func:`encoding_threads`
-    threads, the results in order.
+    threads, the results in order: one piece a thread, or (``piece_bytes``) pieces of
+    at most about that size, where a piece's result is used as soon as it is done (a
+    transfer of each piece while the next are made).
 
     Python threads over GIL-free kernels, not a numba ``prange``: numba's ``workqueue``
     threading layer aborts the process when two threads enter a parallel region at once, and
     encodings run concurrently when several threads align at the same time."""
     threads = encoding_threads(size)
-    if threads == 1:
+    # by default one piece a thread: the pieces are alike (a byte costs the same wherever
+    # it is) and every piece more costs a hand-off to the pool
+    count = threads if piece_bytes is None else max(threads, -(-size // piece_bytes))
+    if count == 1:
         return [work(0, size)]
-    # one piece a thread: the pieces are alike (a byte costs the same wherever it is) and
-    # every piece more costs a hand-off to the pool
-    bounds = np.linspace(0, size, threads + 1).astype(np.int64)
-    return list(_pool(threads).map(lambda k: work(bounds[k], bounds[k + 1]),
-                                   range(len(bounds) - 1)))
+    bounds = np.linspace(0, size, count + 1).astype(np.int64)
+    return list(_pool(threads).map(lambda k: work(int(bounds[k]), int(bounds[k + 1])),
+                                   range(count)))
 
 
 @lru_cache(maxsize=None)

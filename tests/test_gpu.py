@@ -11,7 +11,7 @@ import pytest
 
 import gpualign_df
 from gpualign_df import config, gpu
-from helpers import copies_while, random_sequences, read_fasta, shared_file
+from helpers import copies_while, mutate, random_sequences, read_fasta, shared_file
 
 pytestmark = pytest.mark.gpu
 
@@ -283,3 +283,32 @@ def test_device_length_order_equals_the_host(longest):
     device = length_order(cupy, cupy.asarray(targets), cupy.asarray(queries),
                            int(targets.max()), int(queries.max()))
     assert (device.get() == host).all()
+
+
+def test_large_uploads_from_pageable_and_pinned_memory():
+    """``upload_parts`` sends a large part by ``send_bytes``: from pageable memory (an
+    Arrow buffer, a slice at an odd address) in pieces through pinned memory, from pinned
+    memory by one copy; the device bytes equal the host's, beside a small part in the
+    shared transfer. A pandas job of several pieces' bytes is mapped on the device and
+    equals the CPU engine's frame."""
+    import cupy
+    import cupyx
+    import pyarrow as pa
+
+    from gpualign_df.gpu.buffers import SEND_PIECE_BYTES, SHARED_UPLOAD_BYTES, upload_parts
+
+    rng = np.random.default_rng(5)
+    for size in (SHARED_UPLOAD_BYTES + 1, 3 * SEND_PIECE_BYTES + 7):
+        host = rng.integers(0, 256, size + 3, dtype=np.uint8)
+        pinned = cupyx.empty_pinned(size, np.uint8)
+        pinned[:] = host[:size]
+        arrow = np.frombuffer(pa.py_buffer(host.tobytes()), np.uint8)[3:]
+        for source in (host[:size], pinned, arrow):
+            small, large = upload_parts([source[:5], source])
+            assert isinstance(large, cupy.ndarray) and len(large) == len(source)
+            assert (large.get() == source).all() and (small.get() == source[:5]).all()
+    queries = random_sequences(rng, 4000, "ACGTN", 900, 600)
+    targets = [mutate(rng, query, "ACGT", 0.1) for query in queries]
+    assert min(sum(map(len, queries)), sum(map(len, targets))) > SEND_PIECE_BYTES // 2
+    assert_engines_equal(pd.Series(queries), pd.Series(targets), match=2, mismatch=-3,
+                         gap_open=5, gap_extend=2, mode="sg")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
-from ..encode import EncodedSequences
+from ..encode import EncodedSequences, in_pieces
 from ..kernels import simulator
 from ..kernels.encoding import NO_BAD_BYTE, map_bytes
 from ..scoring import Scoring
@@ -299,7 +299,7 @@ def upload_parts(parts: list[np.ndarray]) -> list[object]:
     :data:`SHARED_UPLOAD_BYTES` as views of one buffer filled by one transfer from
     :func:`staging`'s pinned memory, in order (a part viewed there as wider values must
     start at a multiple of their size: put such parts first), larger ones each by its
-    own."""
+    own (:func:`send_bytes`). Returns once every copy is done."""
     shared = [part for part in parts if part.nbytes <= SHARED_UPLOAD_BYTES]
     views: dict[int, object] = {}
     if shared:
@@ -318,7 +318,61 @@ def upload_parts(parts: list[np.ndarray]) -> list[object]:
                 cupy.cuda.runtime.memcpy(device.data.ptr, host.ctypes.data, len(host),
                                          cupy.cuda.runtime.memcpyHostToDevice)
         views = {id(part): device[end - len(part):end] for part, end in zip(shared, ends)}
-    return [views[id(part)] if id(part) in views else to_device(part) for part in parts]
+    sent = {id(part): send_bytes(part) for part in parts if id(part) not in views}
+    if any(pinned is not None for _device, pinned in sent.values()):
+        import cupy
+
+        cupy.cuda.Stream.null.synchronize()   # (the pinned pieces are free again)
+    return [views[id(part)] if id(part) in views else sent[id(part)][0] for part in parts]
+
+
+#: Bytes of each piece of :func:`send_bytes`: a piece is sent once it is in pinned
+#: memory, while the next ones are copied there.
+SEND_PIECE_BYTES = 4 << 20
+
+
+def send_bytes(host: np.ndarray) -> tuple[object, np.ndarray | None]:
+    """A device copy of a host ``uint8`` array: from pinned memory by one copy; from
+    pageable memory (an Arrow buffer of a pandas column, say) in pieces, each copied
+    into pinned memory on the encoding threads and sent by an asynchronous copy on the
+    default stream as soon as it is there, so that both copies overlap (the driver's own
+    path from pageable memory runs at a fraction of the link's speed). Returns the
+    device array and the pinned buffer the pieces went through (None where none did),
+    which must live until the default stream has passed the copies (its next synchronous
+    read)."""
+    if simulator():
+        return to_device(host), None
+    import cupy
+    import cupyx
+
+    runtime = cupy.cuda.runtime
+    device = cupy.empty(len(host), np.uint8)
+    if _pinned(host):
+        runtime.memcpy(device.data.ptr, host.ctypes.data, len(host), runtime.memcpyHostToDevice)
+        return device, None
+    pinned = cupyx.empty_pinned(len(host), np.uint8)
+    number = current_device()
+
+    def send(start: int, stop: int) -> None:
+        np.copyto(pinned[start:stop], host[start:stop])
+        with cupy.cuda.Device(number):  # (the job's device, that of its default stream)
+            runtime.memcpyAsync(device.data.ptr + start, pinned.ctypes.data + start,
+                                stop - start, runtime.memcpyHostToDevice, 0)
+
+    in_pieces(len(host), send, SEND_PIECE_BYTES)
+    return device, pinned
+
+
+def _pinned(host: np.ndarray) -> bool:
+    """Whether a host array lies in page-locked memory CUDA knows (CuPy's pinned pool)."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    try:
+        return runtime.pointerGetAttributes(host.ctypes.data).type == getattr(
+            runtime, "memoryTypeHost", 1)
+    except runtime.CUDARuntimeError:
+        return False
 
 
 def upload_into(device, host: np.ndarray) -> None:
