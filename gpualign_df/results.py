@@ -127,7 +127,9 @@ class ResultFrame:
             return
         rows = len(self.valid)
         self.all_valid = bool(self.valid.all())
-        self.integers = {name: np.empty(rows, np.int32) for name in self.names
+        # (written now, while the engine works: their pages are faulted in here, not in
+        # finish's copies)
+        self.integers = {name: np.full(rows, 0, np.int32) for name in self.names
                          if name not in ("query", "target", "cigar", "identity")}
         columns: dict[str, object] = {}
         for name, (labels, pairs) in zip(("query", "target"), self.labels):
@@ -136,7 +138,7 @@ class ResultFrame:
         for name, values in self.integers.items():
             columns[name] = _masked_array(pd.arrays.IntegerArray, values, ~self.valid)
         if self.traceback:
-            self.identity = np.zeros(rows)  # (0 where an alignment has no columns)
+            self.identity = np.full(rows, 0.0)  # (0 where an alignment has no columns)
             columns["identity"] = _masked_array(pd.arrays.FloatingArray, self.identity,
                                                 ~self.valid)
             columns["cigar"] = None  # (finish makes it)

@@ -26,13 +26,13 @@ from ..kernels.encoding import pair_sizes
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
-from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, download_array, free_bytes,
+from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, download_pinned, free_bytes,
                       kept_for, scratch, upload, used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
-from .plan import Batch, module_of, plan_batches
+from .plan import Batch, module_of, plan_batches, to_numpy
 from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
                      pair_group_class, pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
@@ -498,9 +498,9 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
     """Copy device results into the engines' host arrays."""
     rows = len(valid)
     if results.table is not None:  # one copy (a temporary: the frame copies its columns)
-        raw = dict(zip(results.columns, download_array(results.table[:, :rows], pinned=True)))
+        raw = dict(zip(results.columns, download_pinned(results.table[:, :rows])))
     else:
-        raw = {name: download_array(array)[:rows] for name, array in results.columns.items()}
+        raw = {name: to_numpy(array)[:rows] for name, array in results.columns.items()}
     # rows not valid hold anything until zeroed (the host copies are the engine's own)
     host = raw if valid.all() else {name: np.where(valid, raw[name], 0)
                                     for name in results.columns}
@@ -510,10 +510,10 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
         out.query_start, out.target_start = host["query_start"], host["target_start"]
         out.stats = {name: host[name] for name in ("matches", "mismatches", "gap_opens", "gaps")}
         out.stats["length"] = out.stats["matches"] + out.stats["mismatches"] + out.stats["gaps"]
-        out.cigar_offsets = download_array(results.offsets)
+        out.cigar_offsets = to_numpy(results.offsets)
         if results.characters is None:  # the total, from the offsets just copied
             results.characters = int(out.cigar_offsets[-1])
-        out.cigar_chars = download_array(results.chars[:results.characters])
+        out.cigar_chars = to_numpy(results.chars[:results.characters])
     return out
 
 

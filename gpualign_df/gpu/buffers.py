@@ -406,13 +406,12 @@ def download(device, size: int, start: int = 0) -> np.ndarray:
         return host.copy()
 
 
-def download_array(array, pinned: bool = False) -> np.ndarray:
-    """A host copy of a device array (a numpy one, under the simulator, as it is), by one
-    synchronous copy (it waits for the default stream's work) into pinned memory, at the
-    link's speed: where the driver copies into pageable memory it stages the bytes and
-    the host takes a page fault at each new page. ``pinned``: the copy is an array of
-    CuPy's pinned pool itself, for a temporary (its block goes back to the pool once it
-    is freed); else a plain array, copied out of :func:`staging`'s buffer."""
+def download_pinned(array) -> np.ndarray:
+    """A host copy of a device array (a numpy one, under the simulator, as it is) in
+    CuPy's pinned pool, by one synchronous copy (it waits for the default stream's work):
+    at the link's speed and with no page fault on the host, where a copy into new
+    pageable memory faults at every page. For a temporary the caller copies from: its
+    block goes back to the pool (not to the system) once it is freed."""
     if isinstance(array, np.ndarray):
         return array
     if simulator():
@@ -421,9 +420,6 @@ def download_array(array, pinned: bool = False) -> np.ndarray:
     import cupyx
 
     array = cupy.ascontiguousarray(array)
-    if not pinned:
-        return download(array.reshape(-1).view(np.uint8), array.nbytes).view(
-            array.dtype).reshape(array.shape)
     host = cupyx.empty_pinned(array.shape, array.dtype)
     if array.nbytes:
         cupy.cuda.runtime.memcpy(host.ctypes.data, array.data.ptr, array.nbytes,
