@@ -314,7 +314,9 @@ class EncodedJob:
 def encode_job(queries: Any, targets: Any, job: Job) -> EncodedJob:
     """Encode a job's sequences (host strings; the targets are the queries for pairwise).
     A GPU job's codes are made when first read (``deferred``): a small batch's kernel maps
-    the bytes itself, and a character outside the alphabet raises before any result."""
+    the bytes itself, a larger job's upload maps them on the device
+    (:func:`gpualign_df.gpu.buffers.map_on_device`), and a character outside the alphabet
+    raises before any result."""
     allocate = codes_allocator(job)
     deferred = job.engine == "cuda"
     encoded_queries = encode_sequences(queries, job.scoring, _labels(queries), allocate,
@@ -345,7 +347,7 @@ def run_rows(encoded: EncodedJob, start: int, stop: int) -> pd.DataFrame:
     frame = ResultFrame(queries.valid[pair_query] & targets.valid[pair_target], queries.labels,
                         targets.labels, pair_query, pair_target, traceback=job.traceback,
                         offset=job.overhang is not None)
-    # (the frame's labels and arrays are made while a small batch's kernel runs)
+    # (the frame's labels and arrays are made while the GPU's kernels run)
     return frame.finish(run_pairs(queries, targets, pair_query, pair_target, job,
                                   meanwhile=frame.prepare))
 

@@ -526,9 +526,8 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
     that fits one small batch (:func:`gpualign_df.gpu.small.small_batch`) runs in one
     launch of the block kernel, any other in the planner's batches; ``meanwhile`` (a
     callable, optional) runs once the kernels are queued, while they run, before the
-    results are read. ``sizes``: the pairs'
-    validity and sizes where the caller has them, as ``(valid, pair_sizes(..., valid))``
-    (:func:`gpualign_df.kernels.encoding.pair_sizes`).
+    results are read. ``sizes``: the pairs' validity and sizes where the caller has them,
+    as ``(valid, pair_sizes(..., valid))`` (:func:`gpualign_df.kernels.encoding.pair_sizes`).
 
     The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
