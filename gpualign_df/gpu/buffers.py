@@ -336,10 +336,11 @@ def send_bytes(host: np.ndarray) -> tuple[object, np.ndarray | None]:
     pageable memory (an Arrow buffer of a pandas column, say) in pieces, each copied
     into pinned memory on the encoding threads and sent by an asynchronous copy on the
     default stream as soon as it is there, so that both copies overlap (the driver's own
-    path from pageable memory runs at a fraction of the link's speed). Returns the
-    device array and the pinned buffer the pieces went through (None where none did),
-    which must live until the default stream has passed the copies (its next synchronous
-    read)."""
+    path from pageable memory runs at a fraction of the link's speed). The pinned buffer
+    comes from CuPy's pinned pool, as :func:`codes_buffer`'s codes do (the pool keeps a
+    freed block for a later request of its size). Returns the device array and the
+    pinned buffer the pieces went through (None where none did), which must live until
+    the default stream has passed the copies (its next synchronous read)."""
     if simulator():
         return to_device(host), None
     import cupy
@@ -404,27 +405,6 @@ def download(device, size: int, start: int = 0) -> np.ndarray:
             cupy.cuda.runtime.memcpy(host.ctypes.data, device.data.ptr + start, size,
                                      cupy.cuda.runtime.memcpyDeviceToHost)
         return host.copy()
-
-
-def download_pinned(array) -> np.ndarray:
-    """A host copy of a device array (a numpy one, under the simulator, as it is) in
-    CuPy's pinned pool, by one synchronous copy (it waits for the default stream's work):
-    at the link's speed and with no page fault on the host, where a copy into new
-    pageable memory faults at every page. For a temporary the caller copies from: its
-    block goes back to the pool (not to the system) once it is freed."""
-    if isinstance(array, np.ndarray):
-        return array
-    if simulator():
-        return array.copy_to_host()
-    import cupy
-    import cupyx
-
-    array = cupy.ascontiguousarray(array)
-    host = cupyx.empty_pinned(array.shape, array.dtype)
-    if array.nbytes:
-        cupy.cuda.runtime.memcpy(host.ctypes.data, array.data.ptr, array.nbytes,
-                                 cupy.cuda.runtime.memcpyDeviceToHost)
-    return host
 
 
 def _largest_code(encoded: EncodedSequences) -> int:
