@@ -286,17 +286,24 @@ def test_device_length_order_equals_the_host(longest):
 
 
 def test_large_uploads_from_pageable_and_pinned_memory():
-    """``upload_parts`` sends a large part by ``send_bytes``: from pageable memory (an
-    Arrow buffer, a slice at an odd address) in pieces through pinned memory, from pinned
-    memory by one copy; the device bytes equal the host's, beside a small part in the
-    shared transfer. A pandas job of several pieces' bytes is mapped on the device and
-    equals the CPU engine's frame."""
+    """``pinned_bytes`` rounds its pool blocks up to a power of two, so a request near
+    the last one's size takes the same block again. ``upload_parts`` sends a large part
+    by ``send_bytes``: from pageable memory (an Arrow buffer, a slice at an odd address)
+    in pieces through pinned memory, from pinned memory by one copy; the device bytes
+    equal the host's, beside a small part in the shared transfer. A pandas job of
+    several pieces' bytes is mapped on the device and equals the CPU engine's frame."""
     import cupy
     import cupyx
     import pyarrow as pa
 
-    from gpualign_df.gpu.buffers import SEND_PIECE_BYTES, SHARED_UPLOAD_BYTES, upload_parts
+    from gpualign_df.gpu.buffers import (SEND_PIECE_BYTES, SHARED_UPLOAD_BYTES, pinned_bytes,
+                                         upload_parts)
 
+    first = pinned_bytes(5 << 20)     # a block of 8 MiB: a request of 6 MiB takes it again
+    address = first.ctypes.data
+    assert len(first) == 5 << 20 and first.base.nbytes == 8 << 20
+    del first
+    assert pinned_bytes(6 << 20).ctypes.data == address
     rng = np.random.default_rng(5)
     for size in (SHARED_UPLOAD_BYTES + 1, 3 * SEND_PIECE_BYTES + 7):
         host = rng.integers(0, 256, size + 3, dtype=np.uint8)

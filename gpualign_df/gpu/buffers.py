@@ -337,21 +337,19 @@ def send_bytes(host: np.ndarray) -> tuple[object, np.ndarray | None]:
     into pinned memory on the encoding threads and sent by an asynchronous copy on the
     default stream as soon as it is there, so that both copies overlap (the driver's own
     path from pageable memory runs at a fraction of the link's speed). The pinned buffer
-    comes from CuPy's pinned pool, as :func:`codes_buffer`'s codes do (the pool keeps a
-    freed block for a later request of its size). Returns the device array and the
+    is :func:`pinned_bytes`'. Returns the device array and the
     pinned buffer the pieces went through (None where none did), which must live until
     the default stream has passed the copies (its next synchronous read)."""
     if simulator():
         return to_device(host), None
     import cupy
-    import cupyx
 
     runtime = cupy.cuda.runtime
     device = cupy.empty(len(host), np.uint8)
     if _pinned(host):
         runtime.memcpy(device.data.ptr, host.ctypes.data, len(host), runtime.memcpyHostToDevice)
         return device, None
-    pinned = cupyx.empty_pinned(len(host), np.uint8)
+    pinned = pinned_bytes(len(host))
     number = current_device()
 
     def send(start: int, stop: int) -> None:
@@ -416,15 +414,25 @@ def _largest_code(encoded: EncodedSequences) -> int:
 
 def codes_buffer(count: int) -> np.ndarray:
     """A ``uint8`` host array for ``count`` codes that :func:`upload` will copy: above
-    :data:`SHARED_UPLOAD_BYTES` (copied by itself) in pinned memory from CuPy's pinned pool
-    (which keeps freed blocks for the next job), so that the copy runs at the link's speed
-    rather than through the driver's pageable staging; smaller ones (copied through the
-    staging buffer) and under the simulator, plain memory."""
+    :data:`SHARED_UPLOAD_BYTES` (copied by itself) in pinned memory
+    (:func:`pinned_bytes`), so that the copy runs at the link's speed rather than through
+    the driver's pageable staging; smaller ones (copied through the staging buffer) and
+    under the simulator, plain memory."""
     if simulator() or count <= SHARED_UPLOAD_BYTES:
         return np.empty(count, np.uint8)
+    return pinned_bytes(count)
+
+
+def pinned_bytes(count: int) -> np.ndarray:
+    """``count`` bytes of pinned host memory (``uint8``) from CuPy's pinned pool, in a
+    block of the next power of two: the pool keeps a freed block for a later request of
+    its exact size, so that blocks of every size jobs ask would stay pinned for good;
+    rounded, they are of a few sizes (with one job at a time, at most about four times
+    the largest request in all), and a job of a size near the last one's takes the same
+    block again."""
     import cupyx
 
-    return cupyx.empty_pinned(count, np.uint8)
+    return cupyx.empty_pinned(1 << max(int(count) - 1, 0).bit_length(), np.uint8)[:count]
 
 
 def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
