@@ -273,6 +273,28 @@ def test_deferred_encoding_maps_when_the_codes_are_first_read():
     assert encode_job(["AC"], ["AG"], gpu_job).targets.unmapped
 
 
+def test_work_in_pieces_covers_the_range_in_order(settings):
+    """``encode.in_pieces``: ``work(start, stop)`` over the whole range in contiguous
+    pieces (int bounds), the results in order; one piece a thread by default, or (with
+    ``piece_bytes``, as an upload's pieces) pieces of at most that size once the range
+    holds more of them than there are threads."""
+    from gpualign_df import encode
+
+    settings(encode_bytes_per_thread=1000, encode_max_threads=2)
+    for size, piece_bytes in ((10_000, None), (10_000, 1024), (1500, 4096), (3000, 4096),
+                              (0, 64)):
+        pieces = encode.in_pieces(size, lambda start, stop: (start, stop), piece_bytes)
+        threads = encode.encoding_threads(size)
+        assert pieces[0][0] == 0 and pieces[-1][1] == size
+        assert all(stop == start for (_, stop), (start, _) in zip(pieces, pieces[1:]))
+        assert all(type(value) is int for piece in pieces for value in piece)
+        if piece_bytes is None or -(-size // piece_bytes) <= threads:
+            assert len(pieces) == threads
+        else:
+            assert len(pieces) == -(-size // piece_bytes)
+            assert max(stop - start for start, stop in pieces) <= piece_bytes
+
+
 @pytest.mark.gpu
 def test_a_gpu_jobs_large_codes_go_to_pinned_memory():
     import cupy
