@@ -336,10 +336,10 @@ def send_bytes(host: np.ndarray) -> tuple[object, np.ndarray | None]:
     pageable memory (an Arrow buffer of a pandas column, say) in pieces, each copied
     into pinned memory on the encoding threads and sent by an asynchronous copy on the
     default stream as soon as it is there, so that both copies overlap (the driver's own
-    path from pageable memory runs at a fraction of the link's speed). The pinned buffer
-    is :func:`pinned_bytes`'. Returns the device array and the
-    pinned buffer the pieces went through (None where none did), which must live until
-    the default stream has passed the copies (its next synchronous read)."""
+    path from pageable memory runs at a fraction of the link's speed). Returns the device
+    array and the pinned buffer the pieces went through (:func:`pinned_bytes`; None where
+    none did), which must live until the default stream has passed the copies (its next
+    synchronous read)."""
     if simulator():
         return to_device(host), None
     import cupy
@@ -368,8 +368,7 @@ def _pinned(host: np.ndarray) -> bool:
 
     runtime = cupy.cuda.runtime
     try:
-        return runtime.pointerGetAttributes(host.ctypes.data).type == getattr(
-            runtime, "memoryTypeHost", 1)
+        return runtime.pointerGetAttributes(host.ctypes.data).type == runtime.memoryTypeHost
     except runtime.CUDARuntimeError:
         return False
 
