@@ -100,7 +100,7 @@ def test_pair_groups_with_traceback_across_batches(settings, monkeypatch, mode):
                         or planned[-1])
     monkeypatch.setattr(batches, "free_bytes", lambda: 60_000)
     rng = np.random.default_rng(11)
-    queries = random_sequences(rng, 150, "ACGT", 20)
+    queries = random_sequences(rng, 80, "ACGT", 20)   # (two batches at this memory)
     targets = [mutate(rng, query, "ACGT", 0.1) for query in queries]
     both_engines(queries, targets, mode=mode, traceback=True, match=2, mismatch=-3,
                  gap_open=5, gap_extend=2)
