@@ -109,8 +109,12 @@ def test_pair_groups_with_traceback_across_batches(settings, monkeypatch, mode):
 
 @pytest.mark.parametrize("mode, free_ends", [
     ("nw", None), ("sg", None), ("sg", ("target_start", "target_end")),
-    ("sg", ("query_start", "query_end")), ("sg", ("query_end",)), ("sg", ("target_end",)),
-    ("sg", ()), ("sg", ("target_start",)), ("sg", ("target_start", "query_end"))])
+    ("sg", ("query_start", "query_end")), ("sg", ()),
+    # one end of a side free, and a mix of sides: in the slow set (CI time)
+    pytest.param("sg", ("query_end",), marks=pytest.mark.slow),
+    pytest.param("sg", ("target_end",), marks=pytest.mark.slow),
+    pytest.param("sg", ("target_start",), marks=pytest.mark.slow),
+    pytest.param("sg", ("target_start", "query_end"), marks=pytest.mark.slow)])
 def test_pair_groups_global_and_semiglobal_equal_cpu(settings, kernels_run, mode, free_ends):
     """Global and semi-global alignments with CIGARs on the grouped kernel (biased
     values, the borders of each free-ends subset, end cells on the last row and column
