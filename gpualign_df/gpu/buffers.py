@@ -277,15 +277,14 @@ def map_on_device(uploaded: list[tuple[EncodedSequences, object]]) -> list[int]:
     if not uploaded:
         return []
     # (the first bad byte, the largest code) of each
-    summary = to_device(np.array([NO_BAD_BYTE, 0] * len(uploaded), np.int64))
+    summary = array_module().asarray(np.array([NO_BAD_BYTE, 0] * len(uploaded), np.int64))
     for slot, (encoded, device) in enumerate(uploaded):
         size = len(encoded.text)
         if size:
             launch(map_bytes, min(blocks(size), MAP_BLOCKS), THREADS_PER_BLOCK,
                    (device[:size], device_table("lut", encoded.scoring.lut),
                     summary[2 * slot:2 * slot + 2]), kernel_view)
-    values = [int(value) for value in (summary.copy_to_host() if hasattr(
-        summary, "copy_to_host") else summary.get())]
+    values = summary.tolist()   # (one read back)
     for slot, (encoded, _device) in enumerate(uploaded):
         if values[2 * slot] != NO_BAD_BYTE:
             encoded.codes  # raises: the host's pass names the row, position and character
@@ -448,18 +447,19 @@ def upload(*collections: EncodedSequences) -> list[DeviceSequences]:
     # offsets (int64, so they come first and stay aligned), then codes (at least one byte)
     offsets = [np.ascontiguousarray(encoded.offsets, dtype=np.int64).view(np.uint8)
                for encoded in distinct]
-    unmapped = [encoded.unmapped for encoded in distinct]
     codes = [upload_codes(encoded) for encoded in distinct]
     parts = offsets + codes
     device = upload_parts(parts)
     views = {id(part): view for part, view in zip(parts, device)}
-    mapped = iter(map_on_device([(encoded, views[id(code)]) for encoded, code, bytes_only
-                                 in zip(distinct, codes, unmapped) if bytes_only]))
-    largest = [next(mapped) if bytes_only else _largest_code(encoded)
-               for encoded, bytes_only in zip(distinct, unmapped)]
+    # the largest code of each: the host's bound, or the device's mapping's (bytes sent)
+    unmapped = [(encoded, views[id(code)]) for encoded, code in zip(distinct, codes)
+                if encoded.unmapped]
+    largest = {id(encoded): _largest_code(encoded) for encoded in distinct
+               if not encoded.unmapped}
+    largest.update(zip((id(encoded) for encoded, _ in unmapped), map_on_device(unmapped)))
     uploaded = {id(encoded): DeviceSequences(views[id(code)], views[id(offset)].view(np.int64),
-                                             bound, encoded.keep, encoded)
-                for encoded, offset, code, bound in zip(distinct, offsets, codes, largest)}
+                                             largest[id(encoded)], encoded.keep, encoded)
+                for encoded, offset, code in zip(distinct, offsets, codes)}
     for encoded in distinct:
         if encoded.keep is not None:
             encoded.keep[("upload", current_device())] = uploaded[id(encoded)]
