@@ -266,23 +266,32 @@ def test_fills_on_the_side_stream_equal_the_default_stream(mode):
             pd.testing.assert_frame_equal(on_default, other)
 
 
-@pytest.mark.parametrize("longest", [300, 1 << 16, 1 << 20])
+@pytest.mark.parametrize("longest", [200, 300, 1 << 16, 1 << 20])
 def test_device_length_order_equals_the_host(longest):
-    """The inter-task plan's length sort on the device (32-bit keys where every length is
-    below 2**16, 64-bit ones above) orders the pairs as the host's stable sort does:
-    target length, then query length, both descending, ties in row order."""
+    """The inter-task plan's length sort on the device orders the pairs by target length,
+    then query length, both descending, as the host's stable sort does: where the lengths
+    make at most ``COUNT_BINS`` keys (200: 40,401) by counting, pairs of equal lengths in
+    any order; else by CuPy's stable argsort (32-bit keys where every length is below
+    2**16, 64-bit ones above), ties in row order."""
     import cupy
 
     from gpualign_df.gpu.plan import length_order
+    from gpualign_df.kernels.planning import COUNT_BINS
     rng = np.random.default_rng(longest)
     queries = rng.integers(0, min(longest, 1 << 16), 5000)
     targets = rng.integers(0, longest, 5000)
     targets[:100] = targets[100:200]   # ties
     queries[:100] = queries[100:200]
-    host = length_order(np, targets, queries, int(targets.max()), int(queries.max()))
-    device = length_order(cupy, cupy.asarray(targets), cupy.asarray(queries),
-                           int(targets.max()), int(queries.max()))
-    assert (device.get() == host).all()
+    longest_target, longest_query = int(targets.max()), int(queries.max())
+    host = length_order(np, targets, queries, longest_target, longest_query)
+    device = length_order(cupy, cupy.asarray(targets), cupy.asarray(queries), longest_target,
+                          longest_query).get()
+    if (longest_target + 1) * (longest_query + 1) > COUNT_BINS:
+        assert (device == host).all()
+    else:
+        assert sorted(device) == list(range(len(targets)))
+        assert (targets[device] == targets[host]).all()
+        assert (queries[device] == queries[host]).all()
 
 
 def test_large_uploads_from_pageable_and_pinned_memory():

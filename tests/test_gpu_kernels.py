@@ -1007,6 +1007,27 @@ def test_plan_sums_kernel_equals_numpy(warps):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("pairs", [1, 40, 333])
+def test_counting_length_order_sorts_as_the_host(pairs):
+    """The plan's counting sort on the device (count, scan, place: the kernels the GPU
+    engine runs where the lengths make at most ``COUNT_BINS`` keys) orders pairs by
+    target length, then query length, both descending, as the host's stable sort: a
+    permutation whose lengths run as the host's do (pairs of equal lengths in any order),
+    with bounds above the longest lengths too."""
+    from gpualign_df.gpu import plan
+
+    rng = np.random.default_rng(pairs)
+    targets = rng.integers(0, 30, pairs)
+    queries = rng.integers(0, 12, pairs)
+    host = plan.length_order(np, targets, queries, int(targets.max()), int(queries.max()))
+    for bounds in ((int(targets.max()), int(queries.max())), (41, 17)):
+        bins = (bounds[0] + 1) * (bounds[1] + 1)
+        order = plan.to_numpy(plan._counting_order(targets, queries, *bounds, bins))
+        assert sorted(order.tolist()) == list(range(pairs))
+        assert (targets[order] == targets[host]).all()
+        assert (queries[order] == queries[host]).all()
+
+
 def test_item_order_takes_bands_across_problems_in_order():
     """Warps take the first band of every problem, then every second band, ...; each
     problem's bands stay in order (no deadlock); tiles of a resumed pass as numbered."""

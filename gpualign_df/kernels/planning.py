@@ -1,6 +1,8 @@
-"""CUDA kernels of the inter-task plan: one thread per warp group lays out its slots and
-sums its warps' sizes (:func:`warp_plan`), then one block turns those sizes into offsets
-and totals (:func:`plan_sums`), in place of some fifty small array operations.
+"""CUDA kernels of the inter-task plan: the pairs' length sort by counting (count, scan,
+place: :func:`count_keys`, :func:`scan_counts`, :func:`place_keys`), then one thread per
+warp group lays out its slots and sums its warps' sizes (:func:`warp_plan`), then one
+block turns those sizes into offsets and totals (:func:`plan_sums`), in place of some
+fifty small array operations.
 
 No frame or batch logic here: :func:`gpualign_df.gpu.plan.plan_batches` launches them with
 the length sort's permutation.
@@ -8,8 +10,9 @@ the length sort's permutation.
 
 from __future__ import annotations
 
-from numba import cuda, int64
+from numba import cuda, int32, int64, uint32
 
+from . import simulator
 from .strip import STRIP_ROWS, WARP
 
 #: Rows of the per-warp quantity table: bytes needed, query words, target words, row-above
@@ -125,3 +128,100 @@ def plan_sums(quantities, warp_columns, warp_table, totals):
     for warp in range(start, stop):
         warp_table[OFFSET_ROWS, warp] = warp_columns[warp]
         warp_table[OFFSET_ROWS + 1, warp] = quantities[OFFSET_ROWS, warp] // WARP
+
+
+#: Most keys the plan's counting sort takes (:func:`count_keys`): one block scans their
+#: counts (:func:`scan_counts`). Lengths making more keys take a radix sort.
+COUNT_BINS = 1 << 16
+#: Threads of the one block of :func:`scan_counts`.
+SCAN_THREADS = 1024
+
+
+@cuda.jit(device=True, inline=True)
+def _length_key(target_length, query_length, longest_target, longest_query):
+    """A pair's key, ascending where target length then query length descend: below
+    ``(longest_target + 1) * (longest_query + 1)`` (lengths clamped to the bounds, so no
+    key falls outside the counts whatever the caller passed)."""
+    target = min(max(target_length, 0), longest_target)
+    query = min(max(query_length, 0), longest_query)
+    return (longest_target - target) * (longest_query + 1) + longest_query - query
+
+
+@cuda.jit
+def count_keys(target_lengths, query_lengths, longest_target, longest_query, counts):
+    """Thread ``k`` counts pair ``k``'s key (``counts`` zeroed before)."""
+    pair = cuda.grid(1)
+    if pair < target_lengths.shape[0]:
+        cuda.atomic.add(counts, _length_key(target_lengths[pair], query_lengths[pair],
+                                            longest_target, longest_query), 1)
+
+
+@cuda.jit
+def scan_counts(counts, bins):
+    """One block: ``counts[:bins]`` to their exclusive sums, in place. Thread ``t`` takes
+    one contiguous chunk; a scan of the chunks' sums gives each chunk's start."""
+    partial = cuda.shared.array(SCAN_THREADS, int64)
+    thread = cuda.threadIdx.x
+    threads = cuda.blockDim.x
+    chunk = (bins + threads - 1) // threads
+    start = min(thread * chunk, bins)
+    stop = min(start + chunk, bins)
+    own = 0
+    for key in range(start, stop):
+        own += counts[key]
+    partial[thread] = own
+    cuda.syncthreads()
+    offset = 1
+    while offset < threads:  # inclusive scan of the chunk sums (Hillis-Steele)
+        earlier = partial[thread - offset] if thread >= offset else 0
+        cuda.syncthreads()
+        partial[thread] += earlier
+        cuda.syncthreads()
+        offset *= 2
+    running = partial[thread] - own
+    for key in range(start, stop):
+        count = counts[key]
+        counts[key] = running
+        running += count
+
+
+@cuda.jit(device=True)
+def _claim_simulated(starts, key, active):
+    return cuda.atomic.add(starts, key, 1) if active else 0
+
+
+@cuda.jit(device=True, inline=True)
+def _claim_warp(starts, key, active):
+    """The next place of ``key`` for this lane: the lanes of a warp holding one key
+    take consecutive places, in lane order, by one atomic of the lowest of them (so
+    pairs of consecutive rows stay side by side: the kernels after the plan write
+    results by row)."""
+    peers = uint32(cuda.match_any_sync(int32(-1), key))
+    lane = cuda.laneid
+    leader = cuda.ffs(peers) - 1
+    first = int64(0)
+    if lane == leader and active:
+        first = cuda.atomic.add(starts, key, int64(cuda.popc(peers)))
+    first = cuda.shfl_sync(0xFFFFFFFF, first, leader)
+    return first + cuda.popc(peers & ((uint32(1) << uint32(lane)) - uint32(1)))
+
+
+#: (the simulator has no warp matches or shuffles: one atomic a lane there)
+_claim = _claim_simulated if simulator() else _claim_warp
+
+
+@cuda.jit
+def place_keys(target_lengths, query_lengths, longest_target, longest_query, starts, order):
+    """Thread ``k`` puts pair ``k`` at the next place of its key (``starts``: the keys'
+    exclusive sums, :func:`scan_counts`): pairs of one key (equal lengths) take its
+    places in the order of the atomics, every quantity of the plan the same whichever it
+    is. Every thread of a warp takes part (the warp's lanes of one key claim together)."""
+    pair = cuda.grid(1)
+    active = pair < target_lengths.shape[0]
+    key = int64(-1)
+    if active:
+        key = _length_key(target_lengths[pair], query_lengths[pair], longest_target,
+                          longest_query)
+    place = _claim(starts, key, active)
+    if active:
+        order[place] = pair
