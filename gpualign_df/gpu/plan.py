@@ -279,11 +279,12 @@ def length_order(xp, target_lengths, query_lengths, longest_target: int, longest
     descending (``longest_*`` bound the lengths). On the host a stable sort (ties in row
     order). On the device, where the bounds make at most ``planning.COUNT_BINS`` keys (a
     W1 job: reads of 150 against windows up to 277 make 42,000), a counting sort:
-    four launches and no wait, where CuPy's radix argsort (through Thrust, which waits
-    for the device when it ends) costs several times the host time; pairs of equal
-    lengths then take their places in any order, which changes no quantity of the plan
-    and no result. Larger bounds take the argsort: stable, on 32-bit keys where both
-    lengths are below 2**16 (half the radix passes of 64-bit ones)."""
+    four launches and no wait for the device, where CuPy's radix argsort goes through
+    Thrust, which takes more host time and waits for the device when it ends; pairs of
+    equal lengths then take their places in the order of the atomics (a warp's in lane
+    order), which changes no quantity of the plan and no result. Larger bounds take the
+    argsort: stable, on 32-bit keys where both lengths are below 2**16 (half the radix
+    passes of 64-bit ones)."""
     if xp is np:
         return np.argsort(-(target_lengths * (1 << 32) + query_lengths), kind="stable")
     bins = (longest_target + 1) * (longest_query + 1)
