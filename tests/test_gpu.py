@@ -270,9 +270,9 @@ def test_fills_on_the_side_stream_equal_the_default_stream(mode):
 def test_device_length_order_equals_the_host(longest):
     """The inter-task plan's length sort on the device orders the pairs by target length,
     then query length, both descending, as the host's stable sort does: where the lengths
-    make at most ``COUNT_BINS`` keys (200: 40,401) by counting, pairs of equal lengths in
-    any order; else by CuPy's stable argsort (32-bit keys where every length is below
-    2**16, 64-bit ones above), ties in row order."""
+    make at most ``COUNT_BINS`` keys (lengths below 200: 40,000) by counting, pairs of
+    equal lengths in any order; else by CuPy's stable argsort (32-bit keys where every
+    length is below 2**16, 64-bit ones above), ties in row order."""
     import cupy
 
     from gpualign_df.gpu.plan import length_order
