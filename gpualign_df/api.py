@@ -348,8 +348,9 @@ def run_rows(encoded: EncodedJob, start: int, stop: int) -> pd.DataFrame:
                         targets.labels, pair_query, pair_target, traceback=job.traceback,
                         offset=job.overhang is not None)
     # (the frame's labels and arrays are made while the GPU's kernels run)
+    every_row = job.how == "rowwise" and start == 0 and stop == len(queries) == len(targets)
     return frame.finish(run_pairs(queries, targets, pair_query, pair_target, job,
-                                  meanwhile=frame.prepare))
+                                  meanwhile=frame.prepare, every_row=every_row))
 
 
 #: Bytes of host memory per result row with traceback (pair lists, engine columns, the

@@ -181,7 +181,8 @@ def _batches(costs_ops: np.ndarray, order: np.ndarray, tuning: config.Settings):
 
 def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
               pair_target: np.ndarray, job: Job, traceback: bool | None = None,
-              meanwhile: Callable[[], None] | None = None) -> AlignmentArrays:
+              meanwhile: Callable[[], None] | None = None,
+              every_row: bool = False) -> AlignmentArrays:
     """Align pairs on the job's engine and return their raw columns.
 
     Parameters
@@ -197,6 +198,9 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
         arrays): on the GPU engine, called once while the kernels run, where the job
         would otherwise wait for them; not called on the CPU engine, which has no such
         wait.
+    every_row : bool
+        Pair ``k`` is row ``k`` of both collections, for every row (a whole rowwise job):
+        the GPU engine then makes no pair list or length array of its own.
     """
     traceback = job.traceback if traceback is None else traceback
     check_score_bound(job.scoring, queries.longest, targets.longest)
@@ -222,7 +226,7 @@ def run_pairs(queries: EncodedSequences, targets: EncodedSequences, pair_query: 
             queries, targets, pair_query, pair_target, job.scoring, job.mode,
             traceback=traceback, cigar_style=job.cigar_style, clip=job.clip,
             progress=bar.update, traceback_memory=job.traceback_memory, meanwhile=meanwhile,
-            sizes=(valid, sizes))
+            sizes=(valid, sizes), every_row=every_row)
     out.cells = cells
     out.seconds = time.perf_counter() - started
     return out

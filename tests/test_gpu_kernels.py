@@ -88,6 +88,37 @@ def test_ties_and_nulls_equal_cpu():
         assert frame["score"].isna().tolist() == [False, False, True, True, False]
 
 
+@pytest.mark.parametrize("traceback", [True, False])
+def test_whole_rowwise_jobs_take_row_numbers_and_equal_pair_lists(traceback):
+    """A whole rowwise job on the GPU (``every_row``: row numbers and lengths where the
+    engine's arrays live, no pair list or length array of the host's) returns the arrays
+    the same pairs return through pair lists (the route of every other job), with null
+    rows and empty sequences among them (the CPU engine's frames equal these jobs' in
+    the tests above, whose whole rowwise jobs take this route)."""
+    from gpualign_df.api import encode_job, resolve_job
+    from gpualign_df.engine import run_pairs
+
+    queries, targets = small_pairs(23, "ACGTN")
+    queries[7], targets[11] = None, None
+    options = dict(mode="sg", match=2, mismatch=-3, gap_open=5, gap_extend=2,
+                   traceback=traceback)
+    job = resolve_job(pd.Series(queries), pd.Series(targets), how="rowwise", matrix=None,
+                      free_ends=None, top_k=None, cigar_style="=", clip=None, backend="cuda",
+                      progress=False, **options)
+    encoded = encode_job(pd.Series(queries), pd.Series(targets), job)
+    rows = np.arange(len(queries), dtype=np.int64)
+    whole, listed = (run_pairs(encoded.queries, encoded.targets, rows, rows, job,
+                               every_row=every_row) for every_row in (True, False))
+    assert (whole.valid == listed.valid).all() and not whole.valid[[7, 11]].any()
+    names = ["score", "query_end", "target_end"] + (
+        ["query_start", "target_start", "cigar_offsets", "cigar_chars"] if traceback else [])
+    for name in names:
+        np.testing.assert_array_equal(getattr(whole, name), getattr(listed, name))
+    if traceback:
+        for name, values in whole.stats.items():
+            np.testing.assert_array_equal(values, listed.stats[name])
+
+
 def test_search_and_pairwise_on_the_gpu_equal_cpu():
     sequences = pd.Series(["ACGTTGCA", "ACGTAGCA", "TTGCA", "", "GGACGTT"], index=list("abcde"))
     cpu = sequences.aln.pairwise(mode="sw", match=2, mismatch=-3, backend="cpu")

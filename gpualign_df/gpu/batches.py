@@ -20,19 +20,20 @@ from .. import config
 from ..arrays import AlignmentArrays
 from ..encode import EncodedSequences
 from ..job import traceback_budget
-from ..kernels import band, dpx, inter, inter16, pairs16, traceback as tb_kernels
+from ..kernels import band, dpx, inter, inter16, pairs16, simulator
+from ..kernels import traceback as tb_kernels
 from ..kernels.search import GROUP_BLOCK
 from ..kernels.encoding import pair_sizes
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
-from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, kept_for, scratch,
-                      upload, used_sequences)
+from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, kept_for,
+                      row_numbers, scratch, upload, used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
-from .plan import Batch, module_of, plan_batches, to_numpy
+from .plan import Batch, long_pair_cells, module_of, plan_batches, to_numpy
 from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
                      pair_group_class, pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
@@ -517,17 +518,31 @@ def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> Align
     return out
 
 
+def _row_lengths(sequences: DeviceSequences, host: EncodedSequences):
+    """The lengths of the sequences ``sequences`` (uploaded ``host``), where the engine's
+    arrays live: from the device offsets on a GPU; the host's under the simulator, whose
+    device arrays take no array arithmetic."""
+    if simulator():
+        return host.lengths
+    with engine_allocations():
+        return array_module().diff(sequences.offsets)
+
+
 def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_query: np.ndarray,
                   pair_target: np.ndarray, scoring: Scoring, mode: Mode, *, traceback: bool,
                   cigar_style: str, clip: str | None, progress,
                   traceback_memory: int | None = None, meanwhile=None,
-                  sizes: tuple | None = None) -> AlignmentArrays:
+                  sizes: tuple | None = None, every_row: bool = False) -> AlignmentArrays:
     """Align pairs of host-encoded sequences on the GPU; host arrays in pair order. A job
     that fits one small batch (:func:`gpualign_df.gpu.small.small_batch`) runs in one
     launch of the block kernel, any other in the planner's batches; ``meanwhile`` (a
     callable, optional) runs once the kernels are queued, while they run, before the
     results are read. ``sizes``: the pairs' validity and sizes where the caller has them,
     as ``(valid, pair_sizes(..., valid))`` (:func:`gpualign_df.kernels.encoding.pair_sizes`).
+    ``every_row``: pair ``k`` is row ``k`` of both collections, for every row (a whole
+    rowwise job): where every pair is short, the planner then takes the device's row
+    numbers and the lengths from the uploaded offsets (:func:`_row_lengths`), no pair
+    list or length array made on the host or sent.
 
     The alphabet must fit the kernels' shared table (``MAX_ALPHABET`` symbols):
     :func:`gpualign_df.engine.choose_engine` sends larger ones to the CPU.
@@ -537,7 +552,8 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
         sizes = valid, pair_sizes(queries.offsets, queries.valid, targets.offsets,
                                   targets.valid, pair_query, pair_target, valid)
     valid, sizes = sizes
-    if small_batch(len(pair_query), *sizes, traceback_memory, config.settings()):
+    tuning = config.settings()
+    if small_batch(len(pair_query), *sizes, traceback_memory, tuning):
         table, chars, offsets, cells = align_small(
             queries, targets, pair_query, pair_target, valid, scoring, mode,
             traceback=traceback, cigar_style=cigar_style, clip=clip, meanwhile=meanwhile)
@@ -546,13 +562,22 @@ def run_pairs_gpu(queries: EncodedSequences, targets: EncodedSequences, pair_que
         results = DeviceResults(dict(zip(RESULT_COLUMNS, table)), chars, offsets, cells,
                                 None if chars is None else len(chars), table)
         return to_host(results, valid, traceback)
-    # (a search's hits: only the database sequences they use go to the device)
-    queries, pair_query = used_sequences(queries, pair_query)
-    targets, pair_target = used_sequences(targets, pair_target)
-    device_queries, device_targets = upload(queries, targets)
-    longest = (int(queries.lengths.max(initial=0)), int(targets.lengths.max(initial=0)))
+    if every_row and queries.longest * targets.longest <= long_pair_cells(
+            len(pair_query), tuning.inter_max_cells):
+        device_queries, device_targets = upload(queries, targets)
+        pair_query = pair_target = row_numbers(len(pair_query))
+        query_lengths, target_lengths = (_row_lengths(device, host) for device, host in (
+            (device_queries, queries), (device_targets, targets)))
+    else:
+        # (a search's hits: only the database sequences they use go to the device)
+        queries, pair_query = used_sequences(queries, pair_query)
+        targets, pair_target = used_sequences(targets, pair_target)
+        device_queries, device_targets = upload(queries, targets)
+        query_lengths, target_lengths = (queries.lengths[pair_query],
+                                         targets.lengths[pair_target])
+    longest = (queries.longest, targets.longest)
     results = align_on_device(device_queries, device_targets, pair_query, pair_target,
-                              queries.lengths[pair_query], targets.lengths[pair_target], valid,
+                              query_lengths, target_lengths, valid,
                               scoring, mode, traceback=traceback, cigar_style=cigar_style,
                               clip=clip, progress=progress, longest=longest,
                               all_valid=bool(valid.all()), traceback_memory=traceback_memory)
