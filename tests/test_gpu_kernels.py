@@ -1198,3 +1198,19 @@ def test_upload_maps_a_gpu_jobs_bytes_on_the_device():
     with pytest.raises(InvalidResidueError, match=r"row 'b', position 2: character 'Z'"):
         gpualign_df.align(pd.Series(["ACGT", "GGZA"], index=["a", "b"]), ["ACGT", "GGCA"],
                           match=1, mismatch=-1, backend="cuda")   # (the planner's route)
+
+
+def test_download_pinned_copies_device_arrays():
+    """``download_pinned``: host copies of device arrays of any shape and dtype (a
+    column of a table, whose rows are not contiguous, included) equal to the device's
+    values; host arrays as they are."""
+    from gpualign_df.gpu.buffers import download_pinned, to_device
+
+    values = np.arange(60, dtype=np.int32).reshape(4, 15) - 7
+    device = to_device(values)
+    assert np.array_equal(download_pinned(device), values)
+    assert np.array_equal(download_pinned(device[:, :9]), values[:, :9])
+    part = download_pinned(device[2])
+    assert part.dtype == np.int32 and np.array_equal(part, values[2])
+    assert download_pinned(device[:, :0]).shape == (4, 0)
+    assert download_pinned(values) is values

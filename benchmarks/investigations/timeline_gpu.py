@@ -34,7 +34,8 @@ MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"
           ("gpualign_df.cudf_path", "result_frame"), ("gpualign_df.gpu.batches", "free_bytes"),
           ("gpualign_df.api", "encode_job"), ("gpualign_df.api", "check_host_memory"),
           ("gpualign_df.api", "run_pairs"), ("gpualign_df.gpu.batches", "upload"),
-          ("gpualign_df.gpu.buffers", "map_on_device"), ("gpualign_df.gpu.batches", "to_host")]
+          ("gpualign_df.gpu.buffers", "map_on_device"), ("gpualign_df.gpu.batches", "to_host"),
+          ("gpualign_df.gpu.batches", "download_pinned")]
 
 
 def main() -> int:

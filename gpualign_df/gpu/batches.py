@@ -27,8 +27,8 @@ from ..kernels.encoding import pair_sizes
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
-from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, free_bytes, kept_for,
-                      row_numbers, scratch, upload, used_sequences)
+from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, download_pinned,
+                      free_bytes, kept_for, row_numbers, scratch, upload, used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
@@ -498,8 +498,8 @@ def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths
 def to_host(results: DeviceResults, valid: np.ndarray, traceback: bool) -> AlignmentArrays:
     """Copy device results into the engines' host arrays."""
     rows = len(valid)
-    if results.table is not None:  # one copy
-        raw = dict(zip(results.columns, to_numpy(results.table[:, :rows])))
+    if results.table is not None:  # one copy (a temporary: the frame copies its columns)
+        raw = dict(zip(results.columns, download_pinned(results.table[:, :rows])))
     else:
         raw = {name: to_numpy(array)[:rows] for name, array in results.columns.items()}
     # rows not valid hold anything until zeroed (the host copies are the engine's own)
