@@ -343,8 +343,11 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     grid = blocks(batch.slots)
     gathered = None   # the event of a gather queued beside the fill (launch_beside)
     planned = None    # the event after which that gather may run
-    query = scratch("query", batch.query_size, np.uint8)
-    target = scratch("target", batch.target_size, np.uint8)
+    if batch.kind == "inter" and shape is not None:  # residues read where they lie
+        query, target = job.queries.codes, job.targets.codes
+    else:
+        query = scratch("query", batch.query_size, np.uint8)
+        target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
         # the layout table's rows: query, target, row-above, traceback, run-word bases;
         # columns, run words per slot
@@ -354,15 +357,15 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         def gather(stream=None) -> None:
             launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
                           warps[1], warps[3], warps[4], warps[5], warps[6],
-                          1 if shape is None else shape[0], starts, slot_row,
+                          1 if shape is None else shape[0], shape is not None, starts, slot_row,
                           job.queries.codes, job.queries.offsets, job.pair_query,
                           query_lengths, query, job.targets.codes, job.targets.offsets,
                           job.pair_target, target_lengths, target, stream=stream)
         if shape is None:  # the inter fill reads the gathered residues
             gather()
-        else:  # the grouped fill reads residues in place: the walk's gather runs beside
-            # it from here on, launched after the fill (its launch's host time would
-            # otherwise come before the fill's)
+        else:  # the grouped fill and its walk read residues in place: the starts run
+            # beside the fill from here on, launched after it (their launch's host time
+            # would otherwise come before the fill's)
             planned = default_mark(tuning)
         run_base = starts[4]
     else:
