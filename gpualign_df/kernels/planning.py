@@ -87,6 +87,23 @@ TABLE_ROWS = OFFSET_ROWS + 2
 SUM_THREADS = 512
 
 
+@cuda.jit(device=True, inline=True)
+def _scan_rows(partial, earlier, thread, threads):
+    """Every row of the shared ``partial`` (rows x ``threads``, thread ``t`` at column
+    ``t``) to its inclusive sums (Hillis-Steele), all rows in the same steps; ``earlier``:
+    the thread's local array of one value a row. Every thread of the block calls it."""
+    rows = partial.shape[0]
+    offset = 1
+    while offset < threads:
+        for row in range(rows):
+            earlier[row] = partial[row, thread - offset] if thread >= offset else 0
+        cuda.syncthreads()
+        for row in range(rows):
+            partial[row, thread] += earlier[row]
+        cuda.syncthreads()
+        offset *= 2
+
+
 @cuda.jit
 def plan_sums(quantities, warp_columns, warp_table, totals):
     """One block: the warps' layout table (:data:`TABLE_ROWS`) and the totals of every
@@ -108,15 +125,7 @@ def plan_sums(quantities, warp_columns, warp_table, totals):
         own[row] = total
         partial[row, thread] = total
     cuda.syncthreads()
-    offset = 1
-    while offset < threads:  # inclusive scan of the chunk sums (Hillis-Steele)
-        for row in range(QUANTITIES):
-            earlier[row] = partial[row, thread - offset] if thread >= offset else 0
-        cuda.syncthreads()
-        for row in range(QUANTITIES):
-            partial[row, thread] += earlier[row]
-        cuda.syncthreads()
-        offset *= 2
+    _scan_rows(partial, earlier, thread, threads)
     for row in range(QUANTITIES):
         if 1 <= row <= OFFSET_ROWS:
             running = partial[row, thread] - own[row]
@@ -160,7 +169,8 @@ def count_keys(target_lengths, query_lengths, longest_target, longest_query, cou
 def scan_counts(counts, bins):
     """One block: ``counts[:bins]`` to their exclusive sums, in place. Thread ``t`` takes
     one contiguous chunk; a scan of the chunks' sums gives each chunk's start."""
-    partial = cuda.shared.array(SCAN_THREADS, int64)
+    partial = cuda.shared.array((1, SCAN_THREADS), int64)
+    earlier = cuda.local.array(1, int64)
     thread = cuda.threadIdx.x
     threads = cuda.blockDim.x
     chunk = (bins + threads - 1) // threads
@@ -169,16 +179,10 @@ def scan_counts(counts, bins):
     own = 0
     for key in range(start, stop):
         own += counts[key]
-    partial[thread] = own
+    partial[0, thread] = own
     cuda.syncthreads()
-    offset = 1
-    while offset < threads:  # inclusive scan of the chunk sums (Hillis-Steele)
-        earlier = partial[thread - offset] if thread >= offset else 0
-        cuda.syncthreads()
-        partial[thread] += earlier
-        cuda.syncthreads()
-        offset *= 2
-    running = partial[thread] - own
+    _scan_rows(partial, earlier, thread, threads)
+    running = partial[0, thread] - own
     for key in range(start, stop):
         count = counts[key]
         counts[key] = running
