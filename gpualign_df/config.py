@@ -327,8 +327,9 @@ class Settings:
         Run long GPU stretches (a search's score pass, a large batch's fill) on a
         non-blocking stream of the engine's own, so that work other threads put on the
         default stream (a Dask worker copying a partition it sends) does not queue behind
-        them (:class:`gpualign_df.gpu.streams.SideStream`). False keeps everything on
-        the default stream (tests, benchmarks).
+        them (:class:`gpualign_df.gpu.streams.SideStream`); the walk's residue gather
+        also runs there, beside a grouped fill that does not read it. False keeps
+        everything on the default stream (tests, benchmarks).
     side_stream_cells : int
         DP cells from which a score pass or a fill runs on the side stream: a few
         milliseconds of GPU time and more, where waiting for it on the host costs nothing.

@@ -245,8 +245,9 @@ def test_search_score_pass_leaves_the_default_stream_free():
 @pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
 def test_fills_on_the_side_stream_equal_the_default_stream(mode):
     """Every fill kernel (32-bit inter-task, packed 16-bit, grouped, intra-task for a long
-    pair) run on the side stream (every batch at least ``side_stream_cells``), or where
-    the defaults put it, gives the frames of the default stream alone."""
+    pair) run on the side stream (every batch at least ``side_stream_cells``), or on the
+    default stream with the walk's residue gather beside it on the side stream (the
+    defaults), gives the frames of the default stream alone."""
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=3000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=3000)
     long_pair = random_sequences(np.random.default_rng(11), 2, "ACGT", 3000, 3000)

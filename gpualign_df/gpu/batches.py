@@ -37,7 +37,7 @@ from .plan import Batch, long_pair_cells, module_of, plan_batches, to_numpy
 from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
                      pair_group_class, pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
-from .streams import beside_default_stream
+from .streams import beside_default_stream, default_mark, default_waits_for, launch_beside
 
 #: Result columns the kernels write, by job row (int32), named as the result frame's
 #: (:mod:`gpualign_df.results`); score-only jobs write the first 3.
@@ -341,11 +341,10 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
         starts, run_base = table[3:7], table[7]
     grid = blocks(batch.slots)
-    if batch.kind == "inter" and shape is not None:  # residues read where they lie
-        query, target = job.queries.codes, job.targets.codes
-    else:
-        query = scratch("query", batch.query_size, np.uint8)
-        target = scratch("target", batch.target_size, np.uint8)
+    gathered = None   # the event of a gather queued beside the fill (launch_beside)
+    planned = None    # the event after which that gather may run
+    query = scratch("query", batch.query_size, np.uint8)
+    target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
         # the layout table's rows: query, target, row-above, traceback, run-word bases;
         # columns, run words per slot
@@ -355,12 +354,16 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         def gather(stream=None) -> None:
             launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
                           warps[1], warps[3], warps[4], warps[5], warps[6],
-                          1 if shape is None else shape[0], shape is not None, starts, slot_row,
+                          1 if shape is None else shape[0], starts, slot_row,
                           job.queries.codes, job.queries.offsets, job.pair_query,
                           query_lengths, query, job.targets.codes, job.targets.offsets,
                           job.pair_target, target_lengths, target, stream=stream)
         if shape is None:  # the inter fill reads the gathered residues
             gather()
+        else:  # the grouped fill reads residues in place: the walk's gather runs beside
+            # it from here on, launched after the fill (its launch's host time would
+            # otherwise come before the fill's)
+            planned = default_mark(tuning)
         run_base = starts[4]
     else:
         for sequences, sequence_of_row, start, lengths, out in (
@@ -398,9 +401,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
             if batch.kind == "inter" and shape is not None:  # a group of lanes per 2 pairs
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
                              stream)
-                # the walk's starts (residues read in place: nothing copied), launched
-                # after the fill so that their host time comes while it runs
-                gather(stream)
+                gathered = launch_beside(gather, tuning, planned)
             elif batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
@@ -419,6 +420,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     if not job.traceback:
         settle()
         return None
+    default_waits_for(gathered)  # the walk reads the gathered residues
     runs = scratch("runs", batch.run_words, np.uint32)
     run_count = scratch("run_count", batch.slots, np.int32)
     lanes = walk_lanes(job.flags[0], tuning) if batch.kind == "long" else 0

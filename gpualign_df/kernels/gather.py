@@ -55,34 +55,28 @@ def gather_long_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths
 
 @cuda.jit
 def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns, run_stride,
-                        tb_lane_stride, in_place, slot_starts, slot_row, query_codes,
-                        query_offsets, pair_query, query_lengths, query_out, target_codes,
-                        target_offsets, pair_target, target_lengths, target_out):
+                        tb_lane_stride, slot_starts, slot_row, query_codes, query_offsets,
+                        pair_query, query_lengths, query_out, target_codes, target_offsets,
+                        pair_target, target_lengths, target_out):
     """One pass over the slots of an inter batch: each slot's starts from its warp's row of
     the layout table (query, target base + lane, traceback base + lane *
     ``tb_lane_stride``, the warp's columns, and its first run word: run base + lane * run
     words per slot, into the five rows of ``slot_starts``), then the residues of its
-    pair's query and target into the interleaved buffers (``base + WARP * i``). With
-    ``in_place`` nothing is copied: the query and target starts are where the pair's
-    sequences begin in ``query_codes`` and ``target_codes`` (0 for an unused slot), for
-    a walk that reads the residues there (the grouped layout's)."""
+    pair's query and target into the interleaved buffers (``base + WARP * i``)."""
     slot = cuda.grid(1)
     if slot >= slot_starts.shape[1]:
         return
     warp = slot // WARP
     lane = slot % WARP
-    row = slot_row[slot]
     query_start = query_base[warp] + lane
     target_start = target_base[warp] + lane
-    if in_place:
-        query_start = query_offsets[pair_query[row]] if row >= 0 else 0
-        target_start = target_offsets[pair_target[row]] if row >= 0 else 0
     slot_starts[0, slot] = query_start
     slot_starts[1, slot] = target_start
     slot_starts[2, slot] = tb_base[warp] + lane * tb_lane_stride
     slot_starts[3, slot] = warp_columns[warp]
     slot_starts[4, slot] = run_base[warp] + lane * run_stride[warp]
-    if row >= 0 and not in_place:
+    row = slot_row[slot]
+    if row >= 0:
         _copy_residues(query_codes, query_offsets, pair_query[row], query_lengths[slot],
                        query_start, WARP, query_out)
         _copy_residues(target_codes, target_offsets, pair_target[row], target_lengths[slot],

@@ -101,9 +101,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     ``(i - row0 - 1) % R = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L +
     k`` (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 *
     r``; top-aligned (:func:`~gpualign_df.kernels.pairs16.top_aligned`), ``row0`` is
-    minus the padding rows above the query (the walk kernel passes it), and residue ``i``
-    of the query is at ``q0 + i`` (read where the sequences lie; ``width`` apart in the
-    other layouts), the target's likewise; ``wavefront`` =
+    minus the padding rows above the query (the walk kernel passes it); ``wavefront`` =
     ``C`` > 0 (the block kernel's layout of ``C`` columns a step,
     :mod:`gpualign_df.kernels.block`): at ``b0 + ((g + strip) * columns + strip) * C + q``,
     ``g, q = divmod(j - 1, C)``, ``columns`` the pair's strips, a strip of ``strip_rows``
@@ -127,7 +125,6 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     width_lanes = int32(max(lanes, 1))
 
     group_lanes, group_rows, _aligned, scores = grouped if grouped else (0, 1, False, False)
-    in_place = group_lanes > 0   # residues where the sequences lie, one after another
     assert not (scores and (local or probing))
     words_a_step = lane_words(group_rows)
 
@@ -156,7 +153,6 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
               alphabet_size, go, ge, runs, out, walk, lane, scratch):
         i, j, state, value, count, current, length, size, n_match, n_mismatch, n_open, \
             n_gap = walk
-        residue_width = 1 if in_place else width
         while True:  # one operation per pass (a gap run at a border is one pass)
             if stop_row > 0 and i == stop_row:
                 break
@@ -174,8 +170,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                     cell_i = max(cell_i, row0 + 1)
                     cell_j = max(cell_j, 1)
                     nibble = nibble_at(tb, b0, width, columns, row0, cell_i, cell_j)
-                    code = query[uint64(q0 + residue_width * (cell_i - 1))]
-                    code_t = target[uint64(t0 + residue_width * (cell_j - 1))]
+                    code = query[uint64(q0 + width * (cell_i - 1))]
+                    code_t = target[uint64(t0 + width * (cell_j - 1))]
                     diagonal = uint32(inside & ((nibble & uint32(3)) == 0))
                     same = uint32(code == code_t) & uint32(concrete[code])
                     diagonals |= diagonal << uint32(t)
@@ -237,8 +233,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                 # diagonal; a gap step from H uses this same cell's extension bit
                 src = min(nibble & 3, 2) + 1 if state == 1 else state
                 if src == 1:
-                    code = query[uint64(q0 + residue_width * (i - 1))]
-                    code_t = target[uint64(t0 + residue_width * (j - 1))]
+                    code = query[uint64(q0 + width * (i - 1))]
+                    code_t = target[uint64(t0 + width * (j - 1))]
                     op = OP_MATCH if code == code_t and concrete[code] else OP_MISMATCH
                     if local or scores:
                         pair_score = sub[int32(code) * alphabet_size + int32(code_t)]
