@@ -358,26 +358,41 @@ def group_parts(use_dpx: bool, copies: int = 1):
     """What the grouped kernels are built from: ``(max3_2, cell, (table_words, shift, put,
     base, at), (receive, shuffle_across), scratch_size)`` (:func:`shifted_cell`,
     :func:`gpualign_df.kernels.dpx.pair_table` of :data:`PAIR_TABLE_WORDS`,
-    :func:`group_shuffles`; the shuffles' scratch words). ``receive(h_last, gap_last,
+    :func:`group_shuffles`; the shuffles' scratch words: two values a lane under the
+    simulator, where ``receive`` passes both in one exchange). ``receive(h_last, gap_last,
     starts, scratch, warp_lane)`` gives a lane the H and gap the lane before it passed on
     (zeros, the boundary's, where the group ``starts``). With ``copies`` > 1 the table
     holds that many interleaved copies: in the block's dynamic shared memory where linked,
     else a static array of ``copies * PAIR_TABLE_WORDS`` words (the simulator's)."""
     shuffle_up, shuffle_across = group_shuffles()
 
-    @inlined
-    def receive(h_last, gap_last, starts, scratch, warp_lane):
-        h_in = shuffle_up(h_last, scratch, warp_lane)
-        gap_in = shuffle_up(gap_last, scratch, warp_lane)
-        if starts:
-            h_in = int32(0)
-            gap_in = int32(0)
-        return h_in, gap_in
+    if simulator():  # both values in one exchange: half the barriers, which are most of
+        # a grouped kernel's time under the simulator (a Python thread a lane)
+        @cuda.jit(device=True)
+        def receive(h_last, gap_last, starts, scratch, warp_lane):
+            cuda.syncthreads()
+            scratch[warp_lane] = h_last
+            scratch[WARP + warp_lane] = gap_last
+            cuda.syncthreads()
+            if starts:
+                return int32(0), int32(0)
+            if warp_lane == 0:
+                return h_last, gap_last
+            return scratch[warp_lane - 1], scratch[WARP + warp_lane - 1]
+    else:
+        @inlined
+        def receive(h_last, gap_last, starts, scratch, warp_lane):
+            h_in = shuffle_up(h_last, scratch, warp_lane)
+            gap_in = shuffle_up(gap_last, scratch, warp_lane)
+            if starts:
+                h_in = int32(0)
+                gap_in = int32(0)
+            return h_in, gap_in
 
     return (dpx.functions16_search(use_dpx)[1], shifted_cell(use_dpx),
             dpx.pair_table(use_dpx, PAIR_TABLE_WORDS * (1 if use_dpx else copies),
                            use_dpx and copies > 1), (receive, shuffle_across),
-            WARP if simulator() else 1)
+            2 * WARP if simulator() else 1)
 
 
 #: Entries of the all-zero row before and after each query's rows in the grouped search's
