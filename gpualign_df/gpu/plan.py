@@ -31,7 +31,7 @@ from ..kernels import planning, simulator
 from ..kernels.strip import WARP, lane_words
 from . import long
 from .buffers import scratch, scratch_buffer
-from .device import THREADS_PER_BLOCK, kernel_view
+from .device import THREADS_PER_BLOCK, blocks, kernel_view
 from .launch import launch
 from .long import traceback_words
 
@@ -307,7 +307,7 @@ def _counting_order(target_lengths, query_lengths, longest_target: int, longest_
         counts[:bins] = 0
     else:
         counts.data.memset_async(0, 8 * bins)
-    grid = max(1, (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
+    grid = blocks(count)
     keys = (target_lengths, query_lengths, longest_target, longest_query)
     launch(planning.count_keys, grid, THREADS_PER_BLOCK, (*keys, counts), kernel_view)
     launch(planning.scan_counts, 1, THREADS_PER_BLOCK if simulator() else planning.SCAN_THREADS,
@@ -391,9 +391,7 @@ def _long_batch(kind, pairs, m, n, tb_words, run_words) -> Batch:
 def launch_plan(groups, *arguments):
     """The planning kernel over ``groups`` warp groups (CuPy arrays viewed without a stream
     wait, as the engine's kernels take them)."""
-    threads = THREADS_PER_BLOCK
-    launch(planning.warp_plan, max(1, (groups + threads - 1) // threads), threads, arguments,
-           kernel_view)
+    launch(planning.warp_plan, blocks(groups), THREADS_PER_BLOCK, arguments, kernel_view)
 
 
 def plan_sums_host(quantities, warp_columns, warp_table, totals):
