@@ -29,7 +29,7 @@ from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, download_pinned,
                       free_bytes, kept_for, row_numbers, scratch, upload, used_sequences)
-from .device import THREADS_PER_BLOCK, array_module, blocks
+from .device import THREADS_PER_BLOCK, array_module, blocks, device_address
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
@@ -354,7 +354,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
         def gather(stream=None) -> None:
             launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
                           warps[1], warps[3], warps[4], warps[5], warps[6],
-                          1 if shape is None else shape[0], starts, slot_row,
+                          1 if shape is None else
+                          shape[0] * pairs16.traceback_piece(job.flags[:5]), starts, slot_row,
                           job.queries.codes, job.queries.offsets, job.pair_query,
                           query_lengths, query, job.targets.codes, job.targets.offsets,
                           job.pair_target, target_lengths, target, stream=stream)
@@ -428,7 +429,8 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                                   batch.kind == "long", lanes, walk_probes(job, lanes),
                                   None if shape is None else
                                   (*shape, pairs16.top_aligned(job.flags[:5]),
-                                   pairs16.walk_scores(job.flags[:5])))
+                                   pairs16.walk_scores(job.flags[:5]),
+                                   pairs16.traceback_piece(job.flags[:5])))
     # a block of ``lanes`` threads per pair, or a thread per slot
     walk_grid, walk_threads = (batch.slots, lanes) if lanes else (grid, THREADS_PER_BLOCK)
     launch_kernel("walk", walk, walk_grid, walk_threads, query, target, query_lengths,
@@ -462,7 +464,7 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
                   query_lengths, target_lengths, batch.warp_table[5], batch.warp_table[3],
                   table, len(table), query_pair, target_pair, job.alphabet_size + 1, job.gap_open,
                   job.gap_extend, 1 << pairs16.key_bits(rows), slot_row, columns["score"],
-                  columns["query_end"], columns["target_end"], tb,
+                  columns["query_end"], columns["target_end"], tb, device_address(tb),
                   pair_group_bias(group.scoring, group.mode, batch.longest_query,
                                   batch.longest_target), stream=stream)
 

@@ -77,6 +77,12 @@ def blocks(count: int) -> int:
     return max(1, (count + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
 
 
+def device_address(array) -> int:
+    """Device address of a CuPy array, for kernels whose linked CUDA C takes a pointer
+    (0 under the simulator, where those kernels store through the array)."""
+    return 0 if simulator() else int(array.data.ptr)
+
+
 def kernel_view(argument):
     """A kernel argument as numba takes it without a wait: CuPy (or any CUDA array
     interface) arrays become numba device arrays with no stream synchronize. The engine's

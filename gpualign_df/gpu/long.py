@@ -34,7 +34,7 @@ from .. import config
 from ..kernels import band, simulator, traceback as tb_kernels
 from ..kernels.strip import STRIP_ROWS, mode_shape, skewed_stride
 from ..scoring import MODE_LOCAL
-from .device import THREADS_PER_BLOCK, array_module, blocks, current_device
+from .device import THREADS_PER_BLOCK, array_module, blocks, current_device, device_address
 from .launch import launch_kernel
 from .streams import FillControl
 
@@ -189,11 +189,6 @@ def _unused(device: int, dtype: str):
     return array_module().zeros(1, dtype)
 
 
-def _address(array) -> int:
-    """Device address of an array (0 under the simulator, where it is not used)."""
-    return 0 if simulator() else int(array.data.ptr)
-
-
 class BandFill:
     """One band-kernel launch over ``problems`` (a :data:`band.FIELDS` x P int64 host
     table whose item, border, top, tile, checkpoint and snapshot offsets this fills in)
@@ -260,9 +255,9 @@ class BandFill:
             snapshots = unused(np.int32)
         launch_kernel("fill", kernel, warps, self.lanes, query, target, self.problems,
                       self.item_order, self.item_problem, self.items, job.sub, job.alphabet_size,
-                      job.gap_open, job.gap_extend, top, _address(top), self.border,
-                      _address(self.border), checkpoints, _address(checkpoints),
-                      checkpoint_every, tb, _address(tb), snapshots, max(self.tile_steps, 1),
+                      job.gap_open, job.gap_extend, top, device_address(top), self.border,
+                      device_address(self.border), checkpoints, device_address(checkpoints),
+                      checkpoint_every, tb, device_address(tb), snapshots, max(self.tile_steps, 1),
                       self.band_results[0], self.band_results[1], self.band_results[2],
                       self.control.device, self.work, last_column, stream=stream)
         self.control.launched(stream)

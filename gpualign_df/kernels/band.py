@@ -83,7 +83,7 @@ from numba import cuda, int32, int64, uint32, uint64
 from ..scoring import NEG_INF
 from . import dpx, inlined, simulator
 from .strip import (SHARED_TABLE, STRIP_ROWS, WARP, append_sign, border_score, mode_shape,
-                    skewed_stride_device)
+                    skewed_stride_device, word_storer)
 
 #: Fields of the ``problems`` table (one column per problem): lengths, residue starts,
 #: the problem's first row in its pair (0, or a checkpoint row), offsets of its top row,
@@ -233,30 +233,6 @@ def _storer(linked: bool):
     return inlined(linked_store)
 
 
-def _plain_store_words(array, address, index, words, predicate):
-    if predicate:
-        for k in range(4):
-            array[index + uint64(k)] = words[k]
-
-
-@lru_cache(maxsize=None)
-def _word_storer(linked: bool):
-    """A store of four uint32 traceback words at a uint64 index (a multiple of 4) where a
-    predicate holds: one predicated 16-byte store in linked CUDA C, else four plain
-    stores."""
-    if simulator():
-        return _plain_store_words
-    if not linked:
-        return inlined(_plain_store_words)
-    store4 = dpx.store4_if()
-
-    def linked_store_words(array, address, index, words, predicate):
-        store4(address, int64(index), words[0], words[1], words[2], words[3],
-               int32(predicate))
-
-    return inlined(linked_store_words)
-
-
 @lru_cache(maxsize=None)
 def _loader(linked: bool):
     """A read of a border word that bypasses L1 and is never hoisted out of a wait."""
@@ -392,7 +368,7 @@ def band_kernel(mode: int, fqs: bool, fqe: bool, fts: bool, fte: bool, traceback
     byte_selector = dpx.byte_selector
     load = _loader(use_dpx)
     store = _storer(use_dpx)
-    store_words = _word_storer(use_dpx)
+    store_words = word_storer(use_dpx)
     exchange, broadcast, pause, every, next_word = _warp_functions(lanes)
     # lanes a strip (8 rows, one traceback word a column) spans: at four rows a lane, an
     # even lane's rows 0-3 and the next lane's rows 4-7 compute the same columns on a step,

@@ -22,7 +22,8 @@ from . import dpx, inlined, simulator
 from .dpx import high_half, low_half, pack_halves
 from .search import group_parts
 from ..scoring import MODE_LOCAL
-from .strip import STRIP_ROWS, WARP, lane_words, mode_shape, pack_pair, strip_functions
+from .strip import (PIECE_STEPS, STRIP_ROWS, WARP, lane_words, mode_shape, pack_pair,
+                    strip_functions, word_storer)
 
 
 #: Copies of the pair table in shared memory, interleaved word by word (entry ``e`` of copy
@@ -63,18 +64,20 @@ def group_rows_fit(lanes: int, rows: int) -> bool:
 
 def _twice(steps, offset: int):
     """``steps`` on step s, then on step s + ``offset`` (unrolled: two calls, so the rows'
-    registers change roles by renaming instead of moves)."""
+    registers change roles by renaming instead of moves); ``phase``, the first step's
+    place in its group of unrolled steps, a constant once inlined."""
     offset32 = int32(offset)
 
     @inlined
-    def twice(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-              held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words, ends):
-        carried = steps(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
-                        shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2,
+    def twice(s, phase, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
+              shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words,
+              ends):
+        carried = steps(s, phase, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair,
+                        base, shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2,
                         unit, words, ends)
-        return steps(int32(s + offset32), lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
-                     target_pair, base, shared, held, h, e, carried, starts, scratch,
-                     warp_lane, go2, ge2, unit, words, ends)
+        return steps(int32(s + offset32), phase + offset, lane, n_a, n_b, t0_a, t0_b, target,
+                     pad, codes, target_pair, base, shared, held, h, e, carried, starts,
+                     scratch, warp_lane, go2, ge2, unit, words, ends)
 
     return twice
 
@@ -135,6 +138,17 @@ def walk_scores(mode: tuple) -> bool:
     return mode_shape(*mode)[1]
 
 
+def traceback_piece(mode: tuple) -> int:
+    """Consecutive steps of a lane's traceback word that the grouped traceback kernel
+    keeps in one piece for ``mode`` (code and free ends): :data:`~gpualign_df.kernels.
+    strip.PIECE_STEPS` where the walk starts at the corner (:func:`walk_scores`), whose
+    paths cross the whole target and read a piece every four steps; else 1, each step's
+    words stored as the step ends them (a piece's words wait in registers, and the
+    local and semi-global fills, which carry their running bests besides, then lose
+    more than their walks gain)."""
+    return PIECE_STEPS if walk_scores(mode) else 1
+
+
 @lru_cache(maxsize=None)
 def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4,
                       traceback: bool = False, max_registers: int | None = None,
@@ -161,14 +175,16 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
 
     ``traceback``: the cells' four bits (:func:`direction_bits`) go to ``tb``, a word
     per 8 rows of a lane and step (:func:`~gpualign_df.kernels.strip.lane_words`; the
-    lane's row ``8 w + r`` at bits ``4 * r`` of its word ``w``), laid out so that a
-    warp's stores are whole lines: word ``w`` of lane ``k`` at step ``s`` of the slot in
-    lane ``l`` of warp ``v`` at ``tb_base[v] + (s * lane_words + w) * 32 * lanes + l *
-    lanes + k`` (the walk's ``grouped`` layout,
-    :func:`gpualign_df.kernels.traceback.walk_functions`; the plan sizes it:
-    :func:`gpualign_df.kernels.planning.warp_plan`). Every value must lie within
-    ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the compiler's cap
-    a thread (None: its choice; the simulator takes none).
+    lane's row ``8 w + r`` at bits ``4 * r`` of its word ``w``), ``P =``
+    :func:`traceback_piece` consecutive steps of a word in one piece (one 16-byte store
+    where P is 4), laid out so that a warp's stores are whole lines: word ``w`` of lane
+    ``k`` at step ``s = P t + q`` of the slot in lane ``l`` of warp ``v`` at ``tb_base[v]
+    + (t * lane_words + w) * 32 * lanes * P + (l * lanes + k) * P + q`` (the walk's
+    ``grouped`` layout, :func:`gpualign_df.kernels.traceback.walk_functions`; the plan
+    sizes it: :func:`gpualign_df.kernels.planning.warp_plan`); ``tb_address``: ``tb``'s
+    device address (the linked 16-byte stores'; unused under the simulator). Every value
+    must lie within ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the
+    compiler's cap a thread (None: its choice; the simulator takes none).
 
     ``mode`` (code and free ends, with traceback): global and semi-global alignments keep
     every value ``bias`` above its own, so that none is negative (the cell's floor at 0
@@ -184,8 +200,12 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     :func:`top_aligned`, a query's rows end at the group's last row (its padding rows
     above it; the walk's ``row0`` is minus their count)."""
     assert unroll in (1, 2, 4) and group_rows_fit(lanes, rows)
+    piece = traceback_piece(mode) if traceback else 1
+    # a group of unrolled steps holds whole pieces; a piece is one step or four words
+    assert unroll % piece == 0 and piece in (1, PIECE_STEPS)
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
     flag_bits = direction_bits(use_dpx)
+    store_words = word_storer(use_dpx)
     table_words, shift, table_put, table_base, table_at = table
     receive, shuffle_across = shuffles
     group, height = lanes, rows
@@ -194,6 +214,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     key_scale = int32(1 << bits)
     row_span = int32(1 << ROW_BITS)
     words_a_step = lane_words(rows)
+    piece_words = 2 * piece * words_a_step   # both halves' words of a piece
     local, _corner, free_row0, free_col0, end_row, end_column = mode_shape(*mode)
     assert local or traceback
     aligned = top_aligned(mode)
@@ -210,13 +231,17 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         return best, best_j
 
     @inlined
-    def step(s, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared,
-             held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words, ends):
+    def step(s, phase, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
+             shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words,
+             ends):
         """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
         H the first row takes as diagonal) before and after. ``words`` (traceback): the
-        traceback array, the lane's word 0 of each half at step 0, the words between two
-        words of a lane, the warp's columns, and :func:`direction_bits`' gap constants.
+        traceback array, the lane's piece 0 of each half, the words between two pieces of
+        a lane, the warp's columns, :func:`direction_bits`' gap constants, the array's
+        address and the piece's words so far (``phase`` = ``s % unroll``: ``s``'s words go
+        to place ``phase % piece`` of their pieces, stored with the piece's last step; in
+        pieces of one step, each word is stored as the step completes it).
         ``ends`` (global and semi-global): the lane rows of both halves' last query
         rows, the ends of their rows in this lane (exclusive), the bias, the gap costs
         and the starts of their rows in this lane; the best keys are then the first and
@@ -239,9 +264,10 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         diag = diag_first
         before = best
         key_low = zero
-        tb, tb_a, tb_b, stride, columns, k_del, k_ins = words
-        stores = uint32(j) < uint32(columns)
-        at = uint64(s) * uint64(words_a_step) * stride
+        tb, tb_a, tb_b, stride, columns, k_del, k_ins, address, pending = words
+        if piece == 1:
+            stores = uint32(j) < uint32(columns)
+            at = uint64(s) * uint64(words_a_step) * stride
         # end_column: the halves whose target still runs at this column take its H
         kept = (int32(0xFFFF) if j < n_a else zero) | (int32(-65536) if j < n_b else zero)
         upper = uint32(0)   # rows 0-3 of a word, both halves (row 0 lowest)
@@ -263,8 +289,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 else:
                     lower = uint32(((lower >> 4) & 0x0FFF0FFF) | (flags & 0xF000F000))
                 held_rows = r % STRIP_ROWS + 1   # the word's rows so far
-                if (held_rows == STRIP_ROWS or r == height - 1) and stores:  # a word a half
-                    at_word = at + stride * uint64(r // STRIP_ROWS)
+                if held_rows == STRIP_ROWS or r == height - 1:  # a word a half
                     # a lane's last word may hold fewer rows: they sit at the top of
                     # their four (the constant shifts bring row 0 to bit 0)
                     if held_rows <= 4:
@@ -275,8 +300,15 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                         down = 4 * (STRIP_ROWS - held_rows)
                         word_a = (upper & 0xFFFF) | (((lower & 0xFFFF) >> down) << 16)
                         word_b = ((upper >> 16) & 0xFFFF) | (((lower >> 16) >> down) << 16)
-                    tb[tb_a + at_word] = uint32(word_a)
-                    tb[tb_b + at_word] = uint32(word_b)
+                    if piece == 1:
+                        if stores:
+                            at_word = at + stride * uint64(r // STRIP_ROWS)
+                            tb[tb_a + at_word] = uint32(word_a)
+                            tb[tb_b + at_word] = uint32(word_b)
+                    else:
+                        place = 2 * piece * (r // STRIP_ROWS) + phase % piece
+                        pending[place] = uint32(word_a)
+                        pending[place + piece] = uint32(word_b)
             if local:
                 # both halves' key H * unit + (unit - 1 - r): no carry (H <= highest_score)
                 key = int32(int64(value) * unit + pack_pair(key_scale - 1 - r))
@@ -298,6 +330,17 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             else:
                 h[r] = value
             h_up = value
+        if traceback and piece > 1 and phase % piece == piece - 1:
+            # the pieces of steps s - 3 ..< s + 1, stored where one of them is a column
+            # of the warp's (j - 3 < columns, j >= 0)
+            whole = uint32(j) < uint32(columns + piece - 1)
+            at = uint64(uint32(s) // uint32(piece)) * uint64(words_a_step) * stride
+            for w in range(words_a_step):
+                for half in range(2):
+                    first = (2 * w + half) * piece
+                    store_words(tb, address, (tb_b if half else tb_a) + at + stride * uint64(w),
+                                (pending[first], pending[first + 1], pending[first + 2],
+                                 pending[first + 3]), whole)
         if local:
             if best != before:
                 if low_half(best) != low_half(before):
@@ -345,7 +388,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     def fill(query_codes, query_offsets, pair_query, target_codes, target_offsets, pair_target,
              query_lengths, target_lengths, warp_columns, tb_base, table, used_words, query_pair,
              target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end, tb,
-             bias):
+             tb_address, bias):
         shared = cuda.shared.array(table_words, int32)
         pairs_of_target = cuda.shared.array(256, int32)
         scratch = cuda.shared.array(scratch_size, int32)
@@ -400,13 +443,14 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         zero = int32(0)
         starts = lane == 0
         columns = warp_columns[warp_a]
-        # traceback: both halves' words of this lane at step 0, the words between two
-        # words of a lane (the threads of a warp of slots)
-        at_lane = uint64((group_index % WARP) * group + lane)
+        # traceback: both halves' piece 0 of this lane, the words between two pieces of a
+        # lane (the threads of a warp of slots)
+        at_lane = uint64(((group_index % WARP) * group + lane) * piece)
+        pending = cuda.local.array(piece_words, uint32)
         words = (tb, uint64(tb_base[warp_a]) + at_lane,
-                 uint64(tb_base[warp_a + 1]) + at_lane, uint64(WARP * group),
+                 uint64(tb_base[warp_a + 1]) + at_lane, uint64(WARP * group * piece),
                  int32(columns), int64(pack_pair(0x7FFF - ge)),
-                 int64(pack_pair(0x3FFF - ge)))
+                 int64(pack_pair(0x3FFF - ge)), tb_address, pending)
         ends = (int32(m_a + skip_a - 1 - first_row), int32(m_b + skip_b - 1 - first_row),
                 int32(m_a + skip_a - first_row), int32(m_b + skip_b - first_row),
                 int32(bias), int32(go), int32(ge), int32(skip_a - first_row),
@@ -426,7 +470,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                                    else bias - go - above_b * ge), int32(-1))
         # the warp's columns hold both targets; steps past them read padding only
         for s in range(0, int32(columns) + group - 1, unroll):
-            carried = steps(int32(s), lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes,
+            carried = steps(int32(s), 0, lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes,
                             pairs_of_target, base, shared, held, h, e, carried, starts,
                             scratch, warp_lane, go2, ge2, int32(key_unit), words, ends)
         best, j_a, j_b, best_b = carried[0], carried[1], carried[2], carried[6]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from numba import cuda, int32, int64, uint32
 
 from . import simulator
-from .strip import STRIP_ROWS, WARP
+from .strip import PIECE_STEPS, STRIP_ROWS, WARP
 
 #: Rows of the per-warp quantity table: bytes needed, query words, target words, row-above
 #: words, traceback words, run words, cells.
@@ -30,7 +30,8 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
     warp the quantities of :data:`QUANTITIES`, with rows and columns the largest of the
     whole group (a packed warp pair shares them). ``group_lanes`` > 0: the traceback
     words of the grouped pair kernel's layout, ``group_strips`` words a step and slot
-    over ``columns + group_lanes - 1`` steps."""
+    over ``columns + group_lanes - 1`` steps rounded up to whole pieces
+    (:data:`~gpualign_df.kernels.strip.PIECE_STEPS`)."""
     group = cuda.grid(1)
     first_warp = group * group_warps
     if first_warp >= warp_columns.shape[0]:
@@ -45,7 +46,8 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
             columns = max(columns, target_lengths[pair])
     strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
     if group_lanes > 0:
-        tb_words = WARP * group_strips * (columns + group_lanes - 1) if traceback else 0
+        steps = (columns + group_lanes - 1 + PIECE_STEPS - 1) // PIECE_STEPS * PIECE_STEPS
+        tb_words = WARP * group_strips * steps if traceback else 0
     else:
         tb_words = WARP * strips * columns if traceback else 0
     run_words = WARP * (rows + columns) if traceback else 0

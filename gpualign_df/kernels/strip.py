@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32, uint32
+from numba import cuda, int32, int64, uint32, uint64
 
-from . import common, dpx, simulator
+from . import common, dpx, inlined, simulator
 from ..scoring import MODE_GLOBAL, MODE_LOCAL, MODE_SEMIGLOBAL, NEG_INF
 from .dpx import pack_halves
 
@@ -67,6 +67,39 @@ def lane_words(rows: int) -> int:
     [1, 3, 3]
     """
     return -(-rows // STRIP_ROWS)
+
+
+#: Consecutive steps of a lane's traceback word that the grouped pair kernel keeps in
+#: one piece where it keeps pieces (:func:`gpualign_df.kernels.pairs16.traceback_piece`):
+#: one 16-byte store a word and four steps, and a walk along a diagonal reads one piece
+#: every four steps. The plan gives every grouped layout whole pieces of this many steps.
+PIECE_STEPS = 4
+
+
+def _plain_store_words(array, address, index, words, predicate):
+    if predicate:
+        for k in range(4):
+            array[index + uint64(k)] = words[k]
+
+
+@lru_cache(maxsize=None)
+def word_storer(linked: bool):
+    """``store(array, address, index, words, predicate)``: four uint32 traceback words
+    (a tuple) at a uint64 index (a multiple of 4) of ``array``, whose device address is
+    ``address``, where the predicate holds: one predicated 16-byte store in linked CUDA C
+    (never a branch, which would end the straight-line code of a group of steps), else
+    four plain stores."""
+    if simulator():
+        return _plain_store_words
+    if not linked:
+        return inlined(_plain_store_words)
+    store4 = dpx.store4_if()
+
+    def linked_store_words(array, address, index, words, predicate):
+        store4(address, int64(index), words[0], words[1], words[2], words[3],
+               int32(predicate))
+
+    return inlined(linked_store_words)
 
 
 def skewed_stride(columns: int):

@@ -74,7 +74,7 @@ def trailing_ones(mask, limit):
 @lru_cache(maxsize=None)
 def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed: bool,
                    lanes: int = 0, probes: int = 1,
-                   grouped: tuple[int, int, bool] | None = None, wavefront: int = 0,
+                   grouped: tuple | None = None, wavefront: int = 0,
                    strip_rows: int = STRIP_ROWS):
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
@@ -92,15 +92,16 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     // 8``, row ``r = (i - row0 - 1) % 8``, at ``b0 + width * (strip * columns + j - 1)``;
     ``skewed`` (the band kernel's layout, :mod:`gpualign_df.kernels.band`): at ``b0 + strip
     * stride + j - 1 + r``, ``stride`` the :func:`~gpualign_df.kernels.strip.skewed_stride`
-    of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``, top-aligned, scores) (the
-    grouped pair kernel's layout of that class,
+    of ``columns``; ``grouped`` = (lanes ``L``, rows ``R``, top-aligned, scores, piece
+    ``P``) (the grouped pair kernel's layout of that class,
     :func:`gpualign_df.kernels.pairs16.pair_group_kernel`; ``scores``: the walk adds up the
     score of the path it takes, from 0 at the end cell, where that kernel left it,
-    :func:`~gpualign_df.kernels.pairs16.walk_scores`):
-    lane ``k = (i - row0 - 1) // R`` wrote the cell at step ``s = j - 1 + k``, its row
-    ``(i - row0 - 1) % R = 8 w + r`` in its word ``w`` at ``b0 + (s * W + w) * width * L +
-    k`` (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 *
-    r``; top-aligned (:func:`~gpualign_df.kernels.pairs16.top_aligned`), ``row0`` is
+    :func:`~gpualign_df.kernels.pairs16.walk_scores`; ``P``: steps a piece,
+    :func:`~gpualign_df.kernels.pairs16.traceback_piece`): lane ``k = (i - row0 - 1) //
+    R`` wrote the cell at step ``s = P t + q = j - 1 + k``, its row ``(i - row0 - 1) % R
+    = 8 w + r`` in its word ``w`` at ``b0 + (t * W + w) * width * L * P + k * P + q``
+    (``W``: :func:`~gpualign_df.kernels.strip.lane_words` of ``R``), at bits ``4 * r``;
+    top-aligned (:func:`~gpualign_df.kernels.pairs16.top_aligned`), ``row0`` is
     minus the padding rows above the query (the walk kernel passes it); ``wavefront`` =
     ``C`` > 0 (the block kernel's layout of ``C`` columns a step,
     :mod:`gpualign_df.kernels.block`): at ``b0 + ((g + strip) * columns + strip) * C + q``,
@@ -124,17 +125,20 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     ballot = _ballot(lanes)
     width_lanes = int32(max(lanes, 1))
 
-    group_lanes, group_rows, _aligned, scores = grouped if grouped else (0, 1, False, False)
+    group_lanes, group_rows, _aligned, scores, piece = grouped if grouped else (0, 1, False,
+                                                                              False, 1)
     assert not (scores and (local or probing))
     words_a_step = lane_words(group_rows)
+    piece_lanes = group_lanes * piece   # a slot's words of one piece and word
 
     @cuda.jit(device=True, inline=True)
     def nibble_at(tb, b0, width, columns, row0, i, j):
         if group_lanes:
             lane = (i - row0 - 1) // group_rows
             lane_row = (i - row0 - 1) % group_rows
-            word = tb[uint64(b0 + ((j - 1 + lane) * words_a_step + lane_row // STRIP_ROWS)
-                             * (width * group_lanes) + lane)]
+            step = j - 1 + lane
+            word = tb[uint64(b0 + ((step // piece) * words_a_step + lane_row // STRIP_ROWS)
+                             * (width * piece_lanes) + lane * piece + step % piece)]
             return (word >> uint32(4 * (lane_row % STRIP_ROWS))) & uint32(15)
         strip = (i - row0 - 1) // strip_rows
         row = (i - row0 - 1) % strip_rows
@@ -292,7 +296,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
 @lru_cache(maxsize=None)
 def walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, soft_clip: bool,
                 skewed: bool = False, lanes: int = 0, probes: int = 1,
-                grouped: tuple[int, int, bool] | None = None):
+                grouped: tuple | None = None):
     """Traceback walk, one thread per slot (:func:`walk_functions`; ``skewed``: the band
     kernel's layout, ``width`` 1; ``grouped``: the grouped pair kernel's), or with
     ``lanes`` > 0 a block of ``lanes`` threads per slot (launch ``lanes`` threads a block,
