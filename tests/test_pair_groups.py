@@ -84,12 +84,13 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
     assert (frame["gaps"] > 0).any() and (frame["mismatches"] > 0).any()
 
 
-@pytest.mark.parametrize("mode", ["sw", "sg"])
+@pytest.mark.parametrize("mode", ["sw", "sg", "nw"])
 def test_pair_groups_with_traceback_across_batches(settings, monkeypatch, mode):
     """Little free memory: the grouped kernel's pairs in several batches (warp pairs
     apart; later batches' layout tables are copies, the first a view of the job's),
     their CIGARs gathered from each batch's buffers; every column equals the CPU
-    engine's."""
+    engine's. Global takes the layout of four-step pieces (16-byte stores, which need
+    every batch's traceback offsets whole pieces apart)."""
     import gpualign_df.gpu.batches as batches
 
     settings(pair_group_fill=True, pair_groups=((4, 5),))

@@ -82,6 +82,16 @@ def _plain_store_words(array, address, index, words, predicate):
             array[index + uint64(k)] = words[k]
 
 
+def _simulated_store_words(array, address, index, words, predicate):
+    """:func:`_plain_store_words` checking what the linked 16-byte store needs: an index
+    that is a multiple of 4 (the simulator runs no linked code, so that a misaligned
+    layout shows here and not only on a GPU)."""
+    if predicate:
+        assert int(index) % 4 == 0, f"16-byte store at word {int(index)}"
+        for k in range(4):
+            array[index + uint64(k)] = words[k]
+
+
 @lru_cache(maxsize=None)
 def word_storer(linked: bool):
     """``store(array, address, index, words, predicate)``: four uint32 traceback words
@@ -90,7 +100,7 @@ def word_storer(linked: bool):
     (never a branch, which would end the straight-line code of a group of steps), else
     four plain stores."""
     if simulator():
-        return _plain_store_words
+        return _simulated_store_words
     if not linked:
         return inlined(_plain_store_words)
     store4 = dpx.store4_if()
