@@ -86,10 +86,8 @@ def _simulated_store_words(array, address, index, words, predicate):
     """:func:`_plain_store_words` checking what the linked 16-byte store needs: an index
     that is a multiple of 4 (the simulator runs no linked code, so that a misaligned
     layout shows here and not only on a GPU)."""
-    if predicate:
-        assert int(index) % 4 == 0, f"16-byte store at word {int(index)}"
-        for k in range(4):
-            array[index + uint64(k)] = words[k]
+    assert not predicate or int(index) % 4 == 0, f"16-byte store at word {int(index)}"
+    _plain_store_words(array, address, index, words, predicate)
 
 
 @lru_cache(maxsize=None)
