@@ -144,8 +144,10 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
                  pair_target, traceback: bool, all_valid: bool | None = None):
     """The result frame as cuDF columns, built from the device buffers (``valid`` and the
     pair arrays are CuPy arrays; ``all_valid``, when known, spares a wait on the device).
-    The frame of the other columns is built while the kernels still run; the CIGAR column,
-    which waits for them, is inserted last."""
+    The frame of the other columns is built while the kernels still run; the CIGAR column
+    is inserted last: the read of its characters' total waits for the walk, and the
+    CIGAR kernel then writes them into a buffer of that size while the column is made
+    (``deferred_cigars``; the caller holds ``gpu.DEVICE_LOCK``)."""
     import cudf
     import cupy
     import pylibcudf as plc
@@ -181,9 +183,9 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     def offsets_column(wide: bool):
         return plc.Column.from_cuda_array_interface(
             results.offsets.astype(np.int64 if wide else np.int32))
-    # the characters' buffer bounds their count: int32 offsets decided before the wait
-    offsets = offsets_column(False) if len(results.chars) < 2**31 else None
-    chars = cupy.asarray(results.cigar_chars())  # waits for the kernels
+    # a bound on the characters' count: int32 offsets decided before the wait
+    offsets = offsets_column(False) if results.characters_bound < 2**31 else None
+    chars = cupy.asarray(results.cigar_chars())  # waits for the walk
     if offsets is None:
         offsets = offsets_column(results.characters >= 2**31)
     strings = plc.Column(plc.DataType(plc.TypeId.STRING), rows, plc.gpumemoryview(chars), None,
@@ -415,7 +417,8 @@ def _align_cudf(queries, targets, job: Job):
                                       traceback=with_traceback, cigar_style=cigar_style,
                                       clip=clip, longest=(longest_query, longest_target),
                                       all_valid=all_valid,
-                                      traceback_memory=job.traceback_memory)
+                                      traceback_memory=job.traceback_memory,
+                                      deferred_cigars=True)  # (under DEVICE_LOCK)
         return result_frame(results, valid, queries.index, target_index, pq, pt,
                             with_traceback, all_valid)
 

@@ -685,6 +685,51 @@ def test_search_top_k_pairs_follow_best_first():
     np.testing.assert_array_equal(got[1], pair_target[expected])
 
 
+@pytest.mark.parametrize("mode", ["sw", "nw"])
+def test_deferred_cigars_equal_the_direct_column(mode):
+    """A caller that defers a one-batch job's CIGARs (the cuDF path) gets the kernel's
+    launch from ``cigar_chars``, into a buffer of exactly the characters' size: columns,
+    offsets and characters equal the undeferred run's, and those equal the CPU engine's
+    CIGARs."""
+    from gpualign_df.encode import encode_sequences
+    from gpualign_df.gpu import DEVICE_LOCK, align_on_device, upload
+    from gpualign_df.scoring import make_scoring, parse_mode
+
+    queries, targets = small_pairs(11, "ACGT", count=40)
+    queries[5] = None
+    scoring = make_scoring(None, match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    encoded = [encode_sequences(values, scoring, pd.RangeIndex(len(values)))
+               for values in (queries, targets)]
+    rows = np.arange(len(queries))
+    valid = encoded[0].valid & encoded[1].valid
+    runs = {}
+    with DEVICE_LOCK:
+        for deferred in (False, True):
+            results = align_on_device(
+                *upload(*encoded), rows, rows, encoded[0].lengths, encoded[1].lengths, valid,
+                scoring, parse_mode(mode, None), traceback=True, cigar_style="=", clip=None,
+                deferred_cigars=deferred)
+            assert results.characters is None and (results.pending is not None) == deferred
+            bound = results.characters_bound
+            chars = gpualign_df.gpu.to_numpy(results.cigar_chars())
+            assert results.pending is None and len(chars) == results.characters <= bound
+            runs[deferred] = ({name: gpualign_df.gpu.to_numpy(column)[:len(rows)][valid]
+                               for name, column in results.columns.items()},
+                              gpualign_df.gpu.to_numpy(results.offsets), chars)
+    (columns, offsets, chars), (deferred_columns, deferred_offsets, deferred_chars) = \
+        runs[False], runs[True]
+    for name in columns:
+        np.testing.assert_array_equal(columns[name], deferred_columns[name])
+    np.testing.assert_array_equal(offsets, deferred_offsets)
+    np.testing.assert_array_equal(chars, deferred_chars)
+    cpu = gpualign_df.align(queries, targets, mode=mode, match=2, mismatch=-3, gap_open=5,
+                            gap_extend=2, backend="cpu")
+    cigars = [bytes(chars[start:stop]).decode() for start, stop in
+              zip(deferred_offsets[:-1], deferred_offsets[1:])]
+    assert [cigar for cigar, ok in zip(cigars, valid) if ok] == \
+        cpu["cigar"][valid].tolist()
+
+
 def test_batches_split_by_memory_equal_cpu(monkeypatch, planned, settings):
     """Little free memory: one warp per batch, CIGARs gathered from several batch buffers
     (the path a single batch skips); every row equals the CPU engine's. (The 32-bit

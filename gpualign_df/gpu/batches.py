@@ -13,6 +13,7 @@ CIGARs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -50,9 +51,11 @@ class DeviceResults:
     """Result columns in job row order, on the device (arrays of :func:`array_module`).
 
     ``chars``/``offsets`` hold the CIGARs; ``table`` holds the columns as its rows (one
-    copy to the host takes them all). A one-batch job leaves its characters in a
-    buffer sized by a bound and its total unread (``characters`` None), so that the caller
-    can build its other columns while the kernels run; :meth:`cigar_chars` waits for them.
+    copy to the host takes them all). A one-batch job leaves its total unread
+    (``characters`` None), so that the caller can build its other columns while the
+    kernels run; :meth:`cigar_chars` waits for it. Its characters lie in a buffer sized by
+    a bound, or, where the caller deferred them (``pending``: see :func:`align_on_device`),
+    are not written yet: ``pending(buffer)`` queues the CIGAR kernel into ``buffer``.
     """
 
     columns: dict
@@ -61,13 +64,31 @@ class DeviceResults:
     cells: int
     characters: int | None = 0
     table: object = None    # the 2-D array whose rows are ``columns``, in their order
+    pending: Callable[[object], None] | None = None
+    bound: int = 0          # most characters the pending CIGARs take
+
+    @property
+    def characters_bound(self) -> int:
+        """Most characters the CIGARs take (their count once read), known without a
+        wait for the kernels."""
+        if self.characters is not None:
+            return self.characters
+        return self.bound if self.pending is not None else len(self.chars)
 
     def cigar_chars(self):
         """The CIGAR characters in a buffer of their own, ``offsets[-1]`` of them (at
-        least one byte); the one read of a total from the device."""
+        least one byte); the one read of a total from the device. A deferred write is
+        queued here, into a buffer of that size (the caller still holds the device lock:
+        the kernel reads the job's scratch buffers)."""
         if self.characters is None:
             self.characters = int(self.offsets[-1])
-            self.chars = self.chars[:max(self.characters, 1)].copy()
+            size = max(self.characters, 1)
+            if self.pending is not None:
+                self.chars = array_module().empty(size, dtype=np.uint8)
+                self.pending(self.chars)
+                self.pending = None
+            else:
+                self.chars = self.chars[:size].copy()
         return self.chars
 
 
@@ -121,8 +142,8 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
                     pair_target, query_lengths, target_lengths, valid, scoring: Scoring,
                     mode: Mode, *, traceback: bool, cigar_style: str, clip: str | None,
                     progress=None, longest: tuple[int, int] | None = None,
-                    all_valid: bool = False,
-                    traceback_memory: int | None = None) -> DeviceResults:
+                    all_valid: bool = False, traceback_memory: int | None = None,
+                    deferred_cigars: bool = False) -> DeviceResults:
     """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``.
 
     The per-row arrays may be numpy or device (CuPy) arrays: device ones are planned on the
@@ -134,7 +155,11 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
     ``all_valid``: every ``valid[k]`` is known true (no read of how many are).
     ``traceback_memory``: bytes one pair's traceback may take (None: the
     ``traceback_memory_share`` of the free device memory); a pair whose words need more is
-    traced back in linear space. Reads the settings of the calling thread.
+    traced back in linear space. ``deferred_cigars``: the caller holds ``DEVICE_LOCK``
+    until it has called :meth:`DeviceResults.cigar_chars`; a one-batch job then queues
+    its CIGAR kernel there, once the total is read, into a buffer of that size (no buffer
+    sized by a bound, no copy; the caller's host work before it overlaps the walk).
+    Reads the settings of the calling thread.
     """
     xp = array_module()
     tuning = config.settings()
@@ -155,12 +180,12 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
             queries, targets, pair_query, pair_target,
             *(values.astype(np.int64, copy=False) for values in lengths),
             valid.astype(bool, copy=False), scoring, mode, traceback, cigar_style, clip,
-            progress, longest, all_valid, traceback_memory, tuning)
+            progress, longest, all_valid, traceback_memory, deferred_cigars, tuning)
 
 
 def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, target_lengths,
                      valid, scoring, mode, traceback, cigar_style, clip, progress, longest,
-                     all_valid, traceback_memory, tuning):
+                     all_valid, traceback_memory, deferred_cigars, tuning):
     xp = array_module()
     rows = len(pair_query)
     names = RESULT_COLUMNS if traceback else RESULT_COLUMNS[:3]
@@ -208,7 +233,7 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
             if progress is not None and done > 0:
                 progress(done)
 
-        piece = run_batch(job, batch, keyed, direct, on_cells)
+        piece = run_batch(job, batch, keyed, direct, on_cells, deferred_cigars)
         if piece is not None:
             pieces.append(piece)
         cells += batch.cells
@@ -217,6 +242,9 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
         return DeviceResults(columns, None, None, cells, table=table)
     if direct is not None:
         chars, offsets = pieces[0]
+        if callable(chars):  # deferred: the CIGAR kernel's launch (see cigar_chars)
+            return DeviceResults(columns, None, offsets, cells, characters=None, table=table,
+                                 pending=chars, bound=cigar_bound(batches[0].run_words))
         return DeviceResults(columns, chars, offsets, cells, characters=None, table=table)
     offsets = row_offsets(xp, columns["cigar_length"], valid)
     total = int(offsets[-1])
@@ -306,13 +334,15 @@ def cigar_bound(run_words: int) -> int:
     return 2 * run_words
 
 
-def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
+def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
+              deferred: bool = False):
     """Gather, fill, walk and write one batch (``keyed``: the fill keeps keyed row bests).
     Returns its CIGAR piece (batch buffer, slot offsets, rows, lengths), or with ``direct``
     (the job's validity; one batch only) the finished column (characters in a bound-sized
-    buffer, row offsets); None without traceback. A long-pair fill reports its cells to
-    ``on_cells`` while it runs (see :class:`~gpualign_df.gpu.streams.FillControl`); other
-    batches report nothing here."""
+    buffer, row offsets; ``deferred``: the CIGAR kernel's launch into a given buffer in
+    place of the characters, see :func:`align_on_device`); None without traceback. A
+    long-pair fill reports its cells to ``on_cells`` while it runs (see
+    :class:`~gpualign_df.gpu.streams.FillControl`); other batches report nothing here."""
     xp = array_module()
     tuning = job.tuning
     columns = job.columns
@@ -380,7 +410,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
     if batch.kind == "linear":  # one pair, its walk done block by block
         runs, run_count = align_linear(job, batch, query, target, on_cells)
         return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths,
-                             direct, grid, lambda: None)
+                             direct, grid, lambda: None, deferred)
     tb = scratch("traceback", batch.tb_words, np.uint32)
     long_fill = None
 
@@ -441,7 +471,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells):
                   columns["mismatches"], columns["gap_opens"], columns["gaps"],
                   columns["cigar_length"])
     return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct,
-                         grid, settle)
+                         grid, settle, deferred)
 
 
 def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
@@ -470,16 +500,27 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
 
 
 def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct, grid,
-                  settle):
+                  settle, deferred=False):
     """CIGAR characters of a walked batch (see :func:`run_batch`'s return); ``settle``
     waits for a long fill still running before the host's first wait."""
     xp = array_module()
     columns = job.columns
     used = slot_row >= 0
     known_row = xp.maximum(slot_row, 0)
-    if direct is not None:  # no wait for the total: a bound sizes the buffer
+    write = tb_kernels.cigar_kernel(job.merge_matches, job.soft_clip)
+
+    def write_into(chars) -> None:
+        launch_kernel("cigar", write, grid, THREADS_PER_BLOCK, runs, run_base, run_count,
+                      slot_row, columns["query_start"], columns["query_end"], query_lengths,
+                      slot_offsets, chars)
+        settle()
+
+    if direct is not None:  # no wait for the total: a bound sizes the buffer, or the
+        # caller's read of the total, when it has done its other work (deferred)
         offsets_of_rows = row_offsets(xp, columns["cigar_length"], direct)
         slot_offsets = xp.where(used, offsets_of_rows[known_row], 0)
+        if deferred:
+            return write_into, offsets_of_rows
         total = cigar_bound(batch.run_words)
     else:
         slot_offsets = _offsets(xp, xp.where(used, columns["cigar_length"][known_row],
@@ -487,10 +528,7 @@ def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths
         settle()
         total = int(slot_offsets[-1])
     chars = xp.empty(max(total, 1), dtype=np.uint8)
-    write = tb_kernels.cigar_kernel(job.merge_matches, job.soft_clip)
-    launch_kernel("cigar", write, grid, THREADS_PER_BLOCK, runs, run_base, run_count, slot_row,
-                  columns["query_start"], columns["query_end"], query_lengths, slot_offsets, chars)
-    settle()
+    write_into(chars)
     if direct is not None:
         return chars, offsets_of_rows
     # fresh arrays (not scratch buffers): the piece outlives this batch
