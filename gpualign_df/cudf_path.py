@@ -383,25 +383,35 @@ def _align_cudf(queries, targets, job: Job):
         target_valid = cupy.asarray(targets.sequences.valid)
     else:
         device_targets, target_lengths, target_valid = encode_device(targets, lut, summary, 1)
-    # one read for the residue checks and the longest sequences
-    bad_query, bad_target, longest_query, longest_target = (int(value)
-                                                            for value in summary.get())
-    if how == "pairwise":
-        bad_target, longest_target = bad_query, longest_query
-    check_residues(queries, device_queries, bad_query, scoring)
     if prepared:
-        longest_target = int(targets.lengths.max(initial=0))
         target_nulls = not targets.sequences.valid.all()
         import cudf
 
         target_index = cudf.from_pandas(targets.labels)  # a RangeIndex stays one
     else:
-        check_residues(targets, device_targets, bad_target, scoring)
         target_nulls = targets.null_count > 0
         target_index = targets.index
-    check_score_bound(scoring, longest_query, longest_target)
     # no null in either column: every pair is valid, known without a read
     nulls = queries.null_count > 0 or target_nulls
+    read = []
+
+    def longest() -> tuple[int, int]:
+        """The longest query and target, from one read of the summary (once), after the
+        residue checks and the score bound's: called by the engine where its plan needs
+        them, so that the host's work before it overlaps the encoding kernels."""
+        if not read:
+            bad_query, bad_target, longest_query, longest_target = (
+                int(value) for value in summary.get())
+            if how == "pairwise":
+                bad_target, longest_target = bad_query, longest_query
+            check_residues(queries, device_queries, bad_query, scoring)
+            if prepared:
+                longest_target = int(targets.lengths.max(initial=0))
+            else:
+                check_residues(targets, device_targets, bad_target, scoring)
+            check_score_bound(scoring, longest_query, longest_target)
+            read.append((longest_query, longest_target))
+        return read[0]
 
     def run(pq, pt, with_traceback, rowwise=False):
         pq, pt = cupy.asarray(pq), cupy.asarray(pt)
@@ -415,7 +425,7 @@ def _align_cudf(queries, targets, job: Job):
         results = gpu.align_on_device(device_queries, device_targets, pq, pt, pair_query_lengths,
                                       pair_target_lengths, valid, scoring, mode,
                                       traceback=with_traceback, cigar_style=cigar_style,
-                                      clip=clip, longest=(longest_query, longest_target),
+                                      clip=clip, longest=longest,
                                       all_valid=all_valid,
                                       traceback_memory=job.traceback_memory,
                                       deferred_cigars=True)  # (under DEVICE_LOCK)
@@ -423,6 +433,7 @@ def _align_cudf(queries, targets, job: Job):
                             with_traceback, all_valid)
 
     if how == "search" and top_k is not None:  # score the cross product, keep, trace back
+        longest()  # (the checks, before any kernel)
         return run(*gpu.search_top_k(device_queries, device_targets, query_lengths.get(),
                                      query_valid.get(), target_lengths.get(),
                                      target_valid.get(), scoring, mode, top_k), traceback)

@@ -1083,6 +1083,69 @@ def test_plan_sums_kernel_equals_numpy(warps):
         np.testing.assert_array_equal(got, want)
 
 
+def _warp_plan_reference(order, pairs, query_lengths, target_lengths, traceback, group_warps,
+                        group_lanes, group_strips, warps):
+    """:func:`planning.warp_plan`'s outputs in numpy, from its docstring."""
+    from gpualign_df.kernels import planning
+    from gpualign_df.kernels.strip import PIECE_STEPS, STRIP_ROWS, WARP
+
+    slots = warps * WARP
+    slot_row, slot_query, slot_target = (np.full(slots, -1, np.int64) for _ in range(3))
+    placed = order[:slots]
+    slot_row[:len(placed)] = pairs[placed]
+    slot_query[:len(placed)] = query_lengths[placed]
+    slot_target[:len(placed)] = target_lengths[placed]
+    rows = np.maximum(slot_query, 0).reshape(-1, group_warps * WARP).max(axis=1)
+    columns = np.maximum(slot_target, 0).reshape(-1, group_warps * WARP).max(axis=1)
+    rows, columns = np.repeat(rows, group_warps), np.repeat(columns, group_warps)
+    cells = (np.maximum(slot_query, 0) * np.maximum(slot_target, 0)).reshape(warps, WARP)
+    if group_lanes:
+        steps = -(-(columns + group_lanes - 1) // PIECE_STEPS) * PIECE_STEPS
+        tb_words = WARP * group_strips * steps
+    else:
+        tb_words = WARP * -(-rows // STRIP_ROWS) * columns
+    tb_words = tb_words * traceback
+    run_words = WARP * (rows + columns) * traceback
+    quantities = np.zeros((planning.QUANTITIES, warps), np.int64)
+    quantities[0] = (WARP * (rows + columns) + 8 * WARP * (columns + 1) + 4 * tb_words
+                     + 6 * run_words + WARP * 96)
+    quantities[1:6] = [WARP * rows, WARP * columns, WARP * (columns + 1), tb_words, run_words]
+    quantities[6] = cells.sum(axis=1)
+    return slot_row, slot_query, slot_target, columns, quantities
+
+
+@pytest.mark.parametrize("count, group_warps, group_lanes, traceback, has_pairs", [
+    (1, 1, 0, True, False), (70, 1, 0, False, True), (200, 2, 0, True, False),
+    (333, 2, 4, True, True), (129, 2, 8, False, False), (600, 2, 4, True, False)])
+def test_warp_plan_kernel_equals_numpy(count, group_warps, group_lanes, traceback, has_pairs):
+    """The plan's kernel (a thread a slot, each warp's sizes from its group's longest
+    lengths) writes what its definition in numpy does: slots of the sorted pairs (-1 past
+    the last), the warps' columns and quantities, for single warps and packed warp
+    pairs, with the grouped layout's traceback words or the strips', with and without a
+    pair list, over one block and several (a last block partly past the slots)."""
+    from gpualign_df.gpu import plan
+    from gpualign_df.kernels import planning
+    from gpualign_df.kernels.strip import WARP, lane_words
+
+    rng = np.random.default_rng(count)
+    query_lengths = rng.integers(0, 160, count).astype(np.int64)
+    target_lengths = rng.integers(0, 280, count).astype(np.int64)
+    order = rng.permutation(count).astype(np.int64)
+    pairs = rng.permutation(3 * count)[:count].astype(np.int64) if has_pairs else order
+    slots = -(-count // (group_warps * WARP)) * group_warps * WARP
+    warps = slots // WARP
+    strips = group_lanes * lane_words(3) if group_lanes else 0
+    written = [np.full(slots, -7, np.int64) for _ in range(3)] + [
+        np.full(warps, -7, np.int64), np.full((planning.QUANTITIES, warps), -7, np.int64)]
+    plan.launch_plan(slots, order, pairs if has_pairs else order, has_pairs, query_lengths,
+                     target_lengths, traceback, group_warps, group_lanes, strips, *written)
+    expected = _warp_plan_reference(order, pairs if has_pairs else np.arange(count),
+                                    query_lengths, target_lengths, traceback, group_warps,
+                                    group_lanes, strips, warps)
+    for got, want in zip(written, expected):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("pairs", [1, 40, 333])
 def test_counting_length_order_sorts_as_the_host(pairs):
     """The plan's counting sort on the device (count, scan, place: the kernels the GPU

@@ -141,7 +141,8 @@ class DeviceJob:
 def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_query,
                     pair_target, query_lengths, target_lengths, valid, scoring: Scoring,
                     mode: Mode, *, traceback: bool, cigar_style: str, clip: str | None,
-                    progress=None, longest: tuple[int, int] | None = None,
+                    progress=None,
+                    longest: tuple[int, int] | Callable[[], tuple[int, int]] | None = None,
                     all_valid: bool = False, traceback_memory: int | None = None,
                     deferred_cigars: bool = False) -> DeviceResults:
     """Align job rows ``k`` = (``pair_query[k]``, ``pair_target[k]``) whose ``valid[k]``.
@@ -151,7 +152,10 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
     host ones are split into short and long pairs on the host (the long pairs' plan needs
     no device work) and only the short pairs' lengths are uploaded.
     ``longest``: bounds on the longest query and target of the job, where the caller knows
-    them (the plan then reads no maxima back; see :func:`gpualign_df.gpu.plan.plan_batches`);
+    them (the plan then reads no maxima back; see :func:`gpualign_df.gpu.plan.plan_batches`),
+    or a callable that returns them, called once before the plan, after the host's work
+    that does not need them (a caller's read of them from the device, and its checks of
+    the input, then wait for less; an exception it raises comes before any alignment);
     ``all_valid``: every ``valid[k]`` is known true (no read of how many are).
     ``traceback_memory``: bytes one pair's traceback may take (None: the
     ``traceback_memory_share`` of the free device memory); a pair whose words need more is
@@ -203,6 +207,8 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
 
     pairs = None if all_valid else module_of(valid).flatnonzero(valid)  # None: every row
     free = free_bytes()
+    if callable(longest):
+        longest = longest()
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(free * tuning.gpu_memory_share),
                            sort=tuning.sort_by_length,

@@ -232,7 +232,7 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     at += quantity_rows * warp_count
     warp_table = block[at:at + table_rows * warp_count].reshape((table_rows, warp_count))
     totals = block[at + table_rows * warp_count:]
-    launch_plan(warp_count // group_warps, order, order if pairs is None else pairs,
+    launch_plan(slot_count, order, order if pairs is None else pairs,
                  pairs is not None, query_lengths, target_lengths, traceback, group_warps,
                  group_lanes, group_lanes * lane_words(group_rows), slot_row, slot_query,
                  slot_target, columns, quantities)
@@ -388,10 +388,11 @@ def _long_batch(kind, pairs, m, n, tb_words, run_words) -> Batch:
         cells=int((m * n).sum()))
 
 
-def launch_plan(groups, *arguments):
-    """The planning kernel over ``groups`` warp groups (CuPy arrays viewed without a stream
-    wait, as the engine's kernels take them)."""
-    launch(planning.warp_plan, blocks(groups), THREADS_PER_BLOCK, arguments, kernel_view)
+def launch_plan(slots, *arguments):
+    """The planning kernel over ``slots`` slots, a thread each (CuPy arrays viewed without
+    a stream wait, as the engine's kernels take them)."""
+    threads = planning.PLAN_THREADS
+    launch(planning.warp_plan, -(-slots // threads), threads, arguments, kernel_view)
 
 
 def plan_sums_host(quantities, warp_columns, warp_table, totals):

@@ -1,6 +1,6 @@
 """CUDA kernels of the inter-task plan: the pairs' length sort by counting (count, scan,
-place: :func:`count_keys`, :func:`scan_counts`, :func:`place_keys`), then one thread per
-warp group lays out its slots and sums its warps' sizes (:func:`warp_plan`), then one
+place: :func:`count_keys`, :func:`scan_counts`, :func:`place_keys`), then a thread per
+slot lays out the slots and each warp's sizes are summed (:func:`warp_plan`), then one
 block turns those sizes into offsets and totals (:func:`plan_sums`), in place of some
 fifty small array operations.
 
@@ -20,30 +20,59 @@ from .strip import PIECE_STEPS, STRIP_ROWS, WARP
 QUANTITIES = 7
 
 
+#: Threads a block of :func:`warp_plan`: whole groups of up to two warps (a packed warp
+#: pair is planned in one block).
+PLAN_THREADS = 2 * WARP if simulator() else 256
+
+
 @cuda.jit
 def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback, group_warps,
               group_lanes, group_strips, slot_row, slot_query, slot_target, warp_columns,
               quantities):
-    """Thread ``g`` takes warps ``group_warps * g ...``: the slots of their pairs (slot
-    ``s`` holds pair ``order[s]``: job row ``pairs[order[s]]``, or ``order[s]`` itself
-    without ``has_pairs``; its lengths, -1 past the last pair), and per
-    warp the quantities of :data:`QUANTITIES`, with rows and columns the largest of the
-    whole group (a packed warp pair shares them). ``group_lanes`` > 0: the traceback
-    words of the grouped pair kernel's layout, ``group_strips`` words a step and slot
-    over ``columns + group_lanes - 1`` steps rounded up to whole pieces
-    (:data:`~gpualign_df.kernels.strip.PIECE_STEPS`)."""
-    group = cuda.grid(1)
-    first_warp = group * group_warps
-    if first_warp >= warp_columns.shape[0]:
-        return
+    """Thread ``s`` (blocks of :data:`PLAN_THREADS`) fills slot ``s``: it holds pair
+    ``order[s]`` (job row ``pairs[order[s]]``, or ``order[s]`` itself without
+    ``has_pairs``) and its lengths, -1 past the last pair. Then the first thread of
+    each warp writes its warp's quantities (:data:`QUANTITIES`), with rows and columns the
+    largest of its group of ``group_warps`` warps (1 or 2: a packed warp pair shares
+    them). ``group_lanes`` > 0: the traceback words of the grouped pair kernel's layout,
+    ``group_strips`` words a step and slot over ``columns + group_lanes - 1`` steps
+    rounded up to whole pieces (:data:`~gpualign_df.kernels.strip.PIECE_STEPS`). A thread
+    a slot: the lengths' reads (random, through the sort's order) run side by side."""
+    rows_of = cuda.shared.array(PLAN_THREADS, int64)
+    columns_of = cuda.shared.array(PLAN_THREADS, int64)
+    cells_of = cuda.shared.array(PLAN_THREADS, int64)
+    thread = cuda.threadIdx.x
+    slot = cuda.grid(1)
+    warp = slot // WARP
     count = order.shape[0]
-    rows = 0
-    columns = 0
-    for slot in range(first_warp * WARP, (first_warp + group_warps) * WARP):
+    query = int64(0)
+    target = int64(0)
+    if warp < warp_columns.shape[0]:
         if slot < count:
             pair = order[slot]
-            rows = max(rows, query_lengths[pair])
-            columns = max(columns, target_lengths[pair])
+            query, target = query_lengths[pair], target_lengths[pair]
+            slot_row[slot] = pairs[pair] if has_pairs else pair
+            slot_query[slot] = query
+            slot_target[slot] = target
+        else:
+            slot_row[slot] = -1
+            slot_query[slot] = -1
+            slot_target[slot] = -1
+    rows_of[thread] = query
+    columns_of[thread] = target
+    cells_of[thread] = query * target
+    cuda.syncthreads()
+    if thread % WARP != 0 or warp >= warp_columns.shape[0]:
+        return
+    rows = int64(0)
+    columns = int64(0)
+    group_first = thread - (warp % group_warps) * WARP
+    for place in range(group_first, group_first + group_warps * WARP):
+        rows = max(rows, rows_of[place])
+        columns = max(columns, columns_of[place])
+    cells = int64(0)
+    for place in range(thread, thread + WARP):
+        cells += cells_of[place]
     strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
     if group_lanes > 0:
         steps = (columns + group_lanes - 1 + PIECE_STEPS - 1) // PIECE_STEPS * PIECE_STEPS
@@ -51,31 +80,17 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
     else:
         tb_words = WARP * strips * columns if traceback else 0
     run_words = WARP * (rows + columns) if traceback else 0
-    for warp in range(first_warp, first_warp + group_warps):
-        cells = 0
-        for slot in range(warp * WARP, (warp + 1) * WARP):
-            if slot < count:
-                pair = order[slot]
-                query, target = query_lengths[pair], target_lengths[pair]
-                slot_row[slot] = pairs[pair] if has_pairs else pair
-                slot_query[slot] = query
-                slot_target[slot] = target
-                cells += query * target
-            else:
-                slot_row[slot] = -1
-                slot_query[slot] = -1
-                slot_target[slot] = -1
-        warp_columns[warp] = columns
-        # residues, rows above, traceback words, runs (4 bytes each) and CIGAR characters
-        # (``cigar_bound``: 2 bytes per run word)
-        quantities[0, warp] = (WARP * (rows + columns) + 8 * WARP * (columns + 1)
-                               + 4 * tb_words + 6 * run_words + WARP * 96)
-        quantities[1, warp] = WARP * rows
-        quantities[2, warp] = WARP * columns
-        quantities[3, warp] = WARP * (columns + 1)
-        quantities[4, warp] = tb_words
-        quantities[5, warp] = run_words
-        quantities[6, warp] = cells
+    warp_columns[warp] = columns
+    # residues, rows above, traceback words, runs (4 bytes each) and CIGAR characters
+    # (``cigar_bound``: 2 bytes per run word)
+    quantities[0, warp] = (WARP * (rows + columns) + 8 * WARP * (columns + 1)
+                           + 4 * tb_words + 6 * run_words + WARP * 96)
+    quantities[1, warp] = WARP * rows
+    quantities[2, warp] = WARP * columns
+    quantities[3, warp] = WARP * (columns + 1)
+    quantities[4, warp] = tb_words
+    quantities[5, warp] = run_words
+    quantities[6, warp] = cells
 
 
 #: Rows of the per-warp layout table :func:`plan_sums` writes (``Batch.warp_table``): the
