@@ -7,7 +7,9 @@ Where the device reaches a mark at about the time the host does, the device sat 
 waiting for the host; where it reaches it later, the host ran ahead.
 
 ``python -m benchmarks.investigations.timeline_gpu [--cudf] [--mode sw] [--traceback 1]`` on a GPU
-machine.
+machine. ``--host-marks N``: the host clock alone at each mark (no event, whose record
+costs the host tens of microseconds while kernels run), medians over N warm calls, and
+when the call returned and when the device was done.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"
           ("gpualign_df.api", "encode_job"), ("gpualign_df.api", "check_host_memory"),
           ("gpualign_df.api", "run_pairs"), ("gpualign_df.gpu.batches", "upload"),
           ("gpualign_df.gpu.buffers", "map_on_device"), ("gpualign_df.gpu.batches", "to_host"),
-          ("gpualign_df.gpu.batches", "download_pinned")]
+          ("gpualign_df.gpu.batches", "download_pinned"),
+          ("gpualign_df.gpu.batches", "_align_on_device"),
+          ("gpualign_df.gpu.batches", "_job_constants"),
+          ("gpualign_df.gpu.plan", "_inter_batches"), ("gpualign_df.gpu.plan", "to_numpy"),
+          ("gpualign_df.cudf_path", "check_score_bound")]
 
 
 def main() -> int:
@@ -49,6 +55,8 @@ def main() -> int:
                         help="then a cProfile of one more run, with the phases' callees")
     parser.add_argument("--numba-launch", action="store_true",
                         help="every kernel through numba's own launch path")
+    parser.add_argument("--host-marks", type=int, default=0, metavar="N",
+                        help="host clock only at each mark, medians of N warm calls")
     add_data_dir(parser)
     args = parser.parse_args()
 
@@ -74,8 +82,10 @@ def main() -> int:
     marks: list[tuple[str, float, object]] = []
 
     def mark(label):
-        event = cuda.event()
-        event.record()
+        event = None
+        if not args.host_marks:
+            event = cuda.event()
+            event.record()
         marks.append((label, time.perf_counter(), event))
 
     def wrap(function, name):
@@ -102,6 +112,9 @@ def main() -> int:
         owners += [(cudf.DataFrame, "__init__"), (cudf.DataFrame, "insert")]
     for owner, attribute in owners:
         setattr(owner, attribute, wrap(getattr(owner, attribute), attribute))
+    if args.host_marks:
+        return host_marks(lambda: gpualign_df.align(queries, targets, **options), marks,
+                          args.host_marks)
     for run in range(2):
         marks.clear()
         cuda.synchronize()
@@ -122,6 +135,36 @@ def main() -> int:
         stats.sort_stats("tottime").print_stats(25)
         stats.print_callees("encode_device|_inter_batches|run_batch|_align_cudf|"
                             "_align_on_device|result_frame")
+    return 0
+
+
+def host_marks(call, marks: list, runs: int) -> int:
+    """Print the median host time from the call's start to each mark over ``runs`` calls
+    (a mark met again in one call is numbered), then to its return and to the device's
+    end (a synchronize after the return)."""
+    import statistics
+
+    from numba import cuda
+
+    times: dict[str, list[float]] = {}
+    for _ in range(runs):
+        marks.clear()
+        cuda.synchronize()
+        start = time.perf_counter()
+        call()
+        returned = time.perf_counter()
+        cuda.synchronize()
+        done = time.perf_counter()
+        seen: dict[str, int] = {}
+        for label, host, _event in marks:
+            seen[label] = seen.get(label, 0) + 1
+            key = label if seen[label] == 1 else f"{label} #{seen[label]}"
+            times.setdefault(key, []).append(host - start)
+        times.setdefault("returned", []).append(returned - start)
+        times.setdefault("device done", []).append(done - start)
+    print(f"host ms from the call's start, medians of {runs} warm calls")
+    for key, values in times.items():
+        print(f"{key[:45]:45s} {statistics.median(values) * 1e3:8.3f}")
     return 0
 
 
