@@ -1137,8 +1137,8 @@ def test_warp_plan_kernel_equals_numpy(count, group_warps, group_lanes, tracebac
     strips = group_lanes * lane_words(3) if group_lanes else 0
     written = [np.full(slots, -7, np.int64) for _ in range(3)] + [
         np.full(warps, -7, np.int64), np.full((planning.QUANTITIES, warps), -7, np.int64)]
-    plan.launch_plan(slots, order, pairs if has_pairs else order, has_pairs, query_lengths,
-                     target_lengths, traceback, group_warps, group_lanes, strips, *written)
+    plan.launch_plan(slots, order, pairs, has_pairs, query_lengths, target_lengths,
+                     traceback, group_warps, group_lanes, strips, *written)
     expected = _warp_plan_reference(order, pairs if has_pairs else np.arange(count),
                                     query_lengths, target_lengths, traceback, group_warps,
                                     group_lanes, strips, warps)
