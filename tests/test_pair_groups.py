@@ -62,13 +62,14 @@ def test_pair_groups_equal_cpu(settings, kernels_run):
 
 
 @pytest.mark.parametrize("shape, longest", [((2, 8), 16), ((4, 5), 20), ((2, 13), 26),
-                                            ((2, 16), 13)])
+                                            ((2, 16), 13), ((8, 2), 16)])
 def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, longest):
     """Local alignments with CIGARs from the grouped kernel's traceback words (the walk's
     grouped layout): random related reads with N and IUPAC codes, empty and one-residue
     sequences, padding rows and columns, lanes of one and two words, a lane's last word
-    partly filled (5 and 13 rows), and (reads of 13) a lane of padding rows only; every
-    column equal to the CPU engine's."""
+    partly filled (5 and 13 rows), (reads of 13) a lane of padding rows only, and groups
+    of 8 lanes (each copying every eighth column of targets of up to ~20 for the walk);
+    every column equal to the CPU engine's."""
     settings(pair_group_fill=True, pair_groups=((4, 3), shape))
     rng = np.random.default_rng(5)
     alphabet = "ACGTNRY"
@@ -87,8 +88,8 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
 @pytest.mark.parametrize("mode", ["sw", "sg", "nw"])
 def test_pair_groups_with_traceback_across_batches(settings, monkeypatch, mode):
     """Little free memory: the grouped kernel's pairs in several batches (warp pairs
-    apart; later batches' layout tables are copies, the first a view of the job's),
-    their CIGARs gathered from each batch's buffers; every column equals the CPU
+    apart; each batch's layout table a contiguous copy, offsets relative to its first
+    warp), their CIGARs gathered from each batch's buffers; every column equals the CPU
     engine's. Global takes the layout of four-step pieces (16-byte stores, which need
     every batch's traceback offsets whole pieces apart). A batch is at least a warp pair
     (64 pairs) whose groups all run over its longest target: reads of up to 12 on a

@@ -74,8 +74,9 @@ def pairs_signature():
     from numba import types
 
     i64, i32, n64, u8 = types.int64[::1], types.int32[::1], types.int64, types.uint8[::1]
-    return (u8, i64, i64, u8, i64, i64, i64, i64, i64, i64, i32, n64, i32, i32,
-            n64, n64, n64, n64, i64, i32, i32, i32, types.uint32[::1], n64, n64)
+    table = types.int64[:, ::1]
+    return (u8, i64, i64, u8, i64, i64, i64, i64, table, i32, n64, i32, i32,
+            n64, n64, n64, n64, i64, i32, i32, i32, types.uint32[::1], n64, n64, table, u8, u8)
 
 
 def block_signature():

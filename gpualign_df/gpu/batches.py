@@ -3,11 +3,11 @@ filled, walked back and written as CIGAR characters on the device, and the resul
 assembled in job row order.
 
 Sequences live on the device as residue codes + offsets (:class:`DeviceSequences`); every
-batch gathers its pairs' residues into the interleaved layout on the device, and a last
-kernel puts every pair's characters at its row's offset in one buffer. Results come out as
-device arrays (:class:`DeviceResults`) that the pandas path copies to the host
-(:func:`to_host`) and the cuDF path wraps as columns without a host copy of residues or
-CIGARs.
+batch's residues are copied into the interleaved layout the walk reads on the device (by a
+gather, or by the grouped fill as it reads them), and a last kernel puts every pair's
+characters at its row's offset in one buffer. Results come out as device arrays
+(:class:`DeviceResults`) that the pandas path copies to the host (:func:`to_host`) and the
+cuDF path wraps as columns without a host copy of residues or CIGARs.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from ..kernels import band, dpx, inter, inter16, pairs16, simulator
 from ..kernels import traceback as tb_kernels
 from ..kernels.search import GROUP_BLOCK
 from ..kernels.encoding import pair_sizes
+from ..kernels.planning import (COLUMNS_ROW, QUERY_ROW, RUN_ROW, RUN_WORDS_ROW, TARGET_ROW,
+                                TRACEBACK_ROW)
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
@@ -38,7 +40,7 @@ from .plan import Batch, long_pair_cells, module_of, plan_batches, to_numpy
 from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
                      pair_group_class, pair_group_table, table16, use_fill_16bit)
 from .small import align_small, small_batch
-from .streams import beside_default_stream, default_mark, default_waits_for, launch_beside
+from .streams import beside_default_stream
 
 #: Result columns the kernels write, by job row (int32), named as the result frame's
 #: (:mod:`gpualign_df.results`); score-only jobs write the first 3.
@@ -366,8 +368,10 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                 if batch.packed else None
         if shape is not None and not job.traceback:  # residues read in place
             with beside_default_stream(batch.cells, tuning) as stream:
+                nothing = scratch("traceback", 1, np.uint32)
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths,
-                             scratch("traceback", 1, np.uint32), stream)
+                             nothing, stream, (scratch("slot_starts", 1, np.int64).reshape(
+                                 (1, 1)), nothing.view(np.uint8), nothing.view(np.uint8)))
             return None
     else:  # planned on the host: one upload of every per-slot row
         shape = None
@@ -377,30 +381,19 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
         slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
         starts, run_base = table[3:7], table[7]
     grid = blocks(batch.slots)
-    gathered = None   # the event of a gather queued beside the fill (launch_beside)
-    planned = None    # the event after which that gather may run
     query = scratch("query", batch.query_size, np.uint8)
     target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
-        # the layout table's rows: query, target, row-above, traceback, run-word bases;
-        # columns, run words per slot
         warps = batch.warp_table
         starts = scratch("slot_starts", 5 * batch.slots, np.int64).reshape((5, batch.slots))
-
-        def gather(stream=None) -> None:
-            launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps[0],
-                          warps[1], warps[3], warps[4], warps[5], warps[6],
-                          1 if shape is None else
-                          shape[0] * pairs16.traceback_piece(job.flags[:5]), starts, slot_row,
-                          job.queries.codes, job.queries.offsets, job.pair_query,
-                          query_lengths, query, job.targets.codes, job.targets.offsets,
-                          job.pair_target, target_lengths, target, stream=stream)
-        if shape is None:  # the inter fill reads the gathered residues
-            gather()
-        else:  # the grouped fill reads residues in place: the walk's gather runs beside
-            # it from here on, launched after the fill (its launch's host time would
-            # otherwise come before the fill's)
-            planned = default_mark(tuning)
+        if shape is None:  # the inter fill reads the gathered residues; the grouped
+            # fill reads them in place and writes the walk's copies and starts itself
+            launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK,
+                          *(warps[row] for row in (QUERY_ROW, TARGET_ROW, TRACEBACK_ROW,
+                                                   RUN_ROW, COLUMNS_ROW, RUN_WORDS_ROW)),
+                          starts, slot_row, job.queries.codes, job.queries.offsets,
+                          job.pair_query, query_lengths, query, job.targets.codes,
+                          job.targets.offsets, job.pair_target, target_lengths, target)
         run_base = starts[4]
     else:
         for sequences, sequence_of_row, start, lengths, out in (
@@ -437,8 +430,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
             i_buffer = scratch("i_row", batch.row_words, np.int32)
             if batch.kind == "inter" and shape is not None:  # a group of lanes per 2 pairs
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
-                             stream)
-                gathered = launch_beside(gather, tuning, planned)
+                             stream, (starts, query, target))
             elif batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
@@ -457,7 +449,6 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
     if not job.traceback:
         settle()
         return None
-    default_waits_for(gathered)  # the walk reads the gathered residues
     runs = scratch("runs", batch.run_words, np.uint32)
     run_count = scratch("run_count", batch.slots, np.int32)
     lanes = walk_lanes(job.flags[0], tuning) if batch.kind == "long" else 0
@@ -481,10 +472,12 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
 
 
 def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
-                 query_lengths, target_lengths, tb, stream) -> None:
+                 query_lengths, target_lengths, tb, stream, walk_inputs: tuple) -> None:
     """Launch the grouped pair kernel of class ``shape`` (lanes, rows) on a packed inter
     batch, residues read where the sequences are; with traceback its words go to ``tb``
-    in the layout the plan sized (the walk's ``grouped``)."""
+    in the layout the plan sized (the walk's ``grouped``), and it writes what the walk
+    reads besides (``walk_inputs``: the slots' starts, the interleaved queries and
+    targets; unused without traceback)."""
     lanes, rows = shape
     table, query_pair, target_pair = job.pair_group.tables
     group = job.pair_group
@@ -497,12 +490,12 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
     launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,
                   job.queries.codes, job.queries.offsets, job.pair_query,
                   job.targets.codes, job.targets.offsets, job.pair_target,
-                  query_lengths, target_lengths, batch.warp_table[5], batch.warp_table[3],
-                  table, len(table), query_pair, target_pair, job.alphabet_size + 1, job.gap_open,
-                  job.gap_extend, 1 << pairs16.key_bits(rows), slot_row, columns["score"],
+                  query_lengths, target_lengths, batch.warp_table, table, len(table),
+                  query_pair, target_pair, job.alphabet_size + 1, job.gap_open, job.gap_extend,
+                  1 << pairs16.key_bits(rows), slot_row, columns["score"],
                   columns["query_end"], columns["target_end"], tb, device_address(tb),
                   pair_group_bias(group.scoring, group.mode, batch.longest_query,
-                                  batch.longest_target), stream=stream)
+                                  batch.longest_target), *walk_inputs, stream=stream)
 
 
 def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct, grid,

@@ -258,12 +258,14 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
             int(value) for value in sums)
         warps = slice(first, stop)
         slots = slice(first * WARP, stop * WARP)
-        if first == 0:  # offsets start at 0: a view (one batch: no copy)
-            table = warp_table[:, warps]
-        else:  # offsets relative to the batch's first warp; columns and strides as they are
+        if len(ranges) == 1:  # one batch: the table itself (no copy)
+            table = warp_table
+        else:  # a contiguous copy (the kernels take it whole), offsets relative to the
+            # batch's first warp; columns and strides as they are
             table = warp_table[:, warps].copy()
-            offset_rows = planning.OFFSET_ROWS
-            table[:offset_rows] -= warp_table[:offset_rows, first:first + 1]
+            if first:
+                offset_rows = planning.OFFSET_ROWS
+                table[:offset_rows] -= warp_table[:offset_rows, first:first + 1]
         batches.append(Batch(
             kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=slot_query[slots],
             target_lengths=slot_target[slots], run_base=None, row_start=table[2],

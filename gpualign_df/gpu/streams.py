@@ -53,63 +53,18 @@ class SideStream:
             side = cls._BY_DEVICE[device] = cls()
         return side
 
-    def follow_default(self, queued=None) -> None:
+    def follow_default(self) -> None:
         """Work launched on this stream from now on starts after everything already
-        queued on the default stream, or where given after ``queued`` (an event of
-        :func:`default_mark`)."""
-        self._cupy_stream.wait_event(default_mark() if queued is None else queued)
+        queued on the default stream."""
+        import cupy
+
+        queued = cupy.cuda.Event(disable_timing=True)
+        queued.record(cupy.cuda.Stream.null)
+        self._cupy_stream.wait_event(queued)
 
     def join(self) -> None:
         """Block the calling thread until everything launched on this stream is done."""
         self._cupy_stream.synchronize()
-
-    def done_event(self):
-        """A CuPy event recorded after everything launched on this stream so far, for
-        :func:`default_waits_for`."""
-        import cupy
-
-        event = cupy.cuda.Event(disable_timing=True)
-        event.record(self._cupy_stream)
-        return event
-
-
-def default_mark(tuning: config.Settings | None = None):
-    """A CuPy event recorded after everything queued on the default stream so far; None
-    where ``tuning`` (given) keeps launches off the side stream (:func:`launch_beside`),
-    or under the CUDA simulator."""
-    if simulator() or (tuning is not None and not tuning.side_stream):
-        return None
-    import cupy
-
-    queued = cupy.cuda.Event(disable_timing=True)
-    queued.record(cupy.cuda.Stream.null)
-    return queued
-
-
-def launch_beside(launch, tuning: config.Settings, after=None) -> object | None:
-    """Call ``launch(stream)`` to queue a short launch on the side stream, where it runs
-    beside the default stream's work (a long fill that does not read what it writes),
-    after everything queued on the default stream so far, or where given after ``after``
-    (an event of :func:`default_mark`: the launch may then follow the work it runs
-    beside). Returns the event the default stream waits for (:func:`default_waits_for`)
-    before work that reads its output. With the ``side_stream`` setting off, or under the
-    CUDA simulator, ``launch(None)`` goes on the default stream and None is returned."""
-    side = SideStream.current() if tuning.side_stream else None
-    if side is None:
-        launch(None)
-        return None
-    side.follow_default(after)
-    launch(side.stream)
-    return side.done_event()
-
-
-def default_waits_for(event) -> None:
-    """Work queued on the default stream from now on starts after ``event`` (from
-    :func:`launch_beside`; None: nothing to wait for). The host does not wait."""
-    if event is not None:
-        import cupy
-
-        cupy.cuda.Stream.null.wait_event(event)
 
 
 @contextlib.contextmanager

@@ -55,12 +55,12 @@ def gather_long_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths
 
 @cuda.jit
 def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns, run_stride,
-                        tb_lane_stride, slot_starts, slot_row, query_codes, query_offsets,
+                        slot_starts, slot_row, query_codes, query_offsets,
                         pair_query, query_lengths, query_out, target_codes, target_offsets,
                         pair_target, target_lengths, target_out):
     """One pass over the slots of an inter batch: each slot's starts from its warp's row of
-    the layout table (query, target base + lane, traceback base + lane *
-    ``tb_lane_stride``, the warp's columns, and its first run word: run base + lane * run
+    the layout table (query, target and traceback base + lane, the warp's columns,
+    and its first run word: run base + lane * run
     words per slot, into the five rows of ``slot_starts``), then the residues of its
     pair's query and target into the interleaved buffers (``base + WARP * i``)."""
     slot = cuda.grid(1)
@@ -72,7 +72,7 @@ def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns
     target_start = target_base[warp] + lane
     slot_starts[0, slot] = query_start
     slot_starts[1, slot] = target_start
-    slot_starts[2, slot] = tb_base[warp] + lane * tb_lane_stride
+    slot_starts[2, slot] = tb_base[warp] + lane
     slot_starts[3, slot] = warp_columns[warp]
     slot_starts[4, slot] = run_base[warp] + lane * run_stride[warp]
     row = slot_row[slot]

@@ -9,19 +9,22 @@ then the lowest column.
 Slots come in the packed inter layout (:func:`gpualign_df.gpu.plan.plan_batches`): slot
 ``a = 64p + l`` of warp ``2p`` pairs with slot ``b = a + 32`` of warp ``2p + 1``, both warps
 having the same columns. Residues are read where the sequences are (no gather): a lane's
-query rows once, and each step the group's lanes read neighbouring residues of a target.
+query rows once, and each step the group's lanes read neighbouring residues of a target;
+with traceback the kernel writes the copies of them the walk reads as it reads them.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32, int64, uint32, uint64
+from numba import cuda, int32, int64, uint8, uint32, uint64
 
 from . import dpx, inlined, simulator
 from .dpx import high_half, low_half, pack_halves
 from .search import group_parts
 from ..scoring import MODE_LOCAL
+from .planning import (COLUMNS_ROW, QUERY_ROW, RUN_ROW, RUN_WORDS_ROW, TARGET_ROW,
+                       TRACEBACK_ROW)
 from .strip import (PIECE_STEPS, STRIP_ROWS, WARP, lane_words, mode_shape, pack_pair,
                     strip_functions, word_storer)
 
@@ -183,8 +186,19 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     ``grouped`` layout, :func:`gpualign_df.kernels.traceback.walk_functions`; the plan
     sizes it: :func:`gpualign_df.kernels.planning.warp_plan`); ``tb_address``: ``tb``'s
     device address (the linked 16-byte stores'; unused under the simulator). Every value
-    must lie within ``TRACEBACK_VALUES`` (the caller checks). ``max_registers``: the
-    compiler's cap a thread (None: its choice; the simulator takes none).
+    must lie within ``TRACEBACK_VALUES`` (the caller checks). The kernel then also writes
+    what the walk reads besides, in place of a gather after the fill: each slot's five
+    starts to ``slot_starts`` (rows: query, target, traceback word, columns, first run
+    word, as :func:`~gpualign_df.kernels.gather.prepare_inter_slots` writes them, with
+    the traceback start of this layout) and the residues, interleaved by slot, to
+    ``walk_query`` and ``walk_target`` (``base + WARP * i``, the bases those of
+    ``warp_table``): a lane writes the query rows it holds, and before its first step
+    every ``lanes``-th column of both targets from its own (a copy in the steps, which
+    read every column in every lane, would cost each step a test and stores).
+    ``warp_table``: the batch's layout table (:data:`~gpualign_df.kernels.planning.
+    TABLE_ROWS` rows a warp; the fill reads its columns and traceback bases).
+    ``max_registers``: the compiler's cap a thread (None: its choice; the simulator
+    takes none).
 
     ``mode`` (code and free ends, with traceback): global and semi-global alignments keep
     every value ``bias`` above its own, so that none is negative (the cell's floor at 0
@@ -386,9 +400,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     @cuda.jit(**({} if max_registers is None or simulator() else
                  {"max_registers": max_registers}))
     def fill(query_codes, query_offsets, pair_query, target_codes, target_offsets, pair_target,
-             query_lengths, target_lengths, warp_columns, tb_base, table, used_words, query_pair,
+             query_lengths, target_lengths, warp_table, table, used_words, query_pair,
              target_pair, codes, go, ge, key_unit, slot_row, score, query_end, target_end, tb,
-             tb_address, bias):
+             tb_address, bias, slot_starts, walk_query, walk_target):
         shared = cuda.shared.array(table_words, int32)
         pairs_of_target = cuda.shared.array(256, int32)
         scratch = cuda.shared.array(scratch_size, int32)
@@ -427,11 +441,23 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         # the halves' padding rows above their queries (top-aligned), which shift rows
         skip_a = max(group * height - m_a, 0) if aligned else 0
         skip_b = max(group * height - m_b, 0) if aligned else 0
+        # (traceback) the walk's copies of both halves' residues, interleaved by slot
+        # (``base + WARP * i``, the bases of the warps' rows of ``warp_table``), and their
+        # slots' starts: the gather's (:func:`~gpualign_df.kernels.gather.
+        # prepare_inter_slots`), written as the fill reads the residues
+        slot_lane = group_index % WARP
+        walk_qa = uint64(warp_table[QUERY_ROW, warp_a] + slot_lane)
+        walk_qb = uint64(warp_table[QUERY_ROW, warp_a + 1] + slot_lane)
         for r in range(height):
             i_a = first_row + r - skip_a
             i_b = first_row + r - skip_b
             low = int32(query_codes[q0_a + i_a]) if 0 <= i_a < m_a else pad
             high = int32(query_codes[q0_b + i_b]) if 0 <= i_b < m_b else pad
+            if traceback:
+                if 0 <= i_a < m_a:
+                    walk_query[walk_qa + uint64(WARP * i_a)] = uint8(low)
+                if 0 <= i_b < m_b:
+                    walk_query[walk_qb + uint64(WARP * i_b)] = uint8(high)
             held[r] = int32(query_pair[low * codes + high] * COPIES + lane % COPIES) << shift
             # column 0 (E there is minus infinity: the floor); padding rows keep the bias
             h[r] = 0 if local else pack_halves(
@@ -442,15 +468,44 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         ge2 = pack_pair(-ge)
         zero = int32(0)
         starts = lane == 0
-        columns = warp_columns[warp_a]
+        columns = warp_table[COLUMNS_ROW, warp_a]
+        if traceback and lane == 0:
+            for half in range(2):
+                warp = warp_a + half
+                slot = slot_b if half else slot_a
+                slot_starts[0, slot] = warp_table[QUERY_ROW, warp] + slot_lane
+                slot_starts[1, slot] = warp_table[TARGET_ROW, warp] + slot_lane
+                slot_starts[2, slot] = (warp_table[TRACEBACK_ROW, warp]
+                                        + slot_lane * group * piece)
+                slot_starts[3, slot] = columns
+                slot_starts[4, slot] = (warp_table[RUN_ROW, warp]
+                                        + slot_lane * warp_table[RUN_WORDS_ROW, warp])
         # traceback: both halves' piece 0 of this lane, the words between two pieces of a
-        # lane (the threads of a warp of slots)
-        at_lane = uint64(((group_index % WARP) * group + lane) * piece)
+        # lane (the threads of a warp of slots), the walk's targets
+        at_lane = uint64((slot_lane * group + lane) * piece)
         pending = cuda.local.array(piece_words, uint32)
-        words = (tb, uint64(tb_base[warp_a]) + at_lane,
-                 uint64(tb_base[warp_a + 1]) + at_lane, uint64(WARP * group * piece),
-                 int32(columns), int64(pack_pair(0x7FFF - ge)),
+        words = (tb, uint64(warp_table[TRACEBACK_ROW, warp_a]) + at_lane,
+                 uint64(warp_table[TRACEBACK_ROW, warp_a + 1]) + at_lane,
+                 uint64(WARP * group * piece), int32(columns), int64(pack_pair(0x7FFF - ge)),
                  int64(pack_pair(0x3FFF - ge)), tb_address, pending)
+        if traceback:   # the walk's copy of both targets: lane k takes columns k + lanes t,
+            # two of each target an iteration, all four read before any is written
+            walk_a = uint64(warp_table[TARGET_ROW, warp_a] + slot_lane)
+            walk_b = uint64(warp_table[TARGET_ROW, warp_a + 1] + slot_lane)
+            for first in range(lane, max(n_a, n_b), 2 * group):
+                second = first + group
+                a0 = target_codes[t0_a + uint64(first)] if first < n_a else 0
+                a1 = target_codes[t0_a + uint64(second)] if second < n_a else 0
+                b0 = target_codes[t0_b + uint64(first)] if first < n_b else 0
+                b1 = target_codes[t0_b + uint64(second)] if second < n_b else 0
+                if first < n_a:
+                    walk_target[walk_a + uint64(WARP * first)] = a0
+                if second < n_a:
+                    walk_target[walk_a + uint64(WARP * second)] = a1
+                if first < n_b:
+                    walk_target[walk_b + uint64(WARP * first)] = b0
+                if second < n_b:
+                    walk_target[walk_b + uint64(WARP * second)] = b1
         ends = (int32(m_a + skip_a - 1 - first_row), int32(m_b + skip_b - 1 - first_row),
                 int32(m_a + skip_a - first_row), int32(m_b + skip_b - first_row),
                 int32(bias), int32(go), int32(ge), int32(skip_a - first_row),

@@ -99,6 +99,8 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
 #: each of its slots gets (its rows plus columns: room for any of its pairs' operations).
 OFFSET_ROWS = 5
 TABLE_ROWS = OFFSET_ROWS + 2
+QUERY_ROW, TARGET_ROW, ABOVE_ROW, TRACEBACK_ROW, RUN_ROW, COLUMNS_ROW, RUN_WORDS_ROW = range(
+    TABLE_ROWS)
 #: Threads of the one block of :func:`plan_sums` (its shared memory holds
 #: ``QUANTITIES * SUM_THREADS`` int64 values).
 SUM_THREADS = 512
