@@ -31,7 +31,8 @@ from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_i
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, download_pinned,
-                      free_bytes, kept_for, row_numbers, scratch, upload, used_sequences)
+                      free_bytes, kept_for, row_numbers, scratch, scratch_views, upload,
+                      used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks, device_address
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
@@ -368,10 +369,12 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                 if batch.packed else None
         if shape is not None and not job.traceback:  # residues read in place
             with beside_default_stream(batch.cells, tuning) as stream:
-                nothing = scratch("traceback", 1, np.uint32)
+                # (kept buffers and their kept byte view: the kernel writes none of them)
+                nothing, no_bytes = scratch_views("traceback", 1, np.uint32, np.uint32,
+                                                  np.uint8)
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths,
                              nothing, stream, (scratch("slot_starts", 1, np.int64).reshape(
-                                 (1, 1)), nothing.view(np.uint8), nothing.view(np.uint8)))
+                                 (1, 1)), no_bytes, no_bytes))
             return None
     else:  # planned on the host: one upload of every per-slot row
         shape = None

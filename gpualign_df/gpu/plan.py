@@ -268,7 +268,7 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
                 table[:offset_rows] -= warp_table[:offset_rows, first:first + 1]
         batches.append(Batch(
             kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=slot_query[slots],
-            target_lengths=slot_target[slots], run_base=None, row_start=table[2],
+            target_lengths=slot_target[slots], run_base=None, row_start=table[planning.ABOVE_ROW],
             query_size=query_size, target_size=target_size, row_words=row_words,
             tb_words=tb_total, run_words=run_total, cells=cells, warp_table=table,
             packed=packed, group_class=group_class, longest_query=longest_query,
