@@ -223,6 +223,27 @@ def test_argument_kinds_read_every_layout():
     assert launch._kind("text") is None and launch._kind(np.zeros(3)) is None
 
 
+def test_marshalled_slots_are_numbas_layout():
+    """One pass gives each argument's kind (as :func:`_kind` reads it) and the values of
+    its parameter slots as numba's ``_prepare_args`` lays them out: an array's meminfo
+    and parent (0), size, item size, pointer, shape and strides; an integer or boolean
+    as itself, an unsigned 64-bit one by its bits, a float by its bits; a kind the fast
+    path does not take stops it."""
+    import cupy
+
+    from gpualign_df.gpu import launch
+
+    base = cupy.zeros((4, 6), np.int32)
+    view = base[:, ::2]
+    arguments = (view, 7, True, np.uint64(2**64 - 1), 0.5, np.int32(-3))
+    kinds, values = launch._marshal(arguments)
+    assert kinds == tuple(launch._kind(argument) for argument in arguments)
+    assert values == [0, 0, 12, 4, view.data.ptr, 4, 3, 24, 8, 7, 1, -1,
+                      int(np.float64(0.5).view(np.int64)), -3]
+    assert launch._marshal((base, "text"))[0] is None
+    assert launch._marshal((np.float32(1.0),))[0] is None
+
+
 def test_search_score_pass_leaves_the_default_stream_free():
     """A search's score pass runs on the engine's side stream: a device-to-host copy that
     another thread puts on the default stream meanwhile (a Dask worker sending a partition)

@@ -8,11 +8,12 @@ for a given kind of arguments goes through numba (which compiles it); later ones
 compiled kernel and lay out the arguments the way numba's ``_Kernel._prepare_args`` does,
 straight from the CuPy arrays' pointers, shapes and strides, into an 8-byte slot a
 parameter of a buffer kept per kernel, and launch it with the driver's ``cuLaunchKernel``
-given a pointer to each slot (the driver copies each parameter's own size from it: the
-low bytes of a little-endian slot). That is one assignment of integers and one driver
-call; ``cuda.core``'s launch, which converts every parameter by its Python type, costs
-several times more for a kernel of a few dozen array arguments. A launch of buffers kept
-between jobs (``kept``) with the very arguments of the kernel's last such launch (the
+given a pointer to each slot (the driver copies each parameter's own size from it: the low
+bytes of a little-endian slot). That is one pass over the arguments, which gives both the
+key of the compiled kernel and the slots' values, one ``struct`` packing of them and one
+driver call; ``cuda.core``'s launch, which converts every parameter by its Python type,
+costs several times more for a kernel of a few dozen array arguments. A launch of buffers
+kept between jobs (``kept``) with the very arguments of the kernel's last such launch (the
 same array objects, equal scalars) finds its slots filled already: one comparison a
 parameter and the driver call. Only such launches keep their arguments (a job's own
 buffers must be freed when it ends).
@@ -25,6 +26,7 @@ through numba.
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 
 import numpy as np
@@ -56,19 +58,20 @@ def _driver():
 
 
 class _Launcher:
-    """A compiled kernel with how each argument is laid out, and the parameter slots its
-    launches fill: ``slots`` (int64, one a parameter) and ``address``, that of the array
-    of pointers to them which ``cuLaunchKernel`` reads (``lock``: one launch at a time
-    fills them; the driver has copied them when it returns); ``arguments``: those the
-    slots hold (kept, so that no other object can take their ids), None before the first
-    fast launch."""
+    """A compiled kernel and the parameter slots its launches fill: ``slots`` (int64, one
+    a parameter, written by ``packer`` from :func:`_marshal`'s values) and ``address``,
+    that of the array of pointers to them which ``cuLaunchKernel`` reads (``lock``: one
+    launch at a time fills them; the driver has copied them when it returns);
+    ``arguments``: those the slots hold (kept, so that no other object can take their
+    ids), None before the first fast launch."""
 
-    __slots__ = ("kernel", "layouts", "loaded", "slots", "pointers", "address", "lock",
+    __slots__ = ("kernel", "loaded", "slots", "packer", "pointers", "address", "lock",
                  "arguments")
 
-    def __init__(self, kernel, layouts: tuple, loaded, parameters: int) -> None:
-        self.kernel, self.layouts, self.loaded = kernel, layouts, loaded
+    def __init__(self, kernel, loaded, parameters: int) -> None:
+        self.kernel, self.loaded = kernel, loaded
         self.slots = np.zeros(max(parameters, 1), np.int64)
+        self.packer = struct.Struct(f"<{parameters}q")  # the slots' bytes from their values
         base = self.slots.ctypes.data
         self.pointers = (ctypes.c_void_p * len(self.slots))(
             *(base + 8 * place for place in range(len(self.slots))))
@@ -139,6 +142,52 @@ def _kind(argument):
         return _array_kind(argument)
     if isinstance(argument, (np.integer, np.floating, np.bool_)):
         return kind
+    return None
+
+
+def _marshal(arguments: tuple) -> tuple[tuple | None, list]:
+    """Each argument's :func:`_kind` and the int64 values of its parameter slots, in one
+    pass (the fast path's host time is this loop): an array's ``0, 0, size, itemsize,
+    pointer, *shape, *strides``, a scalar's :func:`_slot_value` as
+    :func:`_scalar_layout` lays it out. ``(None, [])`` where an argument is of a kind the
+    fast path does not take. What the compiled kernel takes is checked once, when its
+    launcher is made (:func:`_remember`)."""
+    kinds: list = []
+    values: list[int] = []
+    for argument in arguments:
+        kind = type(argument)
+        if kind is int or kind is bool:
+            kinds.append(kind)
+            values.append(int(argument))
+            continue
+        is_array = _ARRAY_TYPES.get(kind)
+        if is_array is None:  # (decided and recorded by _kind, once a type)
+            _kind(argument)
+            is_array = _ARRAY_TYPES.get(kind, False)
+        if is_array:
+            kinds.append(_array_kind(argument))
+            values += (0, 0, argument.size, argument.itemsize, argument.data.ptr)
+            values += argument.shape
+            values += argument.strides
+            continue
+        how = _scalar_layout(kind)
+        if how is None:
+            return None, values
+        kinds.append(kind)
+        values.append(_slot_value(how, argument))
+    return tuple(kinds), values
+
+
+def _scalar_layout(kind: type) -> int | None:
+    """How :func:`_marshal` lays out a scalar of this Python or numpy type: what
+    :func:`_layout` gives for the numba type numba makes of it (a Python int is an int64,
+    a float a float64), None for a type the fast path does not take."""
+    if kind in (int, bool, np.bool_):
+        return _INTEGER
+    if kind is float or kind is np.float64:
+        return _FLOAT
+    if issubclass(kind, np.integer):
+        return _UNSIGNED if kind is np.uint64 else _INTEGER
     return None
 
 
@@ -214,9 +263,10 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
                 _launch_again(recent, arguments, driver, blocks, threads, stream,
                               shared_bytes):
             return
+    values: list[int] = []
     if driver is not None:
-        kinds = tuple(_kind(argument) for argument in arguments)
-        if None not in kinds:  # a kernel is loaded per device (context)
+        kinds, values = _marshal(arguments)
+        if kinds is not None:  # a kernel is loaded per device (context)
             key = (id(kernel), current_device(), kinds)
     launcher = _COMPILED.get(key) if key is not None else None
     if launcher is None or launcher.kernel is not kernel:
@@ -230,23 +280,18 @@ def launch(kernel, blocks: int, threads: int, arguments: tuple, view, stream=Non
         return
     if shared_bytes > DEFAULT_DYNAMIC_SHARED:
         _allow_shared(launcher.loaded, shared_bytes)
-    values: list[int] = []
-    for how, value in zip(launcher.layouts, arguments):
-        if how == _ARRAY:
-            values += (0, 0, value.size, value.itemsize, value.data.ptr)
-            values += value.shape
-            values += value.strides
-        elif how == _INTEGER:
-            values.append(int(value))
-        else:
-            values.append(_slot_value(how, value))
     cu_launch_kernel, success = driver
+    error = None
     with launcher.lock:
-        launcher.slots[:] = values
         launcher.arguments = None
-        error, = cu_launch_kernel(launcher.loaded.handle, *_dimensions(blocks),
-                                  *_dimensions(threads), shared_bytes, _stream_handle(stream),
-                                  launcher.address, 0)
+        try:
+            launcher.packer.pack_into(launcher.slots, 0, *values)
+        except struct.error:  # a scalar beyond int64: numba's launch says what is wrong
+            pass
+        else:
+            error, = cu_launch_kernel(launcher.loaded.handle, *_dimensions(blocks),
+                                      *_dimensions(threads), shared_bytes,
+                                      _stream_handle(stream), launcher.address, 0)
         if error == success and kept:
             launcher.arguments = arguments
     if error == success:
@@ -331,11 +376,14 @@ def _remember(kernel, key, views) -> None:
         if overload is None or getattr(overload, "debug", False) or kernel.extensions \
                 or getattr(overload, "cooperative", False) or None in layouts:
             return
+        # the slots :func:`_marshal` fills must be those this overload takes
+        if any(how != (_ARRAY if isinstance(kind, tuple) else _scalar_layout(kind))
+               for (how, _count), kind in zip(layouts, key[2])):
+            return
         loaded = overload._codelibrary.get_cufunc().kernel
     except (AttributeError, TypeError):
         return
-    launcher = _Launcher(kernel, tuple(how for how, _count in layouts), loaded,
-                         sum(count for _how, count in layouts))
+    launcher = _Launcher(kernel, loaded, sum(count for _how, count in layouts))
     with _LOCK:
         _COMPILED[key] = launcher
 
