@@ -25,7 +25,8 @@ from ..kernels import band, dpx, inter, inter16, pairs16, simulator
 from ..kernels import traceback as tb_kernels
 from ..kernels.search import GROUP_BLOCK
 from ..kernels.encoding import pair_sizes
-from ..kernels.planning import (COLUMNS_ROW, QUERY_ROW, RUN_ROW, RUN_WORDS_ROW, TARGET_ROW,
+from ..kernels.planning import (ABOVE_ROW, COLUMNS_ROW, QUERY_ROW, SLOT_COLUMNS, SLOT_QUERY,
+                                SLOT_ROWS, SLOT_RUN, SLOT_TARGET, SLOT_TRACEBACK, TARGET_ROW,
                                 TRACEBACK_ROW)
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
@@ -380,39 +381,38 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
         shape = None
         table = device64(np.stack([batch.slot_row, batch.query_lengths, batch.target_lengths,
                                    batch.query_start, batch.target_start, batch.tb_start,
-                                   batch.columns, batch.run_base]))
+                                   batch.columns, batch.run_base]))  # (starts: SLOT_ROWS)
         slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
-        starts, run_base = table[3:7], table[7]
+        starts = table[3:3 + SLOT_ROWS]
     grid = blocks(batch.slots)
     query = scratch("query", batch.query_size, np.uint8)
     target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
         warps = batch.warp_table
-        starts = scratch("slot_starts", 5 * batch.slots, np.int64).reshape((5, batch.slots))
+        starts = scratch("slot_starts", SLOT_ROWS * batch.slots, np.int64).reshape(
+            (SLOT_ROWS, batch.slots))
         if shape is None:  # the inter fill reads the gathered residues; the grouped
             # fill reads them in place and writes the walk's copies and starts itself
-            launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK,
-                          *(warps[row] for row in (QUERY_ROW, TARGET_ROW, TRACEBACK_ROW,
-                                                   RUN_ROW, COLUMNS_ROW, RUN_WORDS_ROW)),
+            launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps,
                           starts, slot_row, job.queries.codes, job.queries.offsets,
                           job.pair_query, query_lengths, query, job.targets.codes,
                           job.targets.offsets, job.pair_target, target_lengths, target)
-        run_base = starts[4]
-    else:
+    query_start, target_start, tb_start, slot_columns, run_base = (starts[row] for row in (
+        SLOT_QUERY, SLOT_TARGET, SLOT_TRACEBACK, SLOT_COLUMNS, SLOT_RUN))
+    if batch.kind != "inter":
         for sequences, sequence_of_row, start, lengths, out in (
-                (job.queries, job.pair_query, starts[0], query_lengths, query),
-                (job.targets, job.pair_target, starts[1], target_lengths, target)):
+                (job.queries, job.pair_query, query_start, query_lengths, query),
+                (job.targets, job.pair_target, target_start, target_lengths, target)):
             launch_kernel("gather", gather_long_residues, batch.slots * LONG_GATHER_BLOCKS,
                           THREADS_PER_BLOCK, sequences.codes, sequences.offsets, slot_row,
                           sequence_of_row, lengths, start, out)
-    query_start, target_start, tb_start, slot_columns = (starts[k] for k in range(4))
     alphabet_and_gaps = (job.alphabet_size, job.gap_open, job.gap_extend)
     interval = tuning.progress_interval
     mode_code, fqs, _fqe, fts, _fte, _ = job.flags
     if batch.kind == "linear":  # one pair, its walk done block by block
         runs, run_count = align_linear(job, batch, query, target, on_cells)
         return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths,
-                             direct, grid, lambda: None, deferred)
+                             direct, lambda: None, deferred)
     tb = scratch("traceback", batch.tb_words, np.uint32)
     long_fill = None
 
@@ -438,7 +438,9 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
                               query, target, query_lengths, target_lengths,
-                              *(warps[k] for k in (0, 1, 2, 5)), job.sub16, *alphabet_and_gaps,
+                              *(warps[row] for row in (QUERY_ROW, TARGET_ROW, ABOVE_ROW,
+                                                       COLUMNS_ROW)),
+                              job.sub16, *alphabet_and_gaps,
                               h_buffer, i_buffer, slot_row, columns["score"],
                               columns["query_end"], columns["target_end"], stream=stream)
             else:
@@ -446,7 +448,9 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                                            tuning.funnel_append)
                 launch_kernel("fill", kernel, grid, THREADS_PER_BLOCK, query, target,
                               query_lengths, target_lengths,
-                              *(warps[k] for k in (0, 1, 2, 3, 5)), job.sub, *alphabet_and_gaps,
+                              *(warps[row] for row in (QUERY_ROW, TARGET_ROW, ABOVE_ROW,
+                                                       TRACEBACK_ROW, COLUMNS_ROW)),
+                              job.sub, *alphabet_and_gaps,
                               h_buffer, i_buffer, tb, slot_row, columns["score"],
                               columns["query_end"], columns["target_end"], stream=stream)
     if not job.traceback:
@@ -471,7 +475,7 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                   columns["mismatches"], columns["gap_opens"], columns["gaps"],
                   columns["cigar_length"])
     return _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct,
-                         grid, settle, deferred)
+                         settle, deferred)
 
 
 def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
@@ -501,7 +505,7 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
                                   batch.longest_target), *walk_inputs, stream=stream)
 
 
-def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct, grid,
+def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths, direct,
                   settle, deferred=False):
     """CIGAR characters of a walked batch (see :func:`run_batch`'s return); ``settle``
     waits for a long fill still running before the host's first wait."""
@@ -512,9 +516,9 @@ def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths
     write = tb_kernels.cigar_kernel(job.merge_matches, job.soft_clip)
 
     def write_into(chars) -> None:
-        launch_kernel("cigar", write, grid, THREADS_PER_BLOCK, runs, run_base, run_count,
-                      slot_row, columns["query_start"], columns["query_end"], query_lengths,
-                      slot_offsets, chars)
+        launch_kernel("cigar", write, blocks(batch.slots), THREADS_PER_BLOCK, runs, run_base,
+                      run_count, slot_row, columns["query_start"], columns["query_end"],
+                      query_lengths, slot_offsets, chars)
         settle()
 
     if direct is not None:  # no wait for the total: a bound sizes the buffer, or the

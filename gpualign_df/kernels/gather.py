@@ -10,6 +10,7 @@ from __future__ import annotations
 from numba import cuda
 
 from . import simulator
+from .planning import COLUMNS_ROW, SLOT_QUERY, SLOT_TARGET, write_slot_starts
 from .strip import WARP
 
 
@@ -54,30 +55,24 @@ def gather_long_residues(codes, offsets, slot_row, sequence_of_row, slot_lengths
 
 
 @cuda.jit
-def prepare_inter_slots(query_base, target_base, tb_base, run_base, warp_columns, run_stride,
-                        slot_starts, slot_row, query_codes, query_offsets,
+def prepare_inter_slots(warp_table, slot_starts, slot_row, query_codes, query_offsets,
                         pair_query, query_lengths, query_out, target_codes, target_offsets,
                         pair_target, target_lengths, target_out):
     """One pass over the slots of an inter batch: each slot's starts from its warp's row of
-    the layout table (query, target and traceback base + lane, the warp's columns,
-    and its first run word: run base + lane * run
-    words per slot, into the five rows of ``slot_starts``), then the residues of its
-    pair's query and target into the interleaved buffers (``base + WARP * i``)."""
+    the layout table (``warp_table``, :data:`~gpualign_df.kernels.planning.TABLE_ROWS`
+    rows; :func:`~gpualign_df.kernels.planning.write_slot_starts`, traceback words
+    interleaved by lane as the inter fill lays them out), then the residues of its pair's
+    query and target into the interleaved buffers (``base + WARP * i``)."""
     slot = cuda.grid(1)
     if slot >= slot_starts.shape[1]:
         return
     warp = slot // WARP
     lane = slot % WARP
-    query_start = query_base[warp] + lane
-    target_start = target_base[warp] + lane
-    slot_starts[0, slot] = query_start
-    slot_starts[1, slot] = target_start
-    slot_starts[2, slot] = tb_base[warp] + lane
-    slot_starts[3, slot] = warp_columns[warp]
-    slot_starts[4, slot] = run_base[warp] + lane * run_stride[warp]
+    write_slot_starts(slot_starts, slot, warp_table, warp, lane, lane,
+                      warp_table[COLUMNS_ROW, warp])
     row = slot_row[slot]
     if row >= 0:
         _copy_residues(query_codes, query_offsets, pair_query[row], query_lengths[slot],
-                       query_start, WARP, query_out)
+                       slot_starts[SLOT_QUERY, slot], WARP, query_out)
         _copy_residues(target_codes, target_offsets, pair_target[row], target_lengths[slot],
-                       target_start, WARP, target_out)
+                       slot_starts[SLOT_TARGET, slot], WARP, target_out)

@@ -23,8 +23,8 @@ from . import dpx, inlined, simulator
 from .dpx import high_half, low_half, pack_halves
 from .search import group_parts
 from ..scoring import MODE_LOCAL
-from .planning import (COLUMNS_ROW, QUERY_ROW, RUN_ROW, RUN_WORDS_ROW, TARGET_ROW,
-                       TRACEBACK_ROW)
+from .planning import (COLUMNS_ROW, QUERY_ROW, TARGET_ROW, TRACEBACK_ROW,
+                       write_slot_starts)
 from .strip import (PIECE_STEPS, STRIP_ROWS, WARP, lane_words, mode_shape, pack_pair,
                     strip_functions, word_storer)
 
@@ -188,9 +188,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     device address (the linked 16-byte stores'; unused under the simulator). Every value
     must lie within ``TRACEBACK_VALUES`` (the caller checks). The kernel then also writes
     what the walk reads besides, in place of a gather after the fill: each slot's five
-    starts to ``slot_starts`` (rows: query, target, traceback word, columns, first run
-    word, as :func:`~gpualign_df.kernels.gather.prepare_inter_slots` writes them, with
-    the traceback start of this layout) and the residues, interleaved by slot, to
+    starts to ``slot_starts`` (:func:`~gpualign_df.kernels.planning.write_slot_starts`,
+    with the traceback start of this layout) and the residues, interleaved by slot, to
     ``walk_query`` and ``walk_target`` (``base + WARP * i``, the bases those of
     ``warp_table``): a lane writes the query rows it holds, and before its first step
     every ``lanes``-th column of both targets from its own (a copy in the steps, which
@@ -473,13 +472,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             for half in range(2):
                 warp = warp_a + half
                 slot = slot_b if half else slot_a
-                slot_starts[0, slot] = warp_table[QUERY_ROW, warp] + slot_lane
-                slot_starts[1, slot] = warp_table[TARGET_ROW, warp] + slot_lane
-                slot_starts[2, slot] = (warp_table[TRACEBACK_ROW, warp]
-                                        + slot_lane * group * piece)
-                slot_starts[3, slot] = columns
-                slot_starts[4, slot] = (warp_table[RUN_ROW, warp]
-                                        + slot_lane * warp_table[RUN_WORDS_ROW, warp])
+                write_slot_starts(slot_starts, slot, warp_table, warp, slot_lane,
+                                  slot_lane * group * piece, columns)
         # traceback: both halves' piece 0 of this lane, the words between two pieces of a
         # lane (the threads of a warp of slots), the walk's targets
         at_lane = uint64((slot_lane * group + lane) * piece)

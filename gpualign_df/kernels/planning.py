@@ -101,9 +101,29 @@ OFFSET_ROWS = 5
 TABLE_ROWS = OFFSET_ROWS + 2
 QUERY_ROW, TARGET_ROW, ABOVE_ROW, TRACEBACK_ROW, RUN_ROW, COLUMNS_ROW, RUN_WORDS_ROW = range(
     TABLE_ROWS)
+#: Rows of an inter batch's per-slot starts (``slot_starts``, slot ``s`` in column ``s``),
+#: which the walk and CIGAR kernels read: the slot's first query and target residue and
+#: traceback word, its warp's columns, its first run word (:func:`write_slot_starts`).
+SLOT_ROWS = 5
+SLOT_QUERY, SLOT_TARGET, SLOT_TRACEBACK, SLOT_COLUMNS, SLOT_RUN = range(SLOT_ROWS)
 #: Threads of the one block of :func:`plan_sums` (its shared memory holds
 #: ``QUANTITIES * SUM_THREADS`` int64 values).
 SUM_THREADS = 512
+
+
+@cuda.jit(device=True, inline=True)
+def write_slot_starts(slot_starts, slot, warp_table, warp, lane, traceback_start, columns):
+    """Slot ``slot``'s starts (:data:`SLOT_ROWS`), lane ``lane`` of warp ``warp`` of the
+    layout table: residues at the warp's bases + lane (interleaved by lane), traceback
+    words at the warp's base + ``traceback_start`` (the fill's layout says where a lane's
+    begin), ``columns`` (those its fill ran: a packed warp pair's), runs at the warp's
+    base + lane * its run words a slot."""
+    slot_starts[SLOT_QUERY, slot] = warp_table[QUERY_ROW, warp] + lane
+    slot_starts[SLOT_TARGET, slot] = warp_table[TARGET_ROW, warp] + lane
+    slot_starts[SLOT_TRACEBACK, slot] = warp_table[TRACEBACK_ROW, warp] + traceback_start
+    slot_starts[SLOT_COLUMNS, slot] = columns
+    slot_starts[SLOT_RUN, slot] = (warp_table[RUN_ROW, warp]
+                                   + lane * warp_table[RUN_WORDS_ROW, warp])
 
 
 @cuda.jit(device=True, inline=True)
