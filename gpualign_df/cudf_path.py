@@ -11,6 +11,7 @@ Everything here imports cuDF lazily: the module loads on machines without it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -393,25 +394,23 @@ def _align_cudf(queries, targets, job: Job):
         target_index = targets.index
     # no null in either column: every pair is valid, known without a read
     nulls = queries.null_count > 0 or target_nulls
-    read = []
 
+    @functools.cache
     def longest() -> tuple[int, int]:
         """The longest query and target, from one read of the summary (once), after the
         residue checks and the score bound's: called by the engine where its plan needs
         them, so that the host's work before it overlaps the encoding kernels."""
-        if not read:
-            bad_query, bad_target, longest_query, longest_target = (
-                int(value) for value in summary.get())
-            if how == "pairwise":
-                bad_target, longest_target = bad_query, longest_query
-            check_residues(queries, device_queries, bad_query, scoring)
-            if prepared:
-                longest_target = int(targets.lengths.max(initial=0))
-            else:
-                check_residues(targets, device_targets, bad_target, scoring)
-            check_score_bound(scoring, longest_query, longest_target)
-            read.append((longest_query, longest_target))
-        return read[0]
+        bad_query, bad_target, longest_query, longest_target = (
+            int(value) for value in summary.get())
+        if how == "pairwise":
+            bad_target, longest_target = bad_query, longest_query
+        check_residues(queries, device_queries, bad_query, scoring)
+        if prepared:
+            longest_target = int(targets.lengths.max(initial=0))
+        else:
+            check_residues(targets, device_targets, bad_target, scoring)
+        check_score_bound(scoring, longest_query, longest_target)
+        return longest_query, longest_target
 
     def run(pq, pt, with_traceback, rowwise=False):
         pq, pt = cupy.asarray(pq), cupy.asarray(pt)
