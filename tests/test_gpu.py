@@ -29,6 +29,28 @@ def assert_engines_equal(queries, targets, **options):
     return cuda
 
 
+@pytest.mark.usefixtures("batch_path")  # (the planner's batches, walk and CIGAR kernel)
+@pytest.mark.parametrize("options", [dict(mode="nw"), dict(mode="sg", cigar_style="M"),
+                                     dict(mode="sw", clip="soft")])
+def test_cigars_of_many_runs_equal_cpu(options):
+    """Pairs of related sequences (a sixth of the residues changed; unrelated flanks on
+    the queries to clip), whose CIGARs take from a few runs to hundreds (several words
+    of runs a warp of the walk, many characters a thread of the CIGAR kernel), give
+    the CPU engine's frames in both CIGAR styles and with soft clips."""
+    rng = np.random.default_rng(11)
+    cores = random_sequences(rng, 400, "ACGT", 500, 20)
+    flanks = random_sequences(rng, 800, "ACGT", 30)
+    queries = [left + core + right for left, core, right in zip(flanks[::2], cores,
+                                                                flanks[1::2])]
+    targets = [mutate(rng, core, "ACGT", 0.06) for core in cores]
+    frame = assert_engines_equal(queries, targets, match=2, mismatch=-3, gap_open=3,
+                                 gap_extend=1, **options)
+    runs = frame["cigar"].str.count(r"[=XIDMS]")
+    assert runs.max() > 3 * 32 and (runs <= 32).any()
+    if options.get("clip") == "soft":
+        assert frame["cigar"].str.contains("S").any()
+
+
 @pytest.mark.parametrize("mode", ["sw", "nw", "sg"])
 def test_gasal2_pairs_gpu_equals_cpu(mode):
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"))
