@@ -34,9 +34,9 @@ def assert_engines_equal(queries, targets, **options):
                                      dict(mode="sw", clip="soft")])
 def test_cigars_of_many_runs_equal_cpu(options):
     """Pairs of related sequences (a sixth of the residues changed; unrelated flanks on
-    the queries to clip), whose CIGARs take from a few runs to hundreds (several words
-    of runs a warp of the walk, many characters a thread of the CIGAR kernel), give
-    the CPU engine's frames in both CIGAR styles and with soft clips."""
+    the queries to clip), whose CIGARs take from a few runs to hundreds (many run words
+    a slot of the walk, many characters a thread of the CIGAR kernel), give the CPU
+    engine's frames in both CIGAR styles and with soft clips."""
     rng = np.random.default_rng(11)
     cores = random_sequences(rng, 400, "ACGT", 500, 20)
     flanks = random_sequences(rng, 800, "ACGT", 30)
@@ -262,8 +262,8 @@ def test_marshalled_slots_are_numbas_layout():
     assert kinds == tuple(launch._kind(argument) for argument in arguments)
     assert values == [0, 0, 12, 4, view.data.ptr, 4, 3, 24, 8, 7, 1, -1,
                       int(np.float64(0.5).view(np.int64)), -3]
-    assert launch._marshal((base, "text"))[0] is None
-    assert launch._marshal((np.float32(1.0),))[0] is None
+    assert launch._marshal((base, "text")) == (None, [])
+    assert launch._marshal((np.float32(1.0),)) == (None, [])
 
 
 def test_search_score_pass_leaves_the_default_stream_free():

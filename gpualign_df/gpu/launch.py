@@ -172,7 +172,7 @@ def _marshal(arguments: tuple) -> tuple[tuple | None, list]:
             continue
         how = _scalar_layout(kind)
         if how is None:
-            return None, values
+            return None, []
         kinds.append(kind)
         values.append(_slot_value(how, argument))
     return tuple(kinds), values

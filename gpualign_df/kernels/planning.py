@@ -115,9 +115,9 @@ SUM_THREADS = 512
 def write_slot_starts(slot_starts, slot, warp_table, warp, lane, traceback_start, columns):
     """Slot ``slot``'s starts (:data:`SLOT_ROWS`), lane ``lane`` of warp ``warp`` of the
     layout table: residues at the warp's bases + lane (interleaved by lane), traceback
-    words at the warp's base + ``traceback_start`` (the fill's layout says where a lane's
-    begin), ``columns`` (those its fill ran: a packed warp pair's), runs at the warp's
-    base + lane * its run words a slot."""
+    words at the warp's base + ``traceback_start`` (where the fill's layout puts the
+    slot's first word), ``columns`` (those its fill ran: a packed warp pair's), runs at
+    the warp's base + lane * its run words a slot."""
     slot_starts[SLOT_QUERY, slot] = warp_table[QUERY_ROW, warp] + lane
     slot_starts[SLOT_TARGET, slot] = warp_table[TARGET_ROW, warp] + lane
     slot_starts[SLOT_TRACEBACK, slot] = warp_table[TRACEBACK_ROW, warp] + traceback_start
