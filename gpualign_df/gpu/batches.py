@@ -428,13 +428,13 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
             if stream is not None:  # the side stream is joined (a blocking wait) at the end
                 settle()
                 long_fill = None
-        else:
+        elif shape is not None:  # a group of lanes per 2 pairs; no rows above kept
+            _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
+                         stream, (starts, query, target))
+        else:  # an inter fill: each slot's row above in the batch's row buffers
             h_buffer = scratch("h_row", batch.row_words, np.int32)
             i_buffer = scratch("i_row", batch.row_words, np.int32)
-            if batch.kind == "inter" and shape is not None:  # a group of lanes per 2 pairs
-                _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths, tb,
-                             stream, (starts, query, target))
-            elif batch.packed:  # two pairs per thread; the table has a padding code
+            if batch.packed:  # two pairs per thread; the table has a padding code
                 kernel = inter16.fill_kernel16(*job.flags[:-1], job.use_dpx)
                 launch_kernel("fill", kernel, blocks(batch.slots // 2), THREADS_PER_BLOCK,
                               query, target, query_lengths, target_lengths,
