@@ -687,10 +687,11 @@ def test_search_top_k_pairs_follow_best_first():
 
 @pytest.mark.parametrize("mode", ["sw", "nw"])
 def test_deferred_cigars_equal_the_direct_column(mode):
-    """A caller that defers a one-batch job's CIGARs (the cuDF path) gets the kernel's
-    launch from ``cigar_chars``, into a buffer of exactly the characters' size: columns,
-    offsets and characters equal the undeferred run's, and those equal the CPU engine's
-    CIGARs."""
+    """A caller that defers a one-batch job's CIGARs (the cuDF path) gets them written
+    into a buffer kept between jobs, their total's read queued behind the walk, and
+    from ``cigar_chars`` a buffer of exactly the characters' size, its own (a later job,
+    which writes the kept buffer again, leaves it as it was): columns, offsets and
+    characters equal the undeferred run's, and those equal the CPU engine's CIGARs."""
     from gpualign_df.encode import encode_sequences
     from gpualign_df.gpu import DEVICE_LOCK, align_on_device, upload
     from gpualign_df.scoring import make_scoring, parse_mode
@@ -709,13 +710,23 @@ def test_deferred_cigars_equal_the_direct_column(mode):
                 *upload(*encoded), rows, rows, encoded[0].lengths, encoded[1].lengths, valid,
                 scoring, parse_mode(mode, None), traceback=True, cigar_style="=", clip=None,
                 deferred_cigars=deferred)
-            assert results.characters is None and (results.pending is not None) == deferred
+            assert results.characters is None and (results.total is not None) == deferred
             bound = results.characters_bound
-            chars = gpualign_df.gpu.to_numpy(results.cigar_chars())
-            assert results.pending is None and len(chars) == results.characters <= bound
+            device_chars = results.cigar_chars()
+            chars = gpualign_df.gpu.to_numpy(device_chars).copy()
+            assert results.total is None and len(chars) == results.characters <= bound
             runs[deferred] = ({name: gpualign_df.gpu.to_numpy(column)[:len(rows)][valid]
                                for name, column in results.columns.items()},
                               gpualign_df.gpu.to_numpy(results.offsets), chars)
+        other = [encode_sequences(values, scoring, pd.RangeIndex(len(values)))
+                 for values in small_pairs(12, "ACGT", count=40)]
+        later = align_on_device(
+            *upload(*other), rows, rows, other[0].lengths, other[1].lengths,
+            np.ones(len(rows), bool), scoring, parse_mode(mode, None), traceback=True,
+            cigar_style="=", clip=None, deferred_cigars=True)
+        assert not np.array_equal(gpualign_df.gpu.to_numpy(later.cigar_chars())[:len(chars)],
+                                  chars)
+        np.testing.assert_array_equal(gpualign_df.gpu.to_numpy(device_chars), chars)
     (columns, offsets, chars), (deferred_columns, deferred_offsets, deferred_chars) = \
         runs[False], runs[True]
     for name in columns:
@@ -1084,7 +1095,7 @@ def test_plan_sums_kernel_equals_numpy(warps):
 
 
 def _warp_plan_reference(order, pairs, query_lengths, target_lengths, traceback, group_warps,
-                        group_lanes, group_strips, warps):
+                        group_lanes, group_strips, rows_above, warps):
     """:func:`planning.warp_plan`'s outputs in numpy, from its docstring."""
     from gpualign_df.kernels import planning
     from gpualign_df.kernels.strip import PIECE_STEPS, STRIP_ROWS, WARP
@@ -1106,23 +1117,28 @@ def _warp_plan_reference(order, pairs, query_lengths, target_lengths, traceback,
         tb_words = WARP * -(-rows // STRIP_ROWS) * columns
     tb_words = tb_words * traceback
     run_words = WARP * (rows + columns) * traceback
+    above_words = WARP * (columns + 1) * rows_above
     quantities = np.zeros((planning.QUANTITIES, warps), np.int64)
-    quantities[0] = (WARP * (rows + columns) + 8 * WARP * (columns + 1) + 4 * tb_words
+    quantities[0] = (WARP * (rows + columns) + 8 * above_words + 4 * tb_words
                      + 6 * run_words + WARP * 96)
-    quantities[1:6] = [WARP * rows, WARP * columns, WARP * (columns + 1), tb_words, run_words]
+    quantities[1:6] = [WARP * rows, WARP * columns, above_words, tb_words, run_words]
     quantities[6] = cells.sum(axis=1)
     return slot_row, slot_query, slot_target, columns, quantities
 
 
-@pytest.mark.parametrize("count, group_warps, group_lanes, traceback, has_pairs", [
-    (1, 1, 0, True, False), (70, 1, 0, False, True), (200, 2, 0, True, False),
-    (333, 2, 4, True, True), (129, 2, 8, False, False), (600, 2, 4, True, False)])
-def test_warp_plan_kernel_equals_numpy(count, group_warps, group_lanes, traceback, has_pairs):
+@pytest.mark.parametrize("count, group_warps, group_lanes, traceback, has_pairs, rows_above", [
+    (1, 1, 0, True, False, True), (70, 1, 0, False, True, True),
+    (200, 2, 0, True, False, True), (333, 2, 4, True, True, False),
+    (129, 2, 8, False, False, False), (600, 2, 4, True, False, False),
+    (150, 2, 0, False, True, False)])
+def test_warp_plan_kernel_equals_numpy(count, group_warps, group_lanes, traceback, has_pairs,
+                                       rows_above):
     """The plan's kernel (a thread a slot, each warp's sizes from its group's longest
     lengths) writes what its definition in numpy does: slots of the sorted pairs (-1 past
     the last), the warps' columns and quantities, for single warps and packed warp
     pairs, with the grouped layout's traceback words or the strips', with and without a
-    pair list, over one block and several (a last block partly past the slots)."""
+    pair list, with rows above kept or not (the grouped kernel's), over one block and
+    several (a last block partly past the slots)."""
     from gpualign_df.gpu import plan
     from gpualign_df.kernels import planning
     from gpualign_df.kernels.strip import WARP, lane_words
@@ -1138,10 +1154,10 @@ def test_warp_plan_kernel_equals_numpy(count, group_warps, group_lanes, tracebac
     written = [np.full(slots, -7, np.int64) for _ in range(3)] + [
         np.full(warps, -7, np.int64), np.full((planning.QUANTITIES, warps), -7, np.int64)]
     plan.launch_plan(slots, order, pairs, has_pairs, query_lengths, target_lengths,
-                     traceback, group_warps, group_lanes, strips, *written)
+                     traceback, group_warps, group_lanes, strips, rows_above, *written)
     expected = _warp_plan_reference(order, pairs if has_pairs else np.arange(count),
                                     query_lengths, target_lengths, traceback, group_warps,
-                                    group_lanes, strips, warps)
+                                    group_lanes, strips, rows_above, warps)
     for got, want in zip(written, expected):
         np.testing.assert_array_equal(got, want)
 

@@ -110,6 +110,8 @@ def test_pair_groups_with_traceback_across_batches(settings, monkeypatch, mode):
     both_engines(queries, targets, mode=mode, traceback=True, match=2, mismatch=-3,
                  gap_open=5, gap_extend=2)
     assert len(planned[0]) >= 2 and all(batch.group_class == (4, 3) for batch in planned[0])
+    # the grouped kernel keeps no rows above: none planned, none counted in the need
+    assert all(batch.row_words == 0 for batch in planned[0])
 
 
 @pytest.mark.parametrize("mode, free_ends", [

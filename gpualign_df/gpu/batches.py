@@ -32,8 +32,8 @@ from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_i
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
 from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, download_pinned,
-                      free_bytes, kept_for, row_numbers, scratch, scratch_views, upload,
-                      used_sequences)
+                      free_bytes, kept_for, read_later, row_numbers, scratch, scratch_views,
+                      upload, used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks, device_address
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
@@ -58,8 +58,9 @@ class DeviceResults:
     copy to the host takes them all). A one-batch job leaves its total unread
     (``characters`` None), so that the caller can build its other columns while the
     kernels run; :meth:`cigar_chars` waits for it. Its characters lie in a buffer sized by
-    a bound, or, where the caller deferred them (``pending``: see :func:`align_on_device`),
-    are not written yet: ``pending(buffer)`` queues the CIGAR kernel into ``buffer``.
+    a bound: one kept between jobs where the caller deferred them (see
+    :func:`align_on_device`), whose total's copy to the host is queued behind the walk
+    (``total``, :func:`~gpualign_df.gpu.buffers.read_later`).
     """
 
     columns: dict
@@ -68,31 +69,25 @@ class DeviceResults:
     cells: int
     characters: int | None = 0
     table: object = None    # the 2-D array whose rows are ``columns``, in their order
-    pending: Callable[[object], None] | None = None
-    bound: int = 0          # most characters the pending CIGARs take
+    total: Callable[[], int] | None = None   # the characters' count, once copied
 
     @property
     def characters_bound(self) -> int:
         """Most characters the CIGARs take (their count once read), known without a
         wait for the kernels."""
-        if self.characters is not None:
-            return self.characters
-        return self.bound if self.pending is not None else len(self.chars)
+        return len(self.chars) if self.characters is None else self.characters
 
     def cigar_chars(self):
         """The CIGAR characters in a buffer of their own, ``offsets[-1]`` of them (at
-        least one byte); the one read of a total from the device. A deferred write is
-        queued here, into a buffer of that size (the caller still holds the device lock:
-        the kernel reads the job's scratch buffers)."""
+        least one byte): their count read from the device (the one wait for the walk;
+        where the total's copy was queued behind it, not for the CIGAR kernel after it),
+        then a copy queued out of the bound-sized buffer (the caller of a deferred job
+        still holds the device lock: that buffer is kept between jobs)."""
         if self.characters is None:
-            self.characters = int(self.offsets[-1])
-            size = max(self.characters, 1)
-            if self.pending is not None:
-                self.chars = array_module().empty(size, dtype=np.uint8)
-                self.pending(self.chars)
-                self.pending = None
-            else:
-                self.chars = self.chars[:size].copy()
+            self.characters = self.total() if self.total is not None else \
+                int(self.offsets[-1])
+            self.total = None
+            self.chars = self.chars[:max(self.characters, 1)].copy()
         return self.chars
 
 
@@ -164,9 +159,11 @@ def align_on_device(queries: DeviceSequences, targets: DeviceSequences, pair_que
     ``traceback_memory``: bytes one pair's traceback may take (None: the
     ``traceback_memory_share`` of the free device memory); a pair whose words need more is
     traced back in linear space. ``deferred_cigars``: the caller holds ``DEVICE_LOCK``
-    until it has called :meth:`DeviceResults.cigar_chars`; a one-batch job then queues
-    its CIGAR kernel there, once the total is read, into a buffer of that size (no buffer
-    sized by a bound, no copy; the caller's host work before it overlaps the walk).
+    until it has called :meth:`DeviceResults.cigar_chars`; a one-batch job then writes
+    its CIGARs into a bound-sized buffer kept between jobs right after the walk (no
+    allocation), with their total's copy to the host queued before them, so that the
+    read waits for the walk alone and the characters' copy into a buffer of their size
+    follows the CIGAR kernel with no gap (the caller's host work overlaps both).
     Reads the settings of the calling thread.
     """
     xp = array_module()
@@ -218,8 +215,8 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
                            sort=tuning.sort_by_length,
                            fits_16bit=fits_16bit if use_16bit or job.pair_group else None,
                            longest=longest,
-                           traceback_groups=(lambda longest_query, longest_target:
-                                             group_class(job, longest_query, longest_target)),
+                           pair_groups=(lambda longest_query, longest_target:
+                                        group_class(job, longest_query, longest_target)),
                            inter_max_cells=tuning.inter_max_cells,
                            traceback_budget=traceback_budget(traceback_memory, free, tuning),
                            device=xp)
@@ -251,11 +248,9 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     if not traceback:
         return DeviceResults(columns, None, None, cells, table=table)
     if direct is not None:
-        chars, offsets = pieces[0]
-        if callable(chars):  # deferred: the CIGAR kernel's launch (see cigar_chars)
-            return DeviceResults(columns, None, offsets, cells, characters=None, table=table,
-                                 pending=chars, bound=cigar_bound(batches[0].run_words))
-        return DeviceResults(columns, chars, offsets, cells, characters=None, table=table)
+        chars, offsets, total = pieces[0]
+        return DeviceResults(columns, chars, offsets, cells, characters=None, table=table,
+                             total=total)
     offsets = row_offsets(xp, columns["cigar_length"], valid)
     total = int(offsets[-1])
     chars = xp.empty(max(total, 1), dtype=np.uint8)
@@ -348,9 +343,10 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
               deferred: bool = False):
     """Gather, fill, walk and write one batch (``keyed``: the fill keeps keyed row bests).
     Returns its CIGAR piece (batch buffer, slot offsets, rows, lengths), or with ``direct``
-    (the job's validity; one batch only) the finished column (characters in a bound-sized
-    buffer, row offsets; ``deferred``: the CIGAR kernel's launch into a given buffer in
-    place of the characters, see :func:`align_on_device`); None without traceback. A
+    (the job's validity; one batch only) the finished column ``(chars, offsets, total)``:
+    characters in a bound-sized buffer, row offsets, and with ``deferred`` (the buffer
+    kept between jobs) the total's :func:`~gpualign_df.gpu.buffers.read_later`, else None
+    (see :func:`align_on_device`); None without traceback. A
     long-pair fill reports its cells to ``on_cells`` while it runs (see
     :class:`~gpualign_df.gpu.streams.FillControl`); other batches report nothing here."""
     xp = array_module()
@@ -521,12 +517,16 @@ def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths
                       query_lengths, slot_offsets, chars)
         settle()
 
-    if direct is not None:  # no wait for the total: a bound sizes the buffer, or the
-        # caller's read of the total, when it has done its other work (deferred)
+    if direct is not None:  # no wait for the total: a bound sizes the buffer (one kept
+        # between jobs where the caller defers the characters' copy, with the total's copy
+        # to the host queued before the CIGAR kernel: see align_on_device)
         offsets_of_rows = row_offsets(xp, columns["cigar_length"], direct)
         slot_offsets = xp.where(used, offsets_of_rows[known_row], 0)
         if deferred:
-            return write_into, offsets_of_rows
+            total = read_later(offsets_of_rows[-1:])
+            chars = scratch("cigar_chars", cigar_bound(batch.run_words), np.uint8)
+            write_into(chars)
+            return chars, offsets_of_rows, total
         total = cigar_bound(batch.run_words)
     else:
         slot_offsets = _offsets(xp, xp.where(used, columns["cigar_length"][known_row],
@@ -536,7 +536,7 @@ def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths
     chars = xp.empty(max(total, 1), dtype=np.uint8)
     write_into(chars)
     if direct is not None:
-        return chars, offsets_of_rows
+        return chars, offsets_of_rows, None
     # fresh arrays (not scratch buffers): the piece outlives this batch
     return chars, slot_offsets, slot_row, query_lengths
 

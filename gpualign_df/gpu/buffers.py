@@ -10,6 +10,7 @@ changes. Jobs share these buffers, so one job at a time runs on the device
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -452,6 +453,28 @@ def pinned_bytes(count: int) -> np.ndarray:
     import cupyx
 
     return cupyx.empty_pinned(1 << max(int(count) - 1, 0).bit_length(), np.uint8)[:count]
+
+
+def read_later(array) -> Callable[[], int]:
+    """The integer ``array[0]`` (a device array) as it is once the work queued on the
+    default stream so far is done, without waiting for it now: its copy to pinned host
+    memory is queued behind that work, and the function returned waits for that copy
+    alone (not for work queued after it) and gives the value. A numpy array's (the
+    simulator's) is read when asked."""
+    if isinstance(array, np.ndarray) or simulator():
+        return lambda: int(np.asarray(array[:1])[0])
+    import cupy
+
+    host = pinned_bytes(array.itemsize).view(array.dtype)
+    cupy.cuda.runtime.memcpyAsync(host.ctypes.data, array.data.ptr, array.itemsize,
+                                  cupy.cuda.runtime.memcpyDeviceToHost, 0)
+    copied = cupy.cuda.Event(block=False, disable_timing=True)
+    copied.record(cupy.cuda.Stream.null)
+
+    def value() -> int:
+        copied.synchronize()
+        return int(host[0])
+    return value
 
 
 def upload(*collections: EncodedSequences) -> list[DeviceSequences]:

@@ -130,15 +130,16 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
                  sort: bool = True, fits_16bit=None, longest: tuple[int, int] | None = None,
                  inter_max_cells: int | None = None,
                  traceback_budget: int | None = None, device=None,
-                 traceback_groups=None) -> list[Batch]:
+                 pair_groups=None) -> list[Batch]:
     """Batches for job rows ``pairs`` (None: every row; lengths indexed by job row; numpy or
     CuPy arrays, all of one kind): inter-task batches first, then long-pair batches, each within
     ``budget_bytes`` of device memory. ``fits_16bit(longest_query, longest_target)`` says
     whether the inter-task pairs run on packed 16-bit cells (two pairs per thread, warps
     paired: :mod:`gpualign_df.kernels.inter16`); None: never. Where they are packed,
-    ``traceback_groups(longest_query, longest_target)`` gives the grouped pair kernel's
-    class ``(lanes, rows)`` whose layout the traceback words take (None: the inter-task
-    layout; :attr:`Batch.group_class`). ``longest``: bounds on the
+    ``pair_groups(longest_query, longest_target)`` gives the grouped pair kernel's
+    class ``(lanes, rows)``, which fills them keeping no rows above, and whose layout the
+    traceback words take (None: the inter-task kernels and layout;
+    :attr:`Batch.group_class`). ``longest``: bounds on the
     longest query and target (every pair short when their product is): no maxima are read
     back, and the 16-bit and keyed-best checks take the bounds. Pairs of more than
     ``inter_max_cells`` cells (None: the setting), in a job of few pairs those of more
@@ -160,7 +161,7 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
                 for values in (pairs, query_lengths, target_lengths))
         return _inter_batches(xp, pairs, query_lengths, target_lengths, traceback,
                               budget_bytes, sort, longest_query, longest_target, fits_16bit,
-                              traceback_groups)
+                              pair_groups)
 
     if pairs is None:  # every job row: no gathers
         pair_query_lengths = query_lengths.astype(np.int64, copy=False)
@@ -196,7 +197,7 @@ def plan_batches(pairs, query_lengths, target_lengths, traceback: bool, budget_b
 
 
 def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, sort,
-                   longest_query, longest_target, fits_16bit, traceback_groups):
+                   longest_query, longest_target, fits_16bit, pair_groups):
     """Inter-task batches of ``pairs`` with their lengths (``*_lengths[k]`` of
     ``pairs[k]``; the longest of each given). Per-warp quantities are summed once on the
     device (:func:`planning.plan_sums`); only their totals cross to the host, unless the job
@@ -206,8 +207,9 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     if len(query_lengths) == 0:
         return []
     packed = fits_16bit is not None and fits_16bit(longest_query, longest_target)
-    group_class = traceback_groups(longest_query, longest_target) \
-        if packed and traceback and traceback_groups is not None else None
+    group_shape = pair_groups(longest_query, longest_target) \
+        if packed and pair_groups is not None else None
+    group_class = group_shape if traceback else None
     group_lanes, group_rows = group_class or (0, 1)
     count = len(query_lengths)
     if sort:  # longest target first, then longest query; stable
@@ -234,8 +236,9 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     totals = block[at + table_rows * warp_count:]
     launch_plan(slot_count, order, order if pairs is None else pairs,
                  pairs is not None, query_lengths, target_lengths, traceback, group_warps,
-                 group_lanes, group_lanes * lane_words(group_rows), slot_row, slot_query,
-                 slot_target, columns, quantities)
+                 group_lanes, group_lanes * lane_words(group_rows),
+                 group_shape is None,  # (the grouped kernel keeps no rows above)
+                 slot_row, slot_query, slot_target, columns, quantities)
     (plan_sums_host if xp is np else launch_sums)(quantities, columns, warp_table, totals)
     totals = to_numpy(totals)
     if int(totals[0]) <= budget:

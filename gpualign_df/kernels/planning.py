@@ -20,6 +20,37 @@ from .strip import PIECE_STEPS, STRIP_ROWS, WARP
 QUANTITIES = 7
 
 
+def warp_quantities(rows, columns, cells, traceback, group_lanes, group_strips, rows_above):
+    """A warp's quantities (:data:`QUANTITIES`) from the rows and columns its slots take
+    (its group's longest query and target) and its cells: bytes of device memory needed
+    (residues, rows above, traceback words and runs at 4 bytes each, CIGAR characters at
+    2 bytes a run word: ``cigar_bound``), query, target, row-above, traceback and run
+    words. ``group_lanes`` > 0: the traceback words of the grouped pair kernel's layout,
+    ``group_strips`` words a step and slot over ``columns + group_lanes - 1`` steps
+    rounded up to whole pieces (:data:`~gpualign_df.kernels.strip.PIECE_STEPS`); else
+    the inter kernels' strips. ``rows_above``: the fill keeps each slot's row above
+    between strips (the inter fills; the grouped kernel keeps none). The plan's kernel
+    writes them for each warp (:func:`warp_plan`); the host bounds a batch's totals by
+    them at the longest lengths. Runs on the host and, compiled, on the device.
+
+    >>> warp_quantities(150, 277, 32 * 150 * 277, False, 0, 0, True)[:4]
+    (87904, 4800, 8864, 8896)
+    """
+    if group_lanes > 0:
+        steps = (columns + group_lanes - 1 + PIECE_STEPS - 1) // PIECE_STEPS * PIECE_STEPS
+        tb_words = WARP * group_strips * steps if traceback else 0
+    else:
+        tb_words = WARP * ((rows + STRIP_ROWS - 1) // STRIP_ROWS) * columns if traceback else 0
+    run_words = WARP * (rows + columns) if traceback else 0
+    above_words = WARP * (columns + 1) if rows_above else 0
+    need = (WARP * (rows + columns) + 8 * above_words + 4 * tb_words + 6 * run_words
+            + WARP * 96)
+    return (need, WARP * rows, WARP * columns, above_words, tb_words, run_words, cells)
+
+
+_warp_quantities = cuda.jit(device=True, inline=True)(warp_quantities)
+
+
 #: Threads a block of :func:`warp_plan`: whole groups of up to two warps (a packed warp
 #: pair is planned in one block).
 PLAN_THREADS = 2 * WARP if simulator() else 256
@@ -27,17 +58,15 @@ PLAN_THREADS = 2 * WARP if simulator() else 256
 
 @cuda.jit
 def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback, group_warps,
-              group_lanes, group_strips, slot_row, slot_query, slot_target, warp_columns,
-              quantities):
+              group_lanes, group_strips, rows_above, slot_row, slot_query, slot_target,
+              warp_columns, quantities):
     """Thread ``s`` (blocks of :data:`PLAN_THREADS`) fills slot ``s``: it holds pair
     ``order[s]`` (job row ``pairs[order[s]]``, or ``order[s]`` itself without
     ``has_pairs``) and its lengths, -1 past the last pair. Then the first thread of
     each warp writes its warp's quantities (:data:`QUANTITIES`), with rows and columns the
     largest of its group of ``group_warps`` warps (1 or 2: a packed warp pair shares
-    them). ``group_lanes`` > 0: the traceback words of the grouped pair kernel's layout,
-    ``group_strips`` words a step and slot over ``columns + group_lanes - 1`` steps
-    rounded up to whole pieces (:data:`~gpualign_df.kernels.strip.PIECE_STEPS`). A thread
-    a slot: the lengths' reads (random, through the sort's order) run side by side."""
+    them; :func:`warp_quantities`). A thread a slot: the lengths' reads (random, through
+    the sort's order) run side by side."""
     rows_of = cuda.shared.array(PLAN_THREADS, int64)
     columns_of = cuda.shared.array(PLAN_THREADS, int64)
     cells_of = cuda.shared.array(PLAN_THREADS, int64)
@@ -73,24 +102,11 @@ def warp_plan(order, pairs, has_pairs, query_lengths, target_lengths, traceback,
     cells = int64(0)
     for place in range(thread, thread + WARP):
         cells += cells_of[place]
-    strips = (rows + STRIP_ROWS - 1) // STRIP_ROWS
-    if group_lanes > 0:
-        steps = (columns + group_lanes - 1 + PIECE_STEPS - 1) // PIECE_STEPS * PIECE_STEPS
-        tb_words = WARP * group_strips * steps if traceback else 0
-    else:
-        tb_words = WARP * strips * columns if traceback else 0
-    run_words = WARP * (rows + columns) if traceback else 0
     warp_columns[warp] = columns
-    # residues, rows above, traceback words, runs (4 bytes each) and CIGAR characters
-    # (``cigar_bound``: 2 bytes per run word)
-    quantities[0, warp] = (WARP * (rows + columns) + 8 * WARP * (columns + 1)
-                           + 4 * tb_words + 6 * run_words + WARP * 96)
-    quantities[1, warp] = WARP * rows
-    quantities[2, warp] = WARP * columns
-    quantities[3, warp] = WARP * (columns + 1)
-    quantities[4, warp] = tb_words
-    quantities[5, warp] = run_words
-    quantities[6, warp] = cells
+    values = _warp_quantities(rows, columns, cells, traceback, group_lanes, group_strips,
+                              rows_above)
+    for row in range(QUANTITIES):
+        quantities[row, warp] = values[row]
 
 
 #: Rows of the per-warp layout table :func:`plan_sums` writes (``Batch.warp_table``): the
