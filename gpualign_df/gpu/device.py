@@ -8,6 +8,8 @@ arrays, on the CPU, so that every kernel is tested without a GPU; no GPU is then
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda
 
@@ -33,6 +35,14 @@ def gpu_usable() -> bool:
     the simulator)."""
     if simulator() or not cupy_installed():
         return False
+    return _device_present()
+
+
+@functools.cache
+def _device_present() -> bool:
+    """The driver reports a CUDA device: asked once a process (every job's engine choice
+    asks, and counting the devices costs tens of microseconds; a device does not come
+    or go while a process runs)."""
     try:
         return bool(cuda.is_available()) and len(cuda.gpus) > 0
     except Exception:  # noqa: BLE001 - a broken driver means no GPU for us
