@@ -1162,6 +1162,29 @@ def test_warp_plan_kernel_equals_numpy(count, group_warps, group_lanes, tracebac
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("traceback", [False, True])
+def test_grouped_batches_plan_no_rows_above(traceback):
+    """Packed batches that the grouped pair kernel fills (``pair_groups`` gives a class),
+    score-only or with traceback, plan no row-above words (the kernel keeps none; the
+    memory need counts none either: :func:`planning.warp_quantities`), where the inter
+    kernels' batches plan ``columns + 1`` of them for every slot of a warp."""
+    from gpualign_df.gpu import plan
+    from gpualign_df.kernels import planning
+
+    rng = np.random.default_rng(5)
+    queries, targets = rng.integers(1, 12, 100), rng.integers(1, 20, 100)
+    options = dict(fits_16bit=lambda query, target: True,
+                   longest=(int(queries.max()), int(targets.max())))
+    grouped, inter = (plan.plan_batches(None, queries, targets, traceback, 1 << 30,
+                                        pair_groups=lambda query, target: shape, **options)
+                      for shape in ((4, 3), None))
+    assert len(grouped) == len(inter) == 1
+    assert grouped[0].row_words == 0 and grouped[0].packed
+    assert grouped[0].group_class == ((4, 3) if traceback else None)
+    columns = plan.to_numpy(inter[0].warp_table[planning.COLUMNS_ROW])
+    assert inter[0].row_words == 32 * (columns + 1).sum() > 0
+
+
 @pytest.mark.parametrize("pairs", [1, 40, 333])
 def test_counting_length_order_sorts_as_the_host(pairs):
     """The plan's counting sort on the device (count, scan, place: the kernels the GPU

@@ -30,8 +30,8 @@ def warp_quantities(rows, columns, cells, traceback, group_lanes, group_strips, 
     rounded up to whole pieces (:data:`~gpualign_df.kernels.strip.PIECE_STEPS`); else
     the inter kernels' strips. ``rows_above``: the fill keeps each slot's row above
     between strips (the inter fills; the grouped kernel keeps none). The plan's kernel
-    writes them for each warp (:func:`warp_plan`); the host bounds a batch's totals by
-    them at the longest lengths. Runs on the host and, compiled, on the device.
+    writes them for each warp (:func:`warp_plan`, which runs it compiled); a plain
+    function besides, so that its figures can be asked on the host.
 
     >>> warp_quantities(150, 277, 32 * 150 * 277, False, 0, 0, True)[:4]
     (87904, 4800, 8864, 8896)
