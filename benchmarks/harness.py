@@ -92,6 +92,20 @@ def w1_pairs(data_dir: Path, replicate: int) -> tuple[list[str], list[str]]:
             read_fasta(data_dir / W1_TARGET_FILE) * replicate)
 
 
+def w1_series(data_dir: Path, replicate: int, cudf: bool = False,
+              pairs: int | None = None) -> tuple[Any, Any]:
+    """:func:`w1_pairs` as two pandas Series, or cuDF ones with ``cudf`` (imported only
+    then); the first ``pairs`` pairs only, where given."""
+    import pandas as pd
+
+    queries, targets = (pd.Series(values[:pairs]) for values in w1_pairs(data_dir, replicate))
+    if cudf:
+        import cudf as cudf_module
+
+        queries, targets = cudf_module.from_pandas(queries), cudf_module.from_pandas(targets)
+    return queries, targets
+
+
 # ---------------------------------------------------------------------------------------
 # the protein search job (search benchmarks)
 # ---------------------------------------------------------------------------------------

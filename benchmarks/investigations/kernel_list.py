@@ -19,20 +19,15 @@ import subprocess
 import sys
 from collections import Counter
 
-from benchmarks.harness import W1_OPTIONS, add_data_dir, w1_pairs
+from benchmarks.harness import W1_OPTIONS, add_data_dir, w1_series
 
 
 def profiled_call(args: argparse.Namespace) -> None:
     """Warm up, then one call between the profiler's start and stop."""
     import cupy
-    import pandas as pd
 
     import gpualign_df
-    queries, targets = (pd.Series(values) for values in w1_pairs(args.data_dir, 10))
-    if args.cudf:
-        import cudf
-
-        queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
+    queries, targets = w1_series(args.data_dir, 10, args.cudf)
     options = dict(mode=args.mode, traceback=bool(args.traceback), backend="cuda",
                    progress=False, **W1_OPTIONS)
     for _ in range(3):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.harness import W1_OPTIONS, add_data_dir, w1_pairs
+from benchmarks.harness import W1_OPTIONS, add_data_dir, w1_series
 
 #: (module, function) pairs profiled; ``Class.method`` names a method.
 PROFILED = [("gpualign_df.api", "align"), ("gpualign_df.api", "resolve_job"),
@@ -47,17 +47,11 @@ def main() -> int:
     import importlib
 
     import line_profiler
-    import pandas as pd
     from numba import cuda
 
     import gpualign_df
 
-    queries, targets = (pd.Series(values[:args.pairs]) for values in w1_pairs(
-        args.data_dir, args.replicate))
-    if args.cudf:
-        import cudf
-
-        queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
+    queries, targets = w1_series(args.data_dir, args.replicate, args.cudf, args.pairs)
     options = dict(mode=args.mode, traceback=bool(args.traceback), backend="cuda",
                    progress=False, **W1_OPTIONS)
     for _ in range(3):  # compile and warm up

@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 
-from benchmarks.harness import W1_OPTIONS, add_data_dir, timed_runs, timed_stages, w1_pairs
+from benchmarks.harness import W1_OPTIONS, add_data_dir, timed_runs, timed_stages, w1_series
 
 #: (module, function) pairs timed as phases; a phase nested in another counts in both.
 PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
@@ -46,7 +46,6 @@ def main() -> int:
                              "(the gpu_keep_bytes setting)")
     add_data_dir(parser)
     args = parser.parse_args()
-    import pandas as pd
     from numba import cuda
 
     import gpualign_df
@@ -54,12 +53,7 @@ def main() -> int:
     if args.keep_bytes is not None:  # held for the rest of the script
         config.override(gpu_keep_bytes=args.keep_bytes).__enter__()
 
-    queries, targets = (pd.Series(values) for values in w1_pairs(args.data_dir,
-                                                                  args.replicate))
-    if args.cudf:
-        import cudf
-
-        queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
+    queries, targets = w1_series(args.data_dir, args.replicate, args.cudf)
     options = dict(mode=args.mode, **W1_OPTIONS, backend="cuda", progress=False,
                    traceback=bool(args.traceback))
     gpualign_df.align(queries[:5000], targets[:5000], **options)

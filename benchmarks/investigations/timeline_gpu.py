@@ -21,7 +21,7 @@ import sys
 import time
 
 from benchmarks.harness import W1_OPTIONS as OPTIONS
-from benchmarks.harness import add_data_dir, w1_pairs
+from benchmarks.harness import add_data_dir, w1_series
 from benchmarks.investigations.profile_gpu import profiled
 
 #: (module, attribute) marked at entry and exit.
@@ -60,16 +60,10 @@ def main() -> int:
     add_data_dir(parser)
     args = parser.parse_args()
 
-    import pandas as pd
     from numba import cuda
 
     import gpualign_df
-    queries, targets = (pd.Series(values[:args.pairs]) for values in w1_pairs(args.data_dir,
-                                                                               args.replicate))
-    if args.cudf:
-        import cudf
-
-        queries, targets = cudf.from_pandas(queries), cudf.from_pandas(targets)
+    queries, targets = w1_series(args.data_dir, args.replicate, args.cudf, args.pairs)
     if args.numba_launch:
         from gpualign_df import config
 
@@ -109,6 +103,8 @@ def main() -> int:
 
     owners = [(DeviceResults, "cigar_chars"), (ResultFrame, "prepare"), (ResultFrame, "finish")]
     if args.cudf:
+        import cudf
+
         owners += [(cudf.DataFrame, "__init__"), (cudf.DataFrame, "insert")]
     for owner, attribute in owners:
         setattr(owner, attribute, wrap(getattr(owner, attribute), attribute))
