@@ -213,6 +213,14 @@ class Settings:
     pair_group_registers : int or None
         The register cap a thread of the grouped kernel with traceback is compiled with
         (None: the compiler's choice). At 128 two blocks of 256 threads share an SM.
+    pair_group_profile : bool or None
+        The grouped kernel picks both halves' scores from the two targets' columns with
+        one ``PRMT`` a cell (:func:`gpualign_df.gpu.policy.pair_group_profile`) where every
+        query code is A, C, G or T and the mode keeps no padding rows above a query,
+        instead of reading its shared table (a load and an address a cell). None: in
+        fills without traceback (with traceback the fill's ALU pipe, which the ``PRMT``
+        joins, is its busiest, and the table is as fast); True/False: in every such fill
+        / never (tests of both forms, benchmarks).
     keyed_best : bool
         The GPU fills keep each row's running best as one int32 key (``H * 2**16 - j``)
         where scores and columns fit (:func:`gpualign_df.gpu.policy.keyed_best_fits`),
@@ -387,6 +395,7 @@ class Settings:
     pair_groups: tuple[tuple[int, int], ...] = ((8, 8), (8, 12), (8, 16), (8, 19), (8, 24),
                                                 (8, 32), (16, 12), (16, 16))
     pair_group_registers: int | None = 128
+    pair_group_profile: bool | None = None
     keyed_best: bool = True
     fill_strip_rows: int = 16
     fill_max_registers: tuple[tuple[int, int | None], ...] = ((8, 72), (16, None))

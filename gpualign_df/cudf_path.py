@@ -29,7 +29,8 @@ from .results import SCORE_ONLY_COLUMNS, TRACEBACK_COLUMNS, identity, integer_co
 from .gpu.launch import launch
 from .gpu.memory import engine_allocations
 from .gpu.small import small_batch
-from .kernels.encoding import ENCODE_WORD, NO_BAD_BYTE, encode_column, pair_sizes, word_layout
+from .kernels.encoding import (ENCODE_WORD, NO_BAD_BYTE, SMALL_CODES, encode_column, pair_sizes,
+                               word_layout)
 from .scoring import Scoring
 
 
@@ -47,10 +48,12 @@ def as_cudf(values: Any):
 
 def new_summary():
     """The device array :func:`encode_device` reports into: the first bad byte of the
-    queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths. A
+    queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths, and
+    whether each holds a code past ``SMALL_CODES - 1`` (1, else 0). A
     buffer kept between jobs (the caller holds ``gpu.DEVICE_LOCK``), set from a cached
     start by a copy on the device (no allocation, nothing from the host)."""
-    start = gpu.device_table("summary", np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], np.int64))
+    start = gpu.device_table("summary", np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0, 0, 0],
+                                                  np.int64))
     summary = gpu.scratch_buffer("summary", len(start), np.int64)
     summary.data.copy_from_device_async(start.data, start.nbytes)
     return summary
@@ -400,10 +403,14 @@ def _align_cudf(queries, targets, job: Job):
         """The longest query and target, from one read of the summary (once), after the
         residue checks and the score bound's: called by the engine where its plan needs
         them, so that the host's work before it overlaps the encoding kernels."""
-        bad_query, bad_target, longest_query, longest_target = (
+        bad_query, bad_target, longest_query, longest_target, wide_query, wide_target = (
             int(value) for value in summary.get())
         if how == "pairwise":
             bad_target, longest_target = bad_query, longest_query
+        # a bound on the queries' codes where all are small (the kernels' choices)
+        device_queries.largest_code = None if wide_query else SMALL_CODES - 1
+        if not prepared and how != "pairwise":
+            device_targets.largest_code = None if wide_target else SMALL_CODES - 1
         check_residues(queries, device_queries, bad_query, scoring)
         if prepared:
             longest_target = int(targets.lengths.max(initial=0))

@@ -125,6 +125,36 @@ def test_gasal2_pairs_cudf_equals_cpu():
     assert_same(result, queries.aln.rowwise(targets, backend="cpu", **DNA))
 
 
+def test_byte_profile_follows_the_query_columns_codes(monkeypatch):
+    """The encoding reports whether a column holds a code past T: reads of A, C, G and T
+    take the grouped kernel's byte profile (local score only, the default's use of it;
+    an N in the targets alone changes nothing), a query column with an N among its whole
+    words, or as the last byte after them, the shared table; every frame equals the CPU
+    engine's."""
+    from gpualign_df.kernels import pairs16
+
+    built = []
+    real = pairs16.pair_group_kernel
+    monkeypatch.setattr(pairs16, "pair_group_kernel", lambda *args, **options: built.append(
+        options.get("profile", False)) or real(*args, **options))
+    rng = np.random.default_rng(4)
+    queries = random_sequences(rng, 400, "ACGT", 150, min_length=100)
+    targets = [mutate(rng, query, "ACGTN", 0.05) for query in queries]
+    inside = list(queries)
+    inside[10] = inside[10][:50] + "N" + inside[10][51:]
+    last = list(queries)   # the characters' length 5 past a multiple of 8, N the last
+    last[-1] = last[-1][:len(last[-1]) - (sum(map(len, last)) - 5) % 8 - 1] + "N"
+    assert sum(map(len, last)) % 8 == 5
+    with config.override(small_batch_pairs=0):
+        for reads, profile in ((queries, True), (inside, False), (last, False)):
+            built.clear()
+            left, right = pd.Series(reads), pd.Series(targets)
+            assert_same(cudf.from_pandas(left).align.rowwise(cudf.from_pandas(right),
+                                                             traceback=False, **DNA),
+                        left.aln.rowwise(right, backend="cpu", traceback=False, **DNA))
+            assert built and set(built) == {profile}
+
+
 def test_bad_character_names_row_and_position(route):
     series = cudf.Series(["ACGT", "ACGTQA"], index=[10, 11])
     with pytest.raises(ValueError, match=r"row 11, position 4: character 'Q'"):

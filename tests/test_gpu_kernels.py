@@ -1218,12 +1218,12 @@ def test_item_order_takes_bands_across_problems_in_order():
     assert item_order(item_problem, first, True).tolist() == list(range(6))
 
 
-def test_column_encoding_takes_words_at_every_alignment():
-    """The cuDF path's encoding kernel maps 8 bytes a thread through whole aligned words,
-    and the bytes before and after them one by one: at every alignment of the characters
-    and every length around a word, the codes equal the table's, the first byte outside
-    the alphabet within the column's range is the one reported (a bad byte outside the
-    range is not), and the longest row is found."""
+def encode_on_device(text: np.ndarray, shift: int, bounds: list[int], slot: int):
+    """Run the cuDF path's encoding kernel on a column of ``text[shift:]`` (its rows'
+    bounds, relative to ``shift``) whose characters buffer runs one byte past the
+    column's range, with a lookup table of A, C, G, T, N as codes 0-4: the codes, the
+    summary (six entries, ``slot``'s written), the lengths and validity, on the host.
+    numpy under the simulator, else CuPy."""
     from gpualign_df.kernels.encoding import ENCODE_WORD, NO_BAD_BYTE, encode_column, word_layout
     from gpualign_df.scoring import INVALID_CODE
     if gpualign_df.gpu.simulator():
@@ -1234,6 +1234,32 @@ def test_column_encoding_takes_words_at_every_alignment():
     host = (lambda array: array if xp is np else array.get())
     lut = np.full(256, INVALID_CODE, np.uint8)
     lut[np.frombuffer(b"ACGTN", np.uint8)] = np.arange(5, dtype=np.uint8)
+    rows = len(bounds) - 1
+    chars = xp.asarray(text)[shift:shift + bounds[-1] + 1]
+    head, words = word_layout(pointer(chars), len(chars))
+    codes_buffer = xp.zeros(len(chars) + 2 * ENCODE_WORD, np.uint8)
+    pad = (pointer(chars) - pointer(codes_buffer)) % ENCODE_WORD
+    codes = codes_buffer[pad:pad + len(chars)]
+    span = slice(head, head + ENCODE_WORD * words)
+    lengths, valid = xp.zeros(rows, np.int64), xp.zeros(rows, bool)
+    summary = xp.asarray(np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0, 0, 0], np.int64))
+    grid = -(-max(words, rows + 1, ENCODE_WORD) // 32)
+    encode_column[grid, 32](chars, chars[span].view(np.uint64), head, xp.asarray(lut),
+                            xp.asarray(np.array(bounds, np.int64)), codes,
+                            codes[span].view(np.uint64), xp.zeros(rows + 1, np.int64),
+                            lengths, valid, True, summary, slot)
+    return lut[text[shift:shift + len(chars)]], host(codes), host(summary).tolist(), \
+        host(lengths).tolist(), host(valid)
+
+
+def test_column_encoding_takes_words_at_every_alignment():
+    """The cuDF path's encoding kernel maps 8 bytes a thread through whole aligned words,
+    and the bytes before and after them one by one: at every alignment of the characters
+    and every length around a word, the codes equal the table's, the first byte outside
+    the alphabet within the column's range is the one reported (a bad byte outside the
+    range is not), and the longest row is found."""
+    from gpualign_df.kernels.encoding import ENCODE_WORD, NO_BAD_BYTE
+    from gpualign_df.scoring import INVALID_CODE
     rng = np.random.default_rng(3)
     for shift in range(ENCODE_WORD):
         for n in (0, 1, 7, 8, 9, 16, 23, 41):
@@ -1241,27 +1267,32 @@ def test_column_encoding_takes_words_at_every_alignment():
             text[shift + n] = ord("x")   # past the column's range: not reported
             if n >= 4:
                 text[shift + n - 3] = ord("*")
-            raw = xp.asarray(text)
-            chars = raw[shift:shift + n + 1]   # the column holds the first n
-            head, words = word_layout(pointer(chars), len(chars))
-            codes_buffer = xp.zeros(len(chars) + 2 * ENCODE_WORD, np.uint8)
-            pad = (pointer(chars) - pointer(codes_buffer)) % ENCODE_WORD
-            codes = codes_buffer[pad:pad + len(chars)]
-            span = slice(head, head + ENCODE_WORD * words)
-            column_offsets = xp.asarray(np.array([0, n // 3, n], np.int64))
-            offsets, lengths = xp.zeros(3, np.int64), xp.zeros(2, np.int64)
-            valid = xp.zeros(2, bool)
-            summary = xp.asarray(np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0], np.int64))
-            grid = -(-max(words, 3, ENCODE_WORD) // 32)
-            encode_column[grid, 32](chars, chars[span].view(np.uint64), head, xp.asarray(lut),
-                                    column_offsets, codes, codes[span].view(np.uint64),
-                                    offsets, lengths, valid, True, summary, 1)
-            expected = lut[text[shift:shift + n + 1]]
-            assert (host(codes) == expected).all(), (shift, n)
+            expected, codes, summary, lengths, valid = encode_on_device(
+                text, shift, [0, n // 3, n], 1)
+            assert (codes == expected).all(), (shift, n)
             bad = np.flatnonzero(expected[:n] == INVALID_CODE)
-            assert host(summary).tolist() == [NO_BAD_BYTE, bad[0] if len(bad) else NO_BAD_BYTE,
-                                              0, max(n // 3, n - n // 3)], (shift, n)
-            assert host(lengths).tolist() == [n // 3, n - n // 3] and host(valid).all()
+            wide = int((expected[:n] >= 4).any())   # an N or a bad byte in the range
+            assert summary == [NO_BAD_BYTE, bad[0] if len(bad) else NO_BAD_BYTE,
+                               0, max(n // 3, n - n // 3), 0, wide], (shift, n)
+            assert lengths == [n // 3, n - n // 3] and valid.all()
+
+
+def test_column_encoding_flags_a_code_past_t():
+    """The encoding kernel's ``summary[4 + slot]`` is 1 exactly where the column's range
+    of the characters holds a code of 4 or more (N), wherever it lies: before the first
+    whole word, in one, or after the last; 0 for A, C, G and T only, and for an N in
+    the buffer past the column's range (a cuDF column's buffer may hold such bytes)."""
+    from gpualign_df.kernels.encoding import ENCODE_WORD
+    rng = np.random.default_rng(8)
+    for shift in (0, 3, 7):
+        for n in (1, 7, 9, 23):
+            for place in (None, 0, n // 2, n - 1, n):   # (n: past the range)
+                text = rng.choice(np.frombuffer(b"ACGT", np.uint8), n + 2 * ENCODE_WORD)
+                if place is not None:
+                    text[shift + place] = ord("N")
+                summary = encode_on_device(text, shift, [0, n], 0)[2]
+                assert summary[4:] == [int(place is not None and place < n), 0], \
+                    (shift, n, place)
 
 
 def test_kept_values_follow_their_options_and_forget_buffers():

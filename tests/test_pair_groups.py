@@ -22,15 +22,15 @@ pytestmark = pytest.mark.usefixtures("batch_path")
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The (lanes, rows, DPX, traceback) of every grouped pair kernel the engine builds
-    from here on."""
+    """The (lanes, rows, DPX, byte profile, traceback) of every grouped pair kernel the
+    engine builds from here on."""
     from gpualign_df.kernels import pairs16
 
     shapes = []
     real = pairs16.pair_group_kernel
 
     def record(*args, **options):
-        shapes.append(args + (options.get("traceback", False),))
+        shapes.append(args + (options.get("profile", False), options.get("traceback", False)))
         return real(*args, **options)
 
     monkeypatch.setattr(pairs16, "pair_group_kernel", record)
@@ -83,6 +83,77 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
     assert [built[:2] for built in kernels_run] == [shape]
     assert kernels_run[0][-1] is True
     assert (frame["gaps"] > 0).any() and (frame["mismatches"] > 0).any()
+
+
+@pytest.mark.parametrize("mode, free_ends, traceback, profile", [
+    ("sw", None, False, True), ("sw", None, True, True), ("nw", None, True, True),
+    ("sg", ("query_start", "query_end"), True, True),
+    # padding rows above the queries (target start free): the shared table only
+    ("sg", ("target_start", "target_end"), True, False)])
+def test_pair_groups_byte_profile_equal_cpu(settings, kernels_run, mode, free_ends,
+                                            traceback, profile):
+    """Queries of A, C, G and T only (targets with N and IUPAC codes, padding rows and
+    columns, empty sequences): the grouped kernel picks its scores from the targets'
+    byte columns where the mode allows (``pair_group_profile`` on), and the frames equal
+    the CPU engine's, as they do on the shared table (the setting off; by default with
+    traceback) and where one query holds an N (a code without a byte: the table)."""
+    settings(pair_group_fill=True, pair_groups=((4, 5),), pair_group_profile=True)
+    rng = np.random.default_rng(13)
+    queries = random_sequences(rng, 10, "ACGT", 18)
+    targets = [mutate(rng, "ACGT"[k % 4] * (k % 3) + query, "ACGTNRY", 0.15)
+               + "ACGT"[:k % 4] for k, query in enumerate(queries)]
+    queries += ["", "A", "ACGTACGTACGTA"]
+    targets += ["ACG", "", "TTNACGTACGAACGTTT"]
+    options = dict(mode=mode, traceback=traceback, match=3, mismatch=-2, gap_open=2,
+                   gap_extend=1, **(dict(free_ends=free_ends) if free_ends else {}))
+    frame = both_engines(queries, targets, **options)
+    assert [built[-2:] for built in kernels_run] == [(profile, traceback)]
+    assert (frame["score"] > 0).any()
+    settings(pair_group_profile=False)
+    both_engines(queries, targets, **options)
+    assert kernels_run[-1][-2] is False
+    settings(pair_group_profile=None)   # the default: fills without traceback
+    both_engines(queries, targets, **options)
+    assert kernels_run[-1][-2] is (profile and not traceback)
+    if profile:
+        settings(pair_group_profile=True)
+        both_engines(queries[:-1] + ["ACGTNCGTACGTA"], targets, **options)
+        assert kernels_run[-1][-2] is False
+
+
+def test_pair_group_profile_picks_each_entry():
+    """The byte profile's selectors pick, from two target codes' columns, both halves'
+    ``score + gap_open`` for query codes 0-3 and 0 for the padding code (PTX ``prmt``
+    as the PTX manual defines it, computed here byte by byte); None where an entry does
+    not fit a byte."""
+    from gpualign_df.gpu.policy import pair_group_profile
+
+    def prmt(x, y, selector):
+        source = int(x) & 0xFFFFFFFF | (int(y) & 0xFFFFFFFF) << 32
+        out = 0
+        for place in range(4):
+            nibble = selector >> (4 * place) & 15
+            value = source >> (8 * (nibble & 7)) & 0xFF
+            if nibble & 8:
+                value = 0xFF if value & 0x80 else 0
+            out |= value << (8 * place)
+        return out
+
+    for scoring in (make_scoring(match=2, mismatch=-3, gap_open=5, gap_extend=1),
+                    make_scoring(match=120, mismatch=-7, gap_open=7, gap_extend=1)):
+        selectors, columns = pair_group_profile(scoring)
+        codes = len(scoring.alphabet) + 1
+        matrix = np.zeros((codes, codes), np.int64)
+        matrix[:-1, :-1] = scoring.matrix + scoring.gap_open
+        held = list(range(4)) + [codes - 1]
+        for a in held:
+            for b in held:
+                for x in range(codes):
+                    for y in range(codes):
+                        word = prmt(columns[x], columns[y], int(selectors[a * codes + b]))
+                        assert (word & 0xFFFF, word >> 16) == (matrix[a, x], matrix[b, y])
+    assert pair_group_profile(make_scoring(match=121, mismatch=-4, gap_open=7,
+                                           gap_extend=1)) is None
 
 
 @pytest.mark.parametrize("mode", ["sw", "sg", "nw"])
@@ -225,18 +296,24 @@ def test_pair_group_table_scores_each_pair():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("profile", [True, False])
 @pytest.mark.parametrize("mode, traceback", [("sw", False), ("sw", True), ("nw", True),
                                              ("sg", True)])
-def test_pair_groups_on_real_reads_equal_cpu(kernels_run, mode, traceback):
+def test_pair_groups_on_real_reads_equal_cpu(settings, kernels_run, mode, traceback,
+                                             profile):
     """The GASAL2 reads against their windows (W1's pairs, 150 x 152-277 bp) with W1's
     scoring, local score only and every mode with CIGARs: the default settings take the
-    grouped kernel with DPX, and every column equals the CPU engine's."""
+    grouped kernel with DPX, its scores from the byte profile (reads of A, C, G and T;
+    ``pair_group_profile`` on) but in semi-global mode (every end free: padding rows
+    above the queries), or from the shared table (off); every column equals the CPU
+    engine's."""
+    settings(pair_group_profile=profile)
     queries = read_fasta(shared_file("gasal2_query_batch.fasta.gz"), limit=6000)
     targets = read_fasta(shared_file("gasal2_target_batch.fasta.gz"), limit=6000)
     both_engines(queries, targets, match=1, mismatch=-4, gap_open=7, gap_extend=1,
                  traceback=traceback, mode=mode)
     assert kernels_run and all(shape[2] for shape in kernels_run)
-    assert all(shape[-1] is traceback for shape in kernels_run)
+    assert all(shape[-2:] == (profile and mode != "sg", traceback) for shape in kernels_run)
 
 
 @pytest.mark.gpu

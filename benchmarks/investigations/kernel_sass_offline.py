@@ -113,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     pairs_parser.add_argument("--max-registers", type=int, default=None,
                               help="the compiler's cap (the engine's: the "
                                    "pair_group_registers setting, with traceback)")
+    pairs_parser.add_argument("--profile", type=int, choices=(0, 1), default=0,
+                              help="scores picked from the targets' columns by PRMT "
+                                   "(query codes 0-3) instead of the shared table")
     block_parser = kinds.add_parser("block")
     block_parser.add_argument("--mode", choices=sorted(MODES), default="sg")
     block_parser.add_argument("--traceback", type=int, choices=(0, 1), default=1)
@@ -149,10 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         kernel = pairs16.pair_group_kernel(args.lanes, args.rows, True,
                                            traceback=bool(args.traceback),
                                            max_registers=args.max_registers,
-                                           mode=(code, *flags))
-        signature, loop_opcodes = pairs_signature(), ("LDS", "VIADDMNMX")
+                                           mode=(code, *flags), profile=bool(args.profile))
+        signature = pairs_signature()
+        loop_opcodes = ("PRMT" if args.profile else "LDS", "VIADDMNMX")
         name = (f"grouped pairs {args.lanes} x {args.rows} {args.mode}, "
-                f"traceback={args.traceback}, registers capped at {args.max_registers}")
+                f"traceback={args.traceback}, profile={args.profile}, "
+                f"registers capped at {args.max_registers}")
     elif args.kernel == "block":
         from gpualign_df import config
         from gpualign_df.gpu.long import walk_lanes

@@ -24,7 +24,7 @@ from ..job import traceback_budget
 from ..kernels import band, dpx, inter, inter16, pairs16, simulator
 from ..kernels import traceback as tb_kernels
 from ..kernels.search import GROUP_BLOCK
-from ..kernels.encoding import pair_sizes
+from ..kernels.encoding import SMALL_CODES, pair_sizes
 from ..kernels.planning import (ABOVE_ROW, COLUMNS_ROW, QUERY_ROW, SLOT_COLUMNS, SLOT_QUERY,
                                 SLOT_ROWS, SLOT_RUN, SLOT_TARGET, SLOT_TRACEBACK, TARGET_ROW,
                                 TRACEBACK_ROW)
@@ -40,7 +40,8 @@ from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
 from .memory import engine_allocations
 from .plan import Batch, long_pair_cells, module_of, plan_batches, to_numpy
 from .policy import (fill_fits_16bit, fill_shape, keyed_best_fits, pair_group_bias,
-                     pair_group_class, pair_group_table, table16, use_fill_16bit)
+                     pair_group_class, pair_group_profile, pair_group_table, table16,
+                     use_fill_16bit)
 from .small import align_small, small_batch
 from .streams import beside_default_stream
 
@@ -95,12 +96,16 @@ class DeviceResults:
 class PairGroup:
     """A job's grouped pair kernel tables on the device (``table``, ``query_pair``,
     ``target_pair`` of :func:`~gpualign_df.gpu.policy.pair_group_table`) and its scoring,
-    whose bounds each batch checks (:func:`group_class`)."""
+    whose bounds each batch checks (:func:`group_class`); ``profile``: the byte profile's
+    (``selectors``, ``columns`` of :func:`~gpualign_df.gpu.policy.pair_group_profile`),
+    where the mode and the ``pair_group_profile`` setting allow it, for jobs whose query
+    codes are all below :data:`~gpualign_df.kernels.encoding.SMALL_CODES`."""
 
     scoring: Scoring
     tables: tuple
     traceback: bool
     mode: Mode
+    profile: tuple | None = None
     #: :func:`group_class` by (longest query, longest target), as jobs ask it
     classes: dict = field(default_factory=dict, compare=False)
 
@@ -289,7 +294,8 @@ def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
                        tuning: config.Settings) -> PairGroup | None:
     """The grouped pair kernel's tables on the device for a local job or one with
     traceback where the ``pair_group_fill`` setting allows it (None: where DPX runs) and
-    they fit; else None (each batch still checks :func:`group_class`)."""
+    they fit, with the byte profile's where the ``pair_group_profile`` setting and the
+    mode allow it; else None (each batch still checks :func:`group_class`)."""
     allowed = dpx.available() if tuning.pair_group_fill is None else tuning.pair_group_fill
     if not allowed or not tuning.pair_groups or not (traceback or mode.code == MODE_LOCAL):
         return None
@@ -297,10 +303,17 @@ def _pair_group_tables(scoring: Scoring, mode: Mode, traceback: bool,
         (mode.code, *mode.flags())) else 0)
     if tables is None:
         return None
+    profile = None
+    use_profile = (not traceback if tuning.pair_group_profile is None
+                   else tuning.pair_group_profile)
+    if use_profile and not pairs16.top_aligned((mode.code, *mode.flags())):
+        profile = pair_group_profile(scoring)
     return PairGroup(scoring, tuple(
         device_table(name, values) for name, values in
         zip(("pair_group_table", "pair_group_query", "pair_group_target"), tables)),
-        traceback, mode)
+        traceback, mode, profile and tuple(
+            device_table(name, values) for name, values in
+            zip(("pair_group_selectors", "pair_group_columns"), profile)))
 
 
 def group_class(job: DeviceJob, longest_query: int, longest_target: int):
@@ -482,12 +495,17 @@ def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
     reads besides (``walk_inputs``: the slots' starts, the interleaved queries and
     targets; unused without traceback)."""
     lanes, rows = shape
-    table, query_pair, target_pair = job.pair_group.tables
     group = job.pair_group
+    table, query_pair, target_pair = group.tables
+    # the byte profile where every query code has a byte (the host's bound on them)
+    largest = job.queries.largest_code
+    profile = group.profile is not None and largest is not None and largest < SMALL_CODES
+    if profile:
+        query_pair, target_pair = group.profile
     kernel = pairs16.pair_group_kernel(
         lanes, rows, job.use_dpx, traceback=job.traceback,
         max_registers=job.tuning.pair_group_registers if job.traceback else None,
-        mode=(group.mode.code, *group.mode.flags()))
+        mode=(group.mode.code, *group.mode.flags()), profile=profile)
     threads = lanes * batch.slots // 2   # a multiple of 32 * lanes
     columns = job.columns
     launch_kernel("fill", kernel, -(-threads // GROUP_BLOCK), GROUP_BLOCK,

@@ -14,6 +14,7 @@ import numpy as np
 from .. import config
 from ..kernels import dpx
 from ..kernels.cpu import MODE_LOCAL
+from ..kernels.encoding import SMALL_CODES
 from ..kernels.pairs16 import (COPIES, TRACEBACK_ROWS, TRACEBACK_VALUES, group_rows_fit,
                                highest_score)
 from ..kernels.search import PAIR_TABLE_WORDS
@@ -174,6 +175,57 @@ def _pair_group_table(matrix_bytes: bytes, size: int, gap_open: int, query_paddi
     target_pair = ((target_of[:, None] * target_classes + target_of[None, :])
                    * query_classes ** 2 * COPIES).astype(np.int32)
     return np.repeat(table, COPIES), query_pair.ravel(), target_pair.ravel()
+
+
+def pair_group_profile(scoring: Scoring) -> tuple[np.ndarray, np.ndarray] | None:
+    """The grouped pair kernel's byte profile (its ``profile`` form,
+    :func:`gpualign_df.kernels.pairs16.pair_group_kernel`): ``(selectors, columns)``, or
+    None where an entry ``score + go`` of a query code below :data:`SMALL_CODES` does
+    not fit a byte (0-127).
+
+    ``columns[t]`` holds the entries of query codes 0-3 against target code ``t`` as its
+    bytes 0-3 (the padding code, last: 0, the padding's entry); ``selectors[low * codes +
+    high]`` is the PTX ``prmt`` selector that picks both halves' entries from the two
+    targets' columns (``low``'s column bytes 0-3, ``high``'s 4-7), each entry a byte and
+    its sign replicated (0: entries are not negative); a padding query code takes the sign
+    of byte 0, so an entry 0. Query codes of 4 and more have no byte: a job takes the
+    profile only where every query code is below :data:`SMALL_CODES` (DNA without
+    ambiguity codes), and never for the padding rows above a top-aligned query (whose
+    entry is ``gap_open``).
+
+    >>> from gpualign_df.scoring import make_scoring
+    >>> selectors, columns = pair_group_profile(
+    ...     make_scoring(match=1, mismatch=-4, gap_open=7, gap_extend=1))
+    >>> [hex(int(word)) for word in columns[:2]], hex(int(columns[-1]))
+    (['0x3030308', '0x3030803'], '0x0')
+    >>> hex(int(selectors[1 * 16 + 2])), hex(int(selectors[15 * 16 + 15]))
+    ('0xe691', '0x8888')
+    """
+    return _pair_group_profile(scoring.matrix.astype(np.int64).tobytes(),
+                               len(scoring.matrix), scoring.gap_open)
+
+
+@lru_cache(maxsize=16)
+def _pair_group_profile(matrix_bytes: bytes, size: int, gap_open: int):
+    """:func:`pair_group_profile` of a matrix (its int64 bytes) and gap open, built once
+    (shared: read only)."""
+    matrix = np.frombuffer(matrix_bytes, np.int64).reshape(size, size)
+    held = min(size, SMALL_CODES)
+    entries = matrix[:held] + gap_open        # [query code, target code]
+    if entries.min() < 0 or entries.max() > 127:
+        return None
+    codes = size + 1
+    columns = np.zeros(codes, np.int64)
+    for query_code in range(held):
+        columns[:-1] |= entries[query_code] << (8 * query_code)
+    # a half's selector: its byte, then that byte's sign; the padding (and codes without
+    # a byte): byte 0's sign twice
+    low = np.full(codes, 0x88, np.int64)
+    high = np.full(codes, 0x88, np.int64)
+    low[:held] = np.arange(held) | (8 | np.arange(held)) << 4
+    high[:held] = (4 + np.arange(held)) | (12 + np.arange(held)) << 4
+    selectors = low[:, None] | high[None, :] << 8
+    return selectors.astype(np.int32).ravel(), columns.astype(np.int32)
 
 
 def pair_group_bias(scoring: Scoring, mode: Mode, longest_query: int,

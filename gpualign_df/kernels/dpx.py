@@ -252,6 +252,31 @@ def byte_score(linked: bool):
                                link=_linked_source(), abi="c")
 
 
+@_device_function
+def byte_perm_plain(x, y, s):
+    out = 0
+    for place in range(4):
+        nibble = (s >> (4 * place)) & 15
+        k = nibble & 7
+        value = ((x if k < 4 else y) >> (8 * (k & 3))) & 0xFF
+        if nibble & 8:   # the byte's sign, replicated
+            value = 0xFF if value & 0x80 else 0
+        out |= value << (8 * place)
+    return int32(out - (1 << 32) if out >= 1 << 31 else out)
+
+
+@lru_cache(maxsize=None)
+def byte_perm(linked: bool):
+    """``byte_perm(x, y, s)``: PTX ``prmt.b32`` (default mode) of the eight bytes ``y:x``
+    (low word first): output byte ``i`` is byte ``s_i & 7`` where nibble ``s_i`` of ``s``
+    has its bit 3 clear, else that byte's sign replicated. One ``PRMT`` (linked CUDA C,
+    the :func:`byte_score` function) or plain; the packed pair kernels pick both halves'
+    scores with it, each half a byte and its sign."""
+    if not linked:
+        return byte_perm_plain
+    return byte_score(True)
+
+
 @lru_cache(maxsize=None)
 def load_cg():
     """``load_cg(address, index)``: the int64 at ``address`` + 8 * ``index`` in global

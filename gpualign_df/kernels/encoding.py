@@ -13,6 +13,13 @@ from ..scoring import INVALID_CODE
 #: Where a device encoding's summary holds no bad byte (larger than any position).
 NO_BAD_BYTE = 1 << 62
 
+#: Codes 0-3 (A, C, G and T of the DNA alphabets): the device encoding reports whether a
+#: column holds a code past them (:func:`encode_column`); the grouped pair kernel's byte
+#: profile holds a byte for each (:func:`gpualign_df.gpu.policy.pair_group_profile`).
+SMALL_CODES = 4
+#: The bits of eight codes' bytes that are 0 where every code is below ``SMALL_CODES``.
+WIDE_BITS = 0xFCFCFCFCFCFCFCFC
+
 
 @njit(cache=True, nogil=True)
 def map_codes_range(data, lut, codes, start, stop):
@@ -130,10 +137,12 @@ def encode_column(data, words, head, lut, column_offsets, codes, code_words, off
     (``column_offsets[0]`` to ``column_offsets[-1]``) outside the alphabet goes to
     ``summary[slot]``. Thread ``k`` also writes row ``k``'s int64 offset, length and
     (``fill_valid``) validity; the longest length goes to ``summary[2 + slot]`` (a block's
-    maximum first, then one atomic per block)."""
-    longest = cuda.shared.array(1, int64)
+    maximum first, then one atomic per block), and 1 to ``summary[4 + slot]`` where a code
+    in the column's range is ``SMALL_CODES`` or more."""
+    longest = cuda.shared.array(2, int64)   # the block's longest length, a code past 3
     if cuda.threadIdx.x == 0:
         longest[0] = 0
+        longest[1] = 0
     cuda.syncthreads()
     k = cuda.grid(1)
     rows = lengths.shape[0]
@@ -148,20 +157,27 @@ def encode_column(data, words, head, lut, column_offsets, codes, code_words, off
             invalid |= code == INVALID_CODE
             mapped |= uint64(code) << uint64(8 * b)
         code_words[k] = mapped
-        if invalid:  # rare: which of its bytes, and whether in the column's range
+        if invalid or mapped & uint64(WIDE_BITS):  # rare: which of its bytes, and
+            # whether in the column's range (a buffer holds bytes outside it)
             for b in range(ENCODE_WORD):
                 position = head + ENCODE_WORD * k + b
-                if lut[(word >> uint64(8 * b)) & uint64(255)] == INVALID_CODE and \
-                        first <= position < last:
-                    cuda.atomic.min(summary, slot, position)
+                code = lut[(word >> uint64(8 * b)) & uint64(255)]
+                if first <= position < last:
+                    if code == INVALID_CODE:
+                        cuda.atomic.min(summary, slot, position)
+                    if code >= SMALL_CODES:
+                        longest[1] = 1
     if k < ENCODE_WORD:  # the bytes before the first word (k < head) and after the last
         tail = head + ENCODE_WORD * words.shape[0]
         for position in (k if k < head else data.shape[0], tail + k):
             if position < data.shape[0]:
                 code = lut[data[position]]
                 codes[position] = code
-                if code == INVALID_CODE and first <= position < last:
-                    cuda.atomic.min(summary, slot, position)
+                if first <= position < last:
+                    if code == INVALID_CODE:
+                        cuda.atomic.min(summary, slot, position)
+                    if code >= SMALL_CODES:
+                        longest[1] = 1
     if k <= rows:
         offsets[k] = column_offsets[k]
     if k < rows:
@@ -173,3 +189,5 @@ def encode_column(data, words, head, lut, column_offsets, codes, code_words, off
     cuda.syncthreads()
     if cuda.threadIdx.x == 0 and longest[0] > 0:
         cuda.atomic.max(summary, 2 + slot, longest[0])
+    if cuda.threadIdx.x == 0 and longest[1]:
+        summary[4 + slot] = 1

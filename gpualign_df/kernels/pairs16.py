@@ -94,24 +94,29 @@ TRACEBACK_ROWS = 20
 
 @lru_cache(maxsize=None)
 def direction_bits(use_dpx: bool):
-    """``bits(e_old, h_left, f_old, h_up, e_new, f_new, match, k_del, k_ins)``: both
-    halves' four traceback bits of a cell in the shifted form (gaps + go), as
+    """``bits(h_left, h_up, e_new, f_new, match, neg, one)``: both halves' four
+    traceback bits of a cell in the shifted form (gaps + go), as
     :func:`gpualign_df.kernels.strip.append_sign` appends them, at bits 12-15 of each
     half (from the high bit: D extends, I extends, D is H's source, I beats the
     diagonal; ties to opening, the diagonal, then I); bits 0-11 hold anything. Each is
-    one subtraction ``x - y + 2**b - 1`` (b = 15, 14, 13, 12) whose bit ``b`` holds
+    one difference ``x - y + 2**b - 1`` (b = 15, 14, 13, 12) whose bit ``b`` holds
     ``x > y`` and whose bits above it are 0 where ``|x - y| < 2**b``, so three bit
-    selects merge them (the gap extensions fold ``- ge`` into their offsets): exact where
-    every operand lies in ``[0, TRACEBACK_VALUES]``, so that no half borrows from the
-    other. ``k_del``, ``k_ins``: both halves' ``0x7FFF - ge`` and ``0x3FFF - ge``."""
+    selects merge them: exact where every operand lies in ``[0, TRACEBACK_VALUES]``, so
+    that no half borrows from the other. A gap extends where its new value passes the
+    H it would open from (``E*_new = max(E*_old - ge, H_left)`` is above ``H_left``
+    exactly where ``E*_old - ge`` is), so the old gap values die with the cell's update
+    (no register keeps them). The two source bits are multiply-adds by ``neg`` = -1 and
+    ``one`` = 1, values the compiler cannot see (IMADs on the FMA pipe, beside the
+    subtractions, bit selects and DPX instructions that keep the ALU pipe the fill's
+    busiest)."""
     max2 = dpx.functions16(use_dpx)[1]
 
     @inlined
-    def bits(e_old, h_left, f_old, h_up, e_new, f_new, match, k_del, k_ins):
-        d_ext = int64(e_old) - int64(h_left) + k_del            # E*_old - ge > H_left
-        i_ext = int64(f_old) - int64(h_up) + k_ins              # F*_old - ge > H_up
-        d_src = int64(e_new) - int64(max2(match, f_new)) + 0x1FFF1FFF
-        i_src = int64(f_new) - int64(match) + 0x0FFF0FFF
+    def bits(h_left, h_up, e_new, f_new, match, neg, one):
+        d_ext = int64(e_new) - int64(h_left) + 0x7FFF7FFF      # E*_old - ge > H_left
+        i_ext = int64(f_new) - int64(h_up) + 0x3FFF3FFF        # F*_old - ge > H_up
+        d_src = (int64(max2(match, f_new)) * neg + int64(e_new)) * one + 0x1FFF1FFF
+        i_src = (int64(match) * neg + int64(f_new)) * one + 0x0FFF0FFF
         merged = (d_ext & 0x80008000) | (i_ext & 0x7FFF7FFF)
         merged = (merged & 0xC000C000) | (d_src & 0x3FFF3FFF)
         return uint32((merged & 0xE000E000) | (i_src & 0x1FFF1FFF))
@@ -155,7 +160,8 @@ def traceback_piece(mode: tuple) -> int:
 @lru_cache(maxsize=None)
 def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int = 4,
                       traceback: bool = False, max_registers: int | None = None,
-                      mode: tuple = (MODE_LOCAL, False, False, False, False)):
+                      mode: tuple = (MODE_LOCAL, False, False, False, False),
+                      profile: bool = False):
     """The kernel for query strips of ``lanes * rows`` rows (launch ``lanes * slots / 2``
     threads, any multiple of 32 a block): group ``g`` aligns slots ``a = 64 (g // 32) +
     g % 32`` and ``b = a + 32``, lane ``k`` holding query rows ``k * rows + r``.
@@ -199,6 +205,14 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     ``max_registers``: the compiler's cap a thread (None: its choice; the simulator
     takes none).
 
+    ``profile``: the cells' entries come from the two targets' columns of scores, one
+    ``PRMT`` a cell (:func:`gpualign_df.kernels.dpx.byte_perm`): ``query_pair`` then
+    holds the selectors and ``target_pair`` each target code's column (``selectors``
+    and ``columns`` of :func:`gpualign_df.gpu.policy.pair_group_profile`), and ``table``
+    is not read. Every query code must be below
+    :data:`~gpualign_df.kernels.encoding.SMALL_CODES` (the caller checks), and the mode
+    not :func:`top_aligned`.
+
     ``mode`` (code and free ends, with traceback): global and semi-global alignments keep
     every value ``bias`` above its own, so that none is negative (the cell's floor at 0
     then never binds on a real cell: the caller's bias bounds the lowest H), start from
@@ -218,6 +232,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     assert unroll % piece == 0 and piece in (1, PIECE_STEPS)
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
     flag_bits = direction_bits(use_dpx)
+    pick_entries = dpx.byte_perm(use_dpx)
+    assert not (profile and top_aligned(mode))
     store_words = word_storer(use_dpx)
     table_words, shift, table_put, table_base, table_at = table
     receive, shuffle_across = shuffles
@@ -251,10 +267,11 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
         H the first row takes as diagonal) before and after. ``words`` (traceback): the
         traceback array, the lane's piece 0 of each half, the words between two pieces of
-        a lane, the warp's columns, :func:`direction_bits`' gap constants, the array's
-        address and the piece's words so far (``phase`` = ``s % unroll``: ``s``'s words go
-        to place ``phase % piece`` of their pieces, stored with the piece's last step; in
-        pieces of one step, each word is stored as the step completes it).
+        a lane, the warp's columns, :func:`direction_bits`' -1 and 1 (from ``key_unit``,
+        a kernel argument), the array's address and the piece's words so far
+        (``phase`` = ``s % unroll``: ``s``'s words go to place ``phase % piece`` of
+        their pieces, stored with the piece's last step; in pieces of one step, each
+        word is stored as the step completes it).
         ``ends`` (global and semi-global): the lane rows of both halves' last query
         rows, the ends of their rows in this lane (exclusive), the bias, the gap costs
         and the starts of their rows in this lane; the best keys are then the first and
@@ -271,13 +288,18 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 return carried
         low = int32(target[t0_a + uint64(j)]) if uint32(j) < uint32(n_a) else pad
         high = int32(target[t0_b + uint64(j)]) if uint32(j) < uint32(n_b) else pad
-        row = base + (target_pair[uint32(low * codes + high)] << shift)
+        if profile:   # the two targets' columns of scores (entries of query codes 0-3)
+            row = int32(0)
+            column_a = target_pair[uint32(low)]
+            column_b = target_pair[uint32(high)]
+        else:
+            row = base + (target_pair[uint32(low * codes + high)] << shift)
         h_up = h_in
         f = f_in
         diag = diag_first
         before = best
         key_low = zero
-        tb, tb_a, tb_b, stride, columns, k_del, k_ins, address, pending = words
+        tb, tb_a, tb_b, stride, columns, neg, one, address, pending = words
         if piece == 1:
             stores = uint32(j) < uint32(columns)
             at = uint64(s) * uint64(words_a_step) * stride
@@ -289,13 +311,13 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         last_row_b = zero
         for r in range(height):
             h_left = h[r]
-            e_old = e[r]
-            f_old = f
-            entry = table_at(shared, int32(row + held[r]))
-            value, f, e_r = cell(diag, entry, f, e_old, h_up, h_left, go2, ge2)
+            if profile:   # both halves' entries, picked by the row's selector: one PRMT
+                entry = pick_entries(column_a, column_b, held[r])
+            else:
+                entry = table_at(shared, int32(row + held[r]))
+            value, f, e_r = cell(diag, entry, f, e[r], h_up, h_left, go2, ge2)
             if traceback:
-                flags = flag_bits(e_old, h_left, f_old, h_up, e_r, f, int32(diag + entry),
-                                  k_del, k_ins)
+                flags = flag_bits(h_left, h_up, e_r, f, int32(diag + entry), neg, one)
                 # four rows' nibbles a half, entering at its top: the earlier shift down
                 if r % STRIP_ROWS < 4:
                     upper = uint32(((upper >> 4) & 0x0FFF0FFF) | (flags & 0xF000F000))
@@ -406,12 +428,14 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         pairs_of_target = cuda.shared.array(256, int32)
         scratch = cuda.shared.array(scratch_size, int32)
         warp_lane = cuda.threadIdx.x % WARP
-        for k in range(cuda.threadIdx.x, used_words, cuda.blockDim.x):
-            table_put(shared, k, table[k])
-        for k in range(cuda.threadIdx.x, codes * codes, cuda.blockDim.x):
+        if not profile:
+            for k in range(cuda.threadIdx.x, used_words, cuda.blockDim.x):
+                table_put(shared, k, table[k])
+        for k in range(cuda.threadIdx.x, codes if profile else codes * codes,
+                       cuda.blockDim.x):
             pairs_of_target[k] = target_pair[k]
         cuda.syncthreads()
-        base = table_base(shared)
+        base = int32(0) if profile else table_base(shared)
         thread = cuda.grid(1)
         group_index = thread // group
         lane = int32(thread & group_mask)
@@ -457,7 +481,10 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     walk_query[walk_qa + uint64(WARP * i_a)] = uint8(low)
                 if 0 <= i_b < m_b:
                     walk_query[walk_qb + uint64(WARP * i_b)] = uint8(high)
-            held[r] = int32(query_pair[low * codes + high] * COPIES + lane % COPIES) << shift
+            if profile:
+                held[r] = query_pair[low * codes + high]
+            else:
+                held[r] = int32(query_pair[low * codes + high] * COPIES + lane % COPIES) << shift
             # column 0 (E there is minus infinity: the floor); padding rows keep the bias
             h[r] = 0 if local else pack_halves(
                 bias if free_col0 or i_a < 0 else bias - go - i_a * ge,
@@ -480,8 +507,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         pending = cuda.local.array(piece_words, uint32)
         words = (tb, uint64(warp_table[TRACEBACK_ROW, warp_a]) + at_lane,
                  uint64(warp_table[TRACEBACK_ROW, warp_a + 1]) + at_lane,
-                 uint64(WARP * group * piece), int32(columns), int64(pack_pair(0x7FFF - ge)),
-                 int64(pack_pair(0x3FFF - ge)), tb_address, pending)
+                 uint64(WARP * group * piece), int32(columns), -(int64(key_unit) >> bits),
+                 int64(key_unit) >> bits, tb_address, pending)
         if traceback:   # the walk's copy of both targets: lane k takes columns k + lanes t,
             # two of each target an iteration, all four read before any is written
             walk_a = uint64(warp_table[TARGET_ROW, warp_a] + slot_lane)
