@@ -21,7 +21,8 @@ whole|snapshot|resume``, ``--last-column 0|1`` (the halves' fill). ``search`` op
 ``--lanes``, ``--columns`` (a length class), ``--unroll 1|2|4`` (steps an iteration),
 ``--copies`` (of the pair table). ``pairs`` options: ``--lanes``, ``--rows`` (a class),
 ``--traceback 0|1``, ``--mode sw|nw|sg`` (semi-global with every end free),
-``--max-registers`` (the engine caps the traceback kernel at 128); it also lists the sizes
+``--max-registers`` (the engine caps the traceback kernel at 128), ``--profile 0|1`` (the
+byte profile's ``PRMT`` entries instead of the shared table); it also lists the sizes
 of the loops holding a step's reads and cells (the largest: the unrolled steps). ``block`` (the small batches' kernel; its hot loop is a step of the
 fill, barrier included; semi-global with every end free, as GATK's calls run):
 ``--mode``, ``--traceback 0|1``, ``--columns 1..4`` (a step's; default the

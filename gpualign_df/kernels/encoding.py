@@ -157,10 +157,14 @@ def encode_column(data, words, head, lut, column_offsets, codes, code_words, off
             invalid |= code == INVALID_CODE
             mapped |= uint64(code) << uint64(8 * b)
         code_words[k] = mapped
-        if invalid or mapped & uint64(WIDE_BITS):  # rare: which of its bytes, and
-            # whether in the column's range (a buffer holds bytes outside it)
+        wide = (mapped & uint64(WIDE_BITS)) != 0
+        start = head + ENCODE_WORD * k
+        if wide and first <= start and start + ENCODE_WORD <= last:
+            longest[1] = 1   # a code past 3 in a word inside the column's range
+        if invalid or (wide and longest[1] == 0):  # (rare in DNA) which of its bytes,
+            # and whether in the column's range (a buffer holds bytes outside it)
             for b in range(ENCODE_WORD):
-                position = head + ENCODE_WORD * k + b
+                position = start + b
                 code = lut[(word >> uint64(8 * b)) & uint64(255)]
                 if first <= position < last:
                     if code == INVALID_CODE:
