@@ -57,13 +57,33 @@ def parse_variant(text: str) -> tuple[str, str, dict]:
         raise argparse.ArgumentTypeError(f"a variant is LABEL=ROOT[@key=value,...], not "
                                          f"{text!r}")
     root, _, options = rest.partition("@")
+    return label, root, parse_settings(options)
+
+
+def parse_settings(text: str) -> dict:
+    """``key=value,...`` (values Python literals) -> a dict of settings.
+
+    >>> parse_settings("pair_group_profile=None,pair_groups=((8, 19),)")
+    {'pair_group_profile': None, 'pair_groups': ((8, 19),)}
+    """
     settings = {}
-    for item in filter(None, options.split(",")):
+    for item in filter(None, _top_level_items(text)):
         key, equals, value = item.partition("=")
         if not equals:
             raise argparse.ArgumentTypeError(f"a setting is key=value, not {item!r}")
         settings[key] = ast.literal_eval(value)
-    return label, root, settings
+    return settings
+
+
+def _top_level_items(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets (a tuple's commas stay)."""
+    items, depth, start = [], 0, 0
+    for place, character in enumerate(text):
+        depth += (character in "([{") - (character in ")]}")
+        if character == "," and depth == 0:
+            items.append(text[start:place])
+            start = place + 1
+    return items + [text[start:]]
 
 
 def load_package(root: str, place: Path, number: int):
