@@ -86,10 +86,12 @@ def test_pair_groups_with_traceback_equal_cpu(settings, kernels_run, shape, long
 
 
 @pytest.mark.parametrize("mode, free_ends, traceback, profile", [
-    ("sw", None, False, True), ("sw", None, True, True), ("nw", None, True, True),
-    ("sg", ("query_start", "query_end"), True, True),
+    ("sw", None, False, True), ("sw", None, True, True),
     # padding rows above the queries (target start free): the shared table only
-    ("sg", ("target_start", "target_end"), True, False)])
+    ("sg", ("target_start", "target_end"), True, False),
+    # the other modes in the slow set (CI time; the GPU tests run them on real reads)
+    pytest.param("nw", None, True, True, marks=pytest.mark.slow),
+    pytest.param("sg", ("query_start", "query_end"), True, True, marks=pytest.mark.slow)])
 def test_pair_groups_byte_profile_equal_cpu(settings, kernels_run, mode, free_ends,
                                             traceback, profile):
     """Queries of A, C, G and T only (targets with N and IUPAC codes, padding rows and
