@@ -106,6 +106,26 @@ def w1_series(data_dir: Path, replicate: int, cudf: bool = False,
     return queries, targets
 
 
+def add_w1_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of one W1 job on the GPU that :func:`w1_job` reads: ``--mode``,
+    ``--traceback`` (0/1), ``--cudf`` (cuDF Series in, cuDF frame out), ``--replicate``,
+    ``--pairs`` (the first N pairs only) and the data folder."""
+    parser.add_argument("--mode", default="sw")
+    parser.add_argument("--traceback", type=int, default=1)
+    parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
+    parser.add_argument("--replicate", type=int, default=10)
+    parser.add_argument("--pairs", type=int, default=None, help="only the first N pairs")
+    add_data_dir(parser)
+
+
+def w1_job(args: argparse.Namespace) -> tuple[Any, Any, dict]:
+    """The queries, targets and ``align`` options of the W1 job that
+    :func:`add_w1_job_arguments`' arguments name (on the GPU, no progress bar)."""
+    queries, targets = w1_series(args.data_dir, args.replicate, args.cudf, args.pairs)
+    return queries, targets, dict(mode=args.mode, traceback=bool(args.traceback),
+                                  backend="cuda", progress=False, **W1_OPTIONS)
+
+
 # ---------------------------------------------------------------------------------------
 # the protein search job (search benchmarks)
 # ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections import Counter
 
-from benchmarks.harness import W1_OPTIONS, add_data_dir, w1_series
+from benchmarks.harness import add_w1_job_arguments, w1_job
 
 
 def profiled_call(args: argparse.Namespace) -> None:
@@ -27,9 +27,7 @@ def profiled_call(args: argparse.Namespace) -> None:
     import cupy
 
     import gpualign_df
-    queries, targets = w1_series(args.data_dir, 10, args.cudf)
-    options = dict(mode=args.mode, traceback=bool(args.traceback), backend="cuda",
-                   progress=False, **W1_OPTIONS)
+    queries, targets, options = w1_job(args)
     for _ in range(3):
         gpualign_df.align(queries, targets, **options)
     cupy.cuda.runtime.deviceSynchronize()
@@ -59,11 +57,8 @@ def kernel_table(report: str) -> list[tuple[str, int, float]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
-    parser.add_argument("--mode", default="sw")
-    parser.add_argument("--traceback", type=int, default=1)
+    add_w1_job_arguments(parser)
     parser.add_argument("--profiled", action="store_true", help=argparse.SUPPRESS)
-    add_data_dir(parser)
     args = parser.parse_args()
     if args.profiled:
         profiled_call(args)
@@ -75,7 +70,9 @@ def main() -> int:
     command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics",
                "gpu__time_duration.sum", "--csv", sys.executable, "-m",
                "benchmarks.investigations.kernel_list", "--profiled", "--mode", args.mode,
-               "--traceback", str(args.traceback), "--data-dir", str(args.data_dir)]
+               "--traceback", str(args.traceback), "--data-dir", str(args.data_dir),
+               "--replicate", str(args.replicate)]
+    command += ["--pairs", str(args.pairs)] if args.pairs is not None else []
     command += ["--cudf"] if args.cudf else []
     done = subprocess.run(command, capture_output=True, text=True, env=os.environ)
     if done.returncode != 0:

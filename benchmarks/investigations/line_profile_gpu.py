@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.harness import W1_OPTIONS, add_data_dir, w1_series
+from benchmarks.harness import add_w1_job_arguments, w1_job
 
 #: (module, function) pairs profiled; ``Class.method`` names a method.
 PROFILED = [("gpualign_df.api", "align"), ("gpualign_df.api", "resolve_job"),
@@ -35,13 +35,8 @@ PROFILED = [("gpualign_df.api", "align"), ("gpualign_df.api", "resolve_job"),
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", default="sw")
-    parser.add_argument("--traceback", type=int, default=1)
-    parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
-    parser.add_argument("--replicate", type=int, default=10)
+    add_w1_job_arguments(parser)
     parser.add_argument("--calls", type=int, default=60, help="warm calls profiled")
-    parser.add_argument("--pairs", type=int, default=None, help="only the first N pairs")
-    add_data_dir(parser)
     args = parser.parse_args()
 
     import importlib
@@ -51,9 +46,7 @@ def main() -> int:
 
     import gpualign_df
 
-    queries, targets = w1_series(args.data_dir, args.replicate, args.cudf, args.pairs)
-    options = dict(mode=args.mode, traceback=bool(args.traceback), backend="cuda",
-                   progress=False, **W1_OPTIONS)
+    queries, targets, options = w1_job(args)
     for _ in range(3):  # compile and warm up
         gpualign_df.align(queries, targets, **options)
     profiler = line_profiler.LineProfiler()

@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 
-from benchmarks.harness import W1_OPTIONS, add_data_dir, timed_runs, timed_stages, w1_series
+from benchmarks.harness import add_w1_job_arguments, timed_runs, timed_stages, w1_job
 
 #: (module, function) pairs timed as phases; a phase nested in another counts in both.
 PHASES = [("gpualign_df.cudf_path", "encode_device"), ("gpualign_df.cudf_path", "result_frame"),
@@ -36,15 +36,11 @@ def profiled(run) -> pstats.Stats:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--replicate", type=int, default=10)
-    parser.add_argument("--traceback", type=int, default=1)
-    parser.add_argument("--mode", default="sw")
+    add_w1_job_arguments(parser)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--cudf", action="store_true", help="cuDF Series in, cuDF frame out")
     parser.add_argument("--keep-bytes", type=int, default=None,
                         help="freed memory the engine's private allocator keeps between jobs "
                              "(the gpu_keep_bytes setting)")
-    add_data_dir(parser)
     args = parser.parse_args()
     from numba import cuda
 
@@ -53,9 +49,7 @@ def main() -> int:
     if args.keep_bytes is not None:  # held for the rest of the script
         config.override(gpu_keep_bytes=args.keep_bytes).__enter__()
 
-    queries, targets = w1_series(args.data_dir, args.replicate, args.cudf)
-    options = dict(mode=args.mode, **W1_OPTIONS, backend="cuda", progress=False,
-                   traceback=bool(args.traceback))
+    queries, targets, options = w1_job(args)
     gpualign_df.align(queries[:5000], targets[:5000], **options)
     gpualign_df.align(queries, targets, **options)
     whole, _ = timed_runs(lambda: gpualign_df.align(queries, targets, **options), args.repeat,

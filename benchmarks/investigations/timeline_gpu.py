@@ -20,8 +20,7 @@ import importlib
 import sys
 import time
 
-from benchmarks.harness import W1_OPTIONS as OPTIONS
-from benchmarks.harness import add_data_dir, w1_series
+from benchmarks.harness import add_w1_job_arguments, w1_job
 from benchmarks.investigations.profile_gpu import profiled
 
 #: (module, attribute) marked at entry and exit.
@@ -46,30 +45,23 @@ MARKED = [("gpualign_df.api", "resolve_job"), ("gpualign_df.api", "make_scoring"
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", default="sw")
-    parser.add_argument("--traceback", type=int, default=1)
-    parser.add_argument("--cudf", action="store_true")
-    parser.add_argument("--replicate", type=int, default=10)
-    parser.add_argument("--pairs", type=int, default=None, help="only the first N pairs")
+    add_w1_job_arguments(parser)
     parser.add_argument("--profile", action="store_true",
                         help="then a cProfile of one more run, with the phases' callees")
     parser.add_argument("--numba-launch", action="store_true",
                         help="every kernel through numba's own launch path")
     parser.add_argument("--host-marks", type=int, default=0, metavar="N",
                         help="host clock only at each mark, medians of N warm calls")
-    add_data_dir(parser)
     args = parser.parse_args()
 
     from numba import cuda
 
     import gpualign_df
-    queries, targets = w1_series(args.data_dir, args.replicate, args.cudf, args.pairs)
+    queries, targets, options = w1_job(args)
     if args.numba_launch:
         from gpualign_df import config
 
         config.override(fast_launch=False).__enter__()   # held for the rest of the script
-    options = dict(mode=args.mode, traceback=bool(args.traceback), backend="cuda",
-                   progress=False, **OPTIONS)
     for _ in range(3):  # compile and warm up
         gpualign_df.align(queries, targets, **options)
 
