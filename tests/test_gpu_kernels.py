@@ -1072,11 +1072,12 @@ def test_fill_strips_of_8_and_16_rows_equal_cpu(settings, rows):
                      gap_extend=2)
 
 
-@pytest.mark.parametrize("warps", [1, 3, 37])
+@pytest.mark.parametrize("warps", [1, 3, 37, 300, pytest.param(6250, marks=pytest.mark.gpu)])
 def test_plan_sums_kernel_equals_numpy(warps):
     """The one-block offsets-and-totals kernel of the plan writes what its numpy form does
     (the engine uses the numpy form under the simulator): layout table and totals, for
-    warp counts below, at and above the block's thread count."""
+    warp counts within one round of the block's reads and over several (W1's 6,250 on
+    the GPU)."""
     from gpualign_df.gpu import plan
     from gpualign_df.kernels import planning
 
@@ -1185,7 +1186,7 @@ def test_grouped_batches_plan_no_rows_above(traceback):
     assert inter[0].row_words == 32 * (columns + 1).sum() > 0
 
 
-@pytest.mark.parametrize("pairs", [1, 40, 333])
+@pytest.mark.parametrize("pairs", [1, 40, 333, pytest.param(200_000, marks=pytest.mark.gpu)])
 def test_counting_length_order_sorts_as_the_host(pairs):
     """The plan's counting sort on the device (count, scan, place: the kernels the GPU
     engine runs where the lengths make at most ``COUNT_BINS`` keys) orders pairs by
@@ -1195,10 +1196,12 @@ def test_counting_length_order_sorts_as_the_host(pairs):
     from gpualign_df.gpu import plan
 
     rng = np.random.default_rng(pairs)
-    targets = rng.integers(0, 30, pairs)
-    queries = rng.integers(0, 12, pairs)
+    longest = (30, 12) if pairs < 1000 else (300, 160)   # (tens of thousands of keys)
+    targets = rng.integers(0, longest[0], pairs)
+    queries = rng.integers(0, longest[1], pairs)
     host = plan.length_order(np, targets, queries, int(targets.max()), int(queries.max()))
-    for bounds in ((int(targets.max()), int(queries.max())), (41, 17)):
+    for bounds in ((int(targets.max()), int(queries.max())),
+                   (longest[0] + 11, longest[1] + 5)):
         bins = (bounds[0] + 1) * (bounds[1] + 1)
         order = plan.to_numpy(plan._counting_order(targets, queries, *bounds, bins))
         assert sorted(order.tolist()) == list(range(pairs))

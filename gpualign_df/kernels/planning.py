@@ -122,9 +122,6 @@ QUERY_ROW, TARGET_ROW, ABOVE_ROW, TRACEBACK_ROW, RUN_ROW, COLUMNS_ROW, RUN_WORDS
 #: traceback word, its warp's columns, its first run word (:func:`write_slot_starts`).
 SLOT_ROWS = 5
 SLOT_QUERY, SLOT_TARGET, SLOT_TRACEBACK, SLOT_COLUMNS, SLOT_RUN = range(SLOT_ROWS)
-#: Threads of the one block of :func:`plan_sums` (its shared memory holds
-#: ``QUANTITIES * SUM_THREADS`` int64 values).
-SUM_THREADS = 512
 
 
 @cuda.jit(device=True, inline=True)
@@ -142,63 +139,146 @@ def write_slot_starts(slot_starts, slot, warp_table, warp, lane, traceback_start
                                    + lane * warp_table[RUN_WORDS_ROW, warp])
 
 
+#: Threads of the one block of :func:`plan_sums` and of :func:`scan_counts` (whole warps,
+#: at most 32 of them; the first keeps some 110 registers a thread, so at most 512 fit).
+SUM_THREADS = 512
+SCAN_THREADS = 1024
+#: Shared int64 words of the warp scans' exchange: the block's under the simulator (which
+#: has no shuffles), none on a GPU.
+_EXCHANGE = 1024 if simulator() else 1
+#: Values a lane of the block scans reads before it adds any up (loads in flight).
+_AHEAD = 4
+#: Columns of the block scans' segment sums: a warp's each (at most 32), then the total.
+_SEGMENTS = WARP + 1
+
+
+def _warp_scans():
+    """``(inclusive, last)``: a lane's inclusive sum of its warp's values up to its own
+    lane, and lane 31's value, both by shuffles on a GPU; under the simulator through the
+    block's shared ``exchange`` (every thread of the block calls them equally often)."""
+    if simulator():
+        @cuda.jit(device=True)
+        def inclusive(value, exchange):
+            thread = cuda.threadIdx.x
+            for offset in (1, 2, 4, 8, 16):
+                cuda.syncthreads()
+                exchange[thread] = value
+                cuda.syncthreads()
+                if thread % WARP >= offset:
+                    value += exchange[thread - offset]
+            return value
+
+        @cuda.jit(device=True)
+        def last(value, exchange):
+            thread = cuda.threadIdx.x
+            cuda.syncthreads()
+            exchange[thread] = value
+            cuda.syncthreads()
+            return exchange[thread - thread % WARP + WARP - 1]
+
+        return inclusive, last
+
+    @cuda.jit(device=True, inline=True)
+    def inclusive(value, exchange):
+        lane = cuda.laneid
+        for offset in (1, 2, 4, 8, 16):
+            other = cuda.shfl_up_sync(0xFFFFFFFF, value, offset)
+            if lane >= offset:
+                value += other
+        return value
+
+    @cuda.jit(device=True, inline=True)
+    def last(value, exchange):
+        return cuda.shfl_sync(0xFFFFFFFF, value, WARP - 1)
+
+    return inclusive, last
+
+
+_inclusive, _last = _warp_scans()
+
+
 @cuda.jit(device=True, inline=True)
-def _scan_rows(partial, earlier, thread, threads):
-    """Every row of the shared ``partial`` (rows x ``threads``, thread ``t`` at column
-    ``t``) to its inclusive sums (Hillis-Steele), all rows in the same steps; ``earlier``:
-    the thread's local array of one value a row. Every thread of the block calls it."""
-    rows = partial.shape[0]
-    offset = 1
-    while offset < threads:
-        for row in range(rows):
-            earlier[row] = partial[row, thread - offset] if thread >= offset else 0
-        cuda.syncthreads()
-        for row in range(rows):
-            partial[row, thread] += earlier[row]
-        cuda.syncthreads()
-        offset *= 2
+def _segment(count):
+    """This thread's part of a one-block scan of ``count`` values: ``(first, rounds,
+    warp, lane)``, its warp's segment of ``rounds * _AHEAD * WARP`` consecutive values
+    from ``first`` (the same number of rounds in every warp), read a warp's width at a
+    time (side by side), ``_AHEAD`` reads of each lane at once."""
+    warps = cuda.blockDim.x // WARP
+    width = _AHEAD * WARP
+    rounds = ((count + warps - 1) // warps + width - 1) // width
+    thread = cuda.threadIdx.x
+    warp = thread // WARP
+    return warp * rounds * width, rounds, warp, thread % WARP
+
+
+@cuda.jit(device=True, inline=True)
+def _scan_segments(segment_totals, rows):
+    """Rows ``0 ..< rows`` of the shared ``segment_totals`` (row x warp: each warp's
+    segment's sum) to their exclusive sums over the block's warps, the grand total of
+    each row left at column 32 (thread ``r`` scans row ``r``); barriers on both sides."""
+    cuda.syncthreads()
+    row = cuda.threadIdx.x
+    if row < rows:
+        running = int64(0)
+        for warp in range(cuda.blockDim.x // WARP):
+            value = segment_totals[row, warp]
+            segment_totals[row, warp] = running
+            running += value
+        segment_totals[row, WARP] = running
+    cuda.syncthreads()
 
 
 @cuda.jit
 def plan_sums(quantities, warp_columns, warp_table, totals):
-    """One block: the warps' layout table (:data:`TABLE_ROWS`) and the totals of every
-    quantity row (one read for the host). Thread ``t`` sums one contiguous chunk of warps
-    in every row; a scan of those sums (all rows at once) gives each chunk's offsets."""
-    partial = cuda.shared.array((QUANTITIES, SUM_THREADS), int64)
+    """One block (whole warps): the warps' layout table (:data:`TABLE_ROWS`) and the
+    totals of every quantity row (one read for the host). Each warp of the block sums a
+    segment of consecutive warps in every row, its lanes reading side by side; a scan of
+    the segments' sums gives each segment's offsets, and a warp scan in each round
+    (shuffles) each warp's within it."""
+    segment_totals = cuda.shared.array((QUANTITIES, _SEGMENTS), int64)
+    exchange = cuda.shared.array(_EXCHANGE, int64)
     own = cuda.local.array(QUANTITIES, int64)
-    earlier = cuda.local.array(QUANTITIES, int64)
-    thread = cuda.threadIdx.x
-    threads = cuda.blockDim.x
+    values = cuda.local.array((OFFSET_ROWS, _AHEAD), int64)
     count = warp_columns.shape[0]
-    chunk = (count + threads - 1) // threads
-    start = min(thread * chunk, count)
-    stop = min(start + chunk, count)
+    first, rounds, warp, lane = _segment(count)
     for row in range(QUANTITIES):
-        total = 0
-        for warp in range(start, stop):
-            total += quantities[row, warp]
-        own[row] = total
-        partial[row, thread] = total
-    cuda.syncthreads()
-    _scan_rows(partial, earlier, thread, threads)
+        own[row] = 0
+    for round_ in range(rounds):
+        for ahead in range(_AHEAD):
+            at = first + (round_ * _AHEAD + ahead) * WARP + lane
+            if at < count:
+                for row in range(QUANTITIES):
+                    own[row] += quantities[row, at]
     for row in range(QUANTITIES):
-        if 1 <= row <= OFFSET_ROWS:
-            running = partial[row, thread] - own[row]
-            for warp in range(start, stop):
-                warp_table[row - 1, warp] = running
-                running += quantities[row, warp]
-        if thread == threads - 1:
-            totals[row] = partial[row, thread]
-    for warp in range(start, stop):
-        warp_table[OFFSET_ROWS, warp] = warp_columns[warp]
-        warp_table[OFFSET_ROWS + 1, warp] = quantities[OFFSET_ROWS, warp] // WARP
+        total = _last(_inclusive(own[row], exchange), exchange)
+        if lane == 0:
+            segment_totals[row, warp] = total
+    _scan_segments(segment_totals, QUANTITIES)
+    if cuda.threadIdx.x < QUANTITIES:
+        totals[cuda.threadIdx.x] = segment_totals[cuda.threadIdx.x, WARP]
+    for row in range(OFFSET_ROWS):   # offsets: exclusive sums of quantity rows 1-5
+        own[row] = segment_totals[row + 1, warp]
+    for round_ in range(rounds):
+        for ahead in range(_AHEAD):
+            at = first + (round_ * _AHEAD + ahead) * WARP + lane
+            for row in range(OFFSET_ROWS):
+                values[row, ahead] = quantities[row + 1, at] if at < count else 0
+        for ahead in range(_AHEAD):
+            at = first + (round_ * _AHEAD + ahead) * WARP + lane
+            for row in range(OFFSET_ROWS):
+                value = values[row, ahead]
+                inclusive = _inclusive(value, exchange)
+                if at < count:
+                    warp_table[row, at] = own[row] + inclusive - value
+                own[row] += _last(inclusive, exchange)
+            if at < count:
+                warp_table[OFFSET_ROWS, at] = warp_columns[at]
+                warp_table[OFFSET_ROWS + 1, at] = quantities[OFFSET_ROWS, at] // WARP
 
 
 #: Most keys the plan's counting sort takes (:func:`count_keys`): one block scans their
 #: counts (:func:`scan_counts`). Lengths making more keys take a radix sort.
 COUNT_BINS = 1 << 16
-#: Threads of the one block of :func:`scan_counts`.
-SCAN_THREADS = 1024
 
 
 @cuda.jit(device=True, inline=True)
@@ -222,26 +302,34 @@ def count_keys(target_lengths, query_lengths, longest_target, longest_query, cou
 
 @cuda.jit
 def scan_counts(counts, bins):
-    """One block: ``counts[:bins]`` to their exclusive sums, in place. Thread ``t`` takes
-    one contiguous chunk; a scan of the chunks' sums gives each chunk's start."""
-    partial = cuda.shared.array((1, SCAN_THREADS), int64)
-    earlier = cuda.local.array(1, int64)
-    thread = cuda.threadIdx.x
-    threads = cuda.blockDim.x
-    chunk = (bins + threads - 1) // threads
-    start = min(thread * chunk, bins)
-    stop = min(start + chunk, bins)
-    own = 0
-    for key in range(start, stop):
-        own += counts[key]
-    partial[0, thread] = own
-    cuda.syncthreads()
-    _scan_rows(partial, earlier, thread, threads)
-    running = partial[0, thread] - own
-    for key in range(start, stop):
-        count = counts[key]
-        counts[key] = running
-        running += count
+    """One block (whole warps): ``counts[:bins]`` to their exclusive sums, in place, as
+    :func:`plan_sums` scans a row."""
+    segment_totals = cuda.shared.array((1, _SEGMENTS), int64)
+    exchange = cuda.shared.array(_EXCHANGE, int64)
+    values = cuda.local.array(_AHEAD, int64)
+    first, rounds, warp, lane = _segment(bins)
+    own = int64(0)
+    for round_ in range(rounds):
+        for ahead in range(_AHEAD):
+            key = first + (round_ * _AHEAD + ahead) * WARP + lane
+            if key < bins:
+                own += counts[key]
+    total = _last(_inclusive(own, exchange), exchange)
+    if lane == 0:
+        segment_totals[0, warp] = total
+    _scan_segments(segment_totals, 1)
+    running = segment_totals[0, warp]
+    for round_ in range(rounds):
+        for ahead in range(_AHEAD):
+            key = first + (round_ * _AHEAD + ahead) * WARP + lane
+            values[ahead] = counts[key] if key < bins else 0
+        for ahead in range(_AHEAD):
+            key = first + (round_ * _AHEAD + ahead) * WARP + lane
+            value = values[ahead]
+            inclusive = _inclusive(value, exchange)
+            if key < bins:
+                counts[key] = running + inclusive - value
+            running += _last(inclusive, exchange)
 
 
 @cuda.jit(device=True)
