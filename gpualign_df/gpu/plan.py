@@ -32,7 +32,7 @@ from ..kernels.strip import WARP, lane_words
 from . import long
 from .buffers import scratch, scratch_buffer
 from .device import THREADS_PER_BLOCK, blocks, kernel_view
-from .launch import launch
+from .launch import launch, most_threads
 from .long import traceback_words
 
 
@@ -315,8 +315,9 @@ def _counting_order(target_lengths, query_lengths, longest_target: int, longest_
     grid = blocks(count)
     keys = (target_lengths, query_lengths, longest_target, longest_query)
     launch(planning.count_keys, grid, THREADS_PER_BLOCK, (*keys, counts), kernel_view)
-    launch(planning.scan_counts, 1, THREADS_PER_BLOCK if simulator() else planning.SCAN_THREADS,
-           (counts, bins), kernel_view)
+    launch(planning.scan_counts, 1, _one_block(planning.scan_counts, (counts, bins),
+                                               planning.SCAN_THREADS), (counts, bins),
+           kernel_view)
     launch(planning.place_keys, grid, THREADS_PER_BLOCK, (*keys, counts, order), kernel_view)
     return order
 
@@ -413,5 +414,14 @@ def plan_sums_host(quantities, warp_columns, warp_table, totals):
 
 def launch_sums(*arguments):
     """The one-block offsets-and-totals kernel (:func:`planning.plan_sums`)."""
-    threads = THREADS_PER_BLOCK if simulator() else planning.SUM_THREADS
-    launch(planning.plan_sums, 1, threads, arguments, kernel_view)
+    launch(planning.plan_sums, 1, _one_block(planning.plan_sums, arguments,
+                                             planning.SUM_THREADS), arguments, kernel_view)
+
+
+def _one_block(kernel, arguments: tuple, threads: int) -> int:
+    """The threads of a one-block plan kernel: ``threads``, fewer whole warps where its
+    registers a thread allow fewer (the compiler's count may change with its version);
+    a simulated block's size under the simulator."""
+    if simulator():
+        return THREADS_PER_BLOCK
+    return min(threads, most_threads(kernel, arguments) // WARP * WARP)

@@ -140,7 +140,8 @@ def write_slot_starts(slot_starts, slot, warp_table, warp, lane, traceback_start
 
 
 #: Threads of the one block of :func:`plan_sums` and of :func:`scan_counts` (whole warps,
-#: at most 32 of them; the first keeps some 110 registers a thread, so at most 512 fit).
+#: at most 32 of them; the first keeps some 110 registers a thread, so at most 512 fit:
+#: the engine takes fewer where the compiled kernel's registers say so).
 SUM_THREADS = 512
 SCAN_THREADS = 1024
 #: Shared int64 words of the warp scans' exchange: the block's under the simulator (which
