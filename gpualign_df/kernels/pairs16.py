@@ -113,8 +113,8 @@ def direction_bits(use_dpx: bool):
 
     @inlined
     def bits(h_left, h_up, e_new, f_new, match, neg, one):
-        d_ext = int64(e_new) - int64(h_left) + 0x7FFF7FFF      # E*_old - ge > H_left
-        i_ext = int64(f_new) - int64(h_up) + 0x3FFF3FFF        # F*_old - ge > H_up
+        d_ext = int64(e_new) - int64(h_left) + 0x7FFF7FFF      # E*_new > H_left
+        i_ext = int64(f_new) - int64(h_up) + 0x3FFF3FFF        # F*_new > H_up
         d_src = (int64(max2(match, f_new)) * neg + int64(e_new)) * one + 0x1FFF1FFF
         i_src = (int64(match) * neg + int64(f_new)) * one + 0x0FFF0FFF
         merged = (d_ext & 0x80008000) | (i_ext & 0x7FFF7FFF)
