@@ -46,16 +46,24 @@ def as_cudf(values: Any):
     return cudf.Series(list(values), dtype="str")
 
 
+#: What :func:`new_summary` sets the summary to.
+SUMMARY_START = np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0, 0, 0], np.int64)
+
+
 def new_summary():
     """The device array :func:`encode_device` reports into: the first bad byte of the
     queries and of the targets (``NO_BAD_BYTE`` where none), their longest lengths, and
     whether each holds a code past ``SMALL_CODES - 1`` (1, else 0). A
     buffer kept between jobs (the caller holds ``gpu.DEVICE_LOCK``), set from a cached
-    start by a copy on the device (no allocation, nothing from the host)."""
-    start = gpu.device_table("summary", np.array([NO_BAD_BYTE, NO_BAD_BYTE, 0, 0, 0, 0],
-                                                  np.int64))
+    start by a copy on the device queued on the default stream, as the encodings are
+    (no allocation, nothing from the host)."""
+    import cupy
+
+    start = gpu.device_table("summary", SUMMARY_START)
     summary = gpu.scratch_buffer("summary", len(start), np.int64)
-    summary.data.copy_from_device_async(start.data, start.nbytes)
+    runtime = cupy.cuda.runtime
+    runtime.memcpyAsync(summary.data.ptr, start.data.ptr, start.nbytes,
+                        runtime.memcpyDeviceToDevice, 0)
     return summary
 
 
@@ -85,10 +93,11 @@ def string_buffers(series):
 
 def encode_device(series, lut, summary, slot: int):
     """Device codes + int64 offsets of a cuDF string Series, its lengths and validity, as
-    CuPy arrays, from one kernel; its first byte outside the alphabet (``lut``: the
-    device copy of ``Scoring.lut``) and its longest length go to ``summary[slot]`` and
-    ``summary[2 + slot]`` (see :func:`new_summary`; nothing is read back here: the caller
-    reads the summary once and passes the bad byte to :func:`check_residues`). The arrays
+    CuPy arrays, from one kernel, and whether a row is null; its first byte outside the
+    alphabet (``lut``: the device copy of ``Scoring.lut``) and its longest length go to
+    ``summary[slot]`` and ``summary[2 + slot]`` (see :func:`new_summary`; nothing is read
+    back here: the caller reads the summary once and passes the bad byte to
+    :func:`check_residues`). The arrays
     lie in a buffer kept between jobs, one a slot: they serve this job only (the caller
     holds ``gpu.DEVICE_LOCK`` until none of its work reads them)."""
     import cupy
@@ -105,19 +114,34 @@ def encode_device(series, lut, summary, slot: int):
     end = codes_end + 8 * (2 * rows + 1) + rows
     block = gpu.scratch_buffer(f"encoded_{slot}", end, cupy.uint8)
     pad = (chars.data.ptr - block.data.ptr) % ENCODE_WORD
-    codes = block[pad:pad + size]
-    offsets = block[codes_end:codes_end + 8 * (rows + 1)].view(cupy.int64)
-    lengths = block[codes_end + 8 * (rows + 1):codes_end + 8 * (2 * rows + 1)].view(cupy.int64)
-    valid = block[codes_end + 8 * (2 * rows + 1):end].view(bool)
+    layout = (pad, size, head, words, codes_end, rows)
+    codes, code_words, offsets, lengths, valid = gpu.buffer_views(
+        f"encoded views {slot}", block, layout, lambda buffer: _encoded_views(buffer, *layout))
     if has_nulls:
         valid[...] = series.notna().to_cupy()
-    span = slice(head, head + ENCODE_WORD * words)
     threads = 256
     launch(encode_column, (max(words, rows + 1, ENCODE_WORD) + threads - 1) // threads, threads,
-           (chars, chars[span].view(cupy.uint64), head, lut, column_offsets, codes,
-            codes[span].view(cupy.uint64), offsets, lengths, valid, not has_nulls, summary,
+           (chars, chars[head:head + ENCODE_WORD * words].view(cupy.uint64), head, lut,
+            column_offsets, codes, code_words, offsets, lengths, valid, not has_nulls, summary,
             slot), gpu.kernel_view)
-    return gpu.DeviceSequences(codes, offsets), lengths, valid
+    return gpu.DeviceSequences(codes, offsets), lengths, valid, has_nulls
+
+
+def _encoded_views(block, pad: int, size: int, head: int, words: int, codes_end: int,
+                   rows: int) -> tuple:
+    """:func:`encode_device`'s arrays in its buffer: the codes (from byte ``pad``, so
+    that their words line up with the characters'), their span of whole words (from
+    ``head``, ``words`` of them, as uint64), and from byte ``codes_end`` the int64
+    offsets and lengths and the validity of ``rows`` rows."""
+    import cupy
+
+    codes = block[pad:pad + size]
+    lengths_at = codes_end + 8 * (rows + 1)
+    valid_at = codes_end + 8 * (2 * rows + 1)
+    return (codes, codes[head:head + ENCODE_WORD * words].view(cupy.uint64),
+            block[codes_end:lengths_at].view(cupy.int64),
+            block[lengths_at:valid_at].view(cupy.int64),
+            block[valid_at:valid_at + rows].view(bool))
 
 
 def check_residues(series, sequences: gpu.DeviceSequences, bad: int, scoring: Scoring) -> None:
@@ -140,8 +164,34 @@ def _labels(index, take):
     import cudf
 
     if isinstance(index, cudf.RangeIndex):
-        return index.start + index.step * take
+        return _range_labels()(take, index.start, index.step)
     return cudf.Series(index.take(take)).reset_index(drop=True)
+
+
+@functools.cache
+def _range_labels():
+    """CuPy's kernel of a RangeIndex's labels ``start + step * take`` (int64) in one pass
+    (as an expression, two kernels)."""
+    import cupy
+
+    return cupy.ElementwiseKernel("int64 take, int64 start, int64 step", "int64 label",
+                                  "label = start + step * take", "gpualign_df_range_labels")
+
+
+@functools.cache
+def _length_and_identity():
+    """CuPy's kernel of the ``length`` (int32) and ``identity`` (float64) columns from
+    the matches, mismatches and gap columns (int32), in one pass: the values of
+    :func:`gpualign_df.results.identity` (matches over length, 0 where an alignment has
+    no columns), where an expression of CuPy arrays would launch six kernels, each of
+    them in the device's work after the walk."""
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "int32 matches, int32 mismatches, int32 gaps", "int32 length, float64 identity",
+        "length = matches + mismatches + gaps; "
+        "identity = length > 0 ? (double) matches / (double) length : 0.0",
+        "gpualign_df_length_identity")
 
 
 def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels, pair_query,
@@ -175,12 +225,12 @@ def result_frame(results: gpu.DeviceResults, valid, query_labels, target_labels,
     for name in ("query_start", "query_end", "target_start", "target_end"):
         data[name] = column(device[name])
     cigar_position = len(data)  # after the coordinates
-    length = device["matches"] + device["mismatches"] + device["gaps"]
+    length, identity = _length_and_identity()(device["matches"], device["mismatches"],
+                                              device["gaps"])
     for name in ("matches", "mismatches", "gap_opens", "gaps"):
         data[name] = column(device[name])
     data["length"] = column(length)
-    data["identity"] = column(cupy.where(length > 0, device["matches"] / cupy.maximum(length, 1),
-                                         0.0))
+    data["identity"] = column(identity)
     # nan_as_null=False: no NaN count (a device read, which would wait for the kernels)
     frame = cudf.DataFrame(data, nan_as_null=False)
 
@@ -374,11 +424,12 @@ def _align_cudf(queries, targets, job: Job):
     how, scoring, mode, top_k = job.how, job.scoring, job.mode, job.top_k
     traceback, cigar_style, clip = job.traceback, job.cigar_style, job.clip
     lut, summary = gpu.device_table("lut", scoring.lut), new_summary()
-    device_queries, query_lengths, query_valid = encode_device(queries, lut, summary, 0)
+    device_queries, query_lengths, query_valid, query_nulls = encode_device(queries, lut,
+                                                                            summary, 0)
     prepared = isinstance(targets, Database)
     if how == "pairwise":
-        device_targets, target_lengths, target_valid = (device_queries, query_lengths,
-                                                        query_valid)
+        device_targets, target_lengths, target_valid, target_nulls = (
+            device_queries, query_lengths, query_valid, query_nulls)
         targets = queries
     elif prepared:  # encoded once; its device copy kept by the database
         targets.check_scoring(scoring)
@@ -386,17 +437,17 @@ def _align_cudf(queries, targets, job: Job):
         target_lengths = cupy.asarray(targets.lengths)
         target_valid = cupy.asarray(targets.sequences.valid)
     else:
-        device_targets, target_lengths, target_valid = encode_device(targets, lut, summary, 1)
+        device_targets, target_lengths, target_valid, target_nulls = encode_device(
+            targets, lut, summary, 1)
     if prepared:
         target_nulls = not targets.sequences.valid.all()
         import cudf
 
         target_index = cudf.from_pandas(targets.labels)  # a RangeIndex stays one
     else:
-        target_nulls = targets.null_count > 0
         target_index = targets.index
     # no null in either column: every pair is valid, known without a read
-    nulls = queries.null_count > 0 or target_nulls
+    nulls = query_nulls or target_nulls
 
     @functools.cache
     def longest() -> tuple[int, int]:
@@ -404,7 +455,7 @@ def _align_cudf(queries, targets, job: Job):
         residue checks and the score bound's: called by the engine where its plan needs
         them, so that the host's work before it overlaps the encoding kernels."""
         bad_query, bad_target, longest_query, longest_target, wide_query, wide_target = (
-            int(value) for value in summary.get())
+            int(value) for value in gpu.to_numpy(summary))
         if how == "pairwise":
             bad_target, longest_target = bad_query, longest_query
         # a bound on the queries' codes where all are small (the kernels' choices)

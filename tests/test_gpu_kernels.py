@@ -1395,3 +1395,71 @@ def test_download_pinned_copies_device_arrays():
     assert part.dtype == np.int32 and np.array_equal(part, values[2])
     assert download_pinned(device[:, :0]).shape == (4, 0)
     assert download_pinned(values) is values
+
+
+@pytest.mark.parametrize("by_row", [False, True])
+def test_cigar_kernel_writes_each_slot_at_its_offset(by_row):
+    """The CIGAR kernel's characters (stored a word at a time where a whole aligned word
+    is a string's own) equal the runs written out on the host: runs of one to seven
+    digits (the longest past a word of digits), soft clips, ``=``/``X`` and ``M``
+    styles, strings starting at every offset modulo 4, slots in another order than
+    their rows; the bytes between the strings keep their value."""
+    from gpualign_df.gpu.device import array_module
+    from gpualign_df.gpu.launch import launch_kernel
+    from gpualign_df.kernels.traceback import cigar_kernel
+
+    xp = array_module()
+    rng = np.random.default_rng(7)
+    lengths = [1, 9, 10, 99, 100, 999, 1000, 9999, 10000, 123456, 1234567]
+    slots = 24
+    pair_runs, clips = [], []
+    for slot in range(slots):
+        count = int(rng.integers(0, 6))
+        pair_runs.append([(int(rng.choice(lengths)), int(rng.integers(0, 4)))
+                          for _ in range(count)])
+        clips.append((int(rng.choice([0, 0, 3, 12345])), int(rng.choice([0, 0, 7, 100000]))))
+    slot_row = np.array(rng.permutation(slots), dtype=np.int64)
+    for merge, clip_style in ((False, True), (True, False)):
+        symbols = "MXID" if merge else "=XID"
+        texts = []
+        for runs_of, (first, last) in zip(pair_runs, clips):
+            text = f"{first}S" if clip_style and first else ""
+            text += "".join(f"{length}{symbols[op]}" for length, op in runs_of)
+            texts.append(text + (f"{last}S" if clip_style and last else ""))
+        gaps = rng.integers(0, 4, slots)  # untouched bytes before each string
+        at = 0
+        order = np.argsort(slot_row) if by_row else np.arange(slots)  # (place order)
+        placed = np.zeros(slots, np.int64)
+        for slot in order:
+            at += int(gaps[slot])
+            placed[slot] = at
+            at += len(texts[slot])
+        offsets = placed.copy()
+        if by_row:   # offsets by job row
+            offsets = np.zeros(slots, np.int64)
+            offsets[slot_row] = placed
+        base = np.zeros(slots, np.int64)
+        words = []
+        for slot, runs_of in enumerate(pair_runs):
+            base[slot] = len(words)
+            words += [length << 2 | op for length, op in reversed(runs_of)]  # end to start
+        first_clips = np.zeros(slots, np.int32)
+        ends = np.zeros(slots, np.int32)
+        query_lengths = np.full(slots, 2_000_000, np.int64)
+        for slot, (first, last) in enumerate(clips):
+            first_clips[slot_row[slot]] = first
+            ends[slot_row[slot]] = query_lengths[slot] - last
+        size = -(-(at + 5) // 4) * 4
+        chars = xp.asarray(np.full(size, 35, np.uint8))   # '#'
+        kernel = cigar_kernel(merge, clip_style)
+        launch_kernel("cigar", kernel, 1, 32, xp.asarray(np.array(words + [0], np.uint32)),
+                      xp.asarray(base), xp.asarray(np.array([len(r) for r in pair_runs],
+                                                            np.int32)),
+                      xp.asarray(slot_row), xp.asarray(first_clips), xp.asarray(ends),
+                      xp.asarray(query_lengths), xp.asarray(offsets), by_row, chars,
+                      chars.view(np.uint32))
+        written = bytes(np.asarray(chars.get() if hasattr(chars, "get") else chars))
+        expected = bytearray(b"#" * size)
+        for slot in range(slots):
+            expected[placed[slot]:placed[slot] + len(texts[slot])] = texts[slot].encode()
+        assert written == bytes(expected)

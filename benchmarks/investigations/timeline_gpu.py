@@ -9,7 +9,8 @@ waiting for the host; where it reaches it later, the host ran ahead.
 ``python -m benchmarks.investigations.timeline_gpu [--cudf] [--mode sw] [--traceback 1]`` on a GPU
 machine. ``--host-marks N``: the host clock alone at each mark (no event, whose record
 costs the host tens of microseconds while kernels run), medians over N warm calls, and
-when the call returned and when the device was done.
+when the call returned and when the device was done. ``--mark MODULE:NAME`` (repeatable)
+marks a function besides the listed ones, where ``MODULE`` looks it up by that name.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def main() -> int:
                         help="every kernel through numba's own launch path")
     parser.add_argument("--host-marks", type=int, default=0, metavar="N",
                         help="host clock only at each mark, medians of N warm calls")
+    parser.add_argument("--mark", action="append", default=[], metavar="MODULE:NAME",
+                        help="also mark the entry and exit of NAME as MODULE looks it up "
+                             "(repeatable)")
     args = parser.parse_args()
 
     from numba import cuda
@@ -85,7 +89,9 @@ def main() -> int:
                 mark(f"< {label}")
         return wrapper
 
-    for module_name, attribute in MARKED:  # (older code, timed for a comparison, lacks some)
+    extra = [tuple(name.split(":", 1)) for name in args.mark]
+    # (older code, timed for a comparison, lacks some)
+    for module_name, attribute in MARKED + extra:
         module = importlib.import_module(module_name)
         if hasattr(module, attribute):
             setattr(module, attribute, wrap(getattr(module, attribute), attribute))

@@ -35,8 +35,8 @@ from ..libraries import loaded
 from .batches import (RESULT_COLUMNS, DeviceJob, DeviceResults, align_on_device,  # noqa: F401
                       cigar_bound, run_pairs_gpu, to_host)
 from .buffers import (SCRATCH, TABLES, DEVICE_LOCK, DeviceSequences,  # noqa: F401
-                      device_table, forget_buffers, free_bytes, row_numbers, scratch_buffer,
-                      upload)
+                      buffer_views, device_table, forget_buffers, free_bytes, row_numbers,
+                      scratch_buffer, upload)
 from .device import (THREADS_PER_BLOCK, array_module, cupy_installed,  # noqa: F401
                      current_device, gpu_usable, kernel_view)
 from .launch import KERNEL_SECONDS, LAUNCHES, launch_kernel  # noqa: F401

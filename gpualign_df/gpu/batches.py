@@ -31,9 +31,9 @@ from ..kernels.planning import (ABOVE_ROW, COLUMNS_ROW, QUERY_ROW, SLOT_COLUMNS,
 from ..kernels.gather import LONG_GATHER_BLOCKS, gather_long_residues, prepare_inter_slots
 from ..kernels.strip import mode_shape
 from ..scoring import MODE_LOCAL, Mode, Scoring
-from .buffers import (DEVICE_LOCK, DeviceSequences, device_table, download_pinned,
-                      free_bytes, kept_for, read_later, row_numbers, scratch, scratch_views,
-                      upload, used_sequences)
+from .buffers import (DEVICE_LOCK, DeviceSequences, buffer_views, device_table,
+                      download_pinned, free_bytes, kept_for, read_later, row_numbers, scratch,
+                      scratch_buffer, scratch_views, upload, used_sequences)
 from .device import THREADS_PER_BLOCK, array_module, blocks, device_address
 from .launch import launch_kernel
 from .long import align_linear, fill_long_batch, walk_lanes, walk_probes
@@ -88,8 +88,22 @@ class DeviceResults:
             self.characters = self.total() if self.total is not None else \
                 int(self.offsets[-1])
             self.total = None
-            self.chars = self.chars[:max(self.characters, 1)].copy()
+            self.chars = device_prefix(self.chars, max(self.characters, 1))
         return self.chars
+
+
+def device_prefix(array, count: int):
+    """A new device array of ``array[:count]``: on a GPU one copy queued on CuPy's
+    current stream, where CuPy's ``copy`` of a slice launches an elementwise kernel
+    (several times slower, and in the device's work after the walk)."""
+    xp = array_module()
+    if xp is np:
+        return array[:count].copy()
+    out = xp.empty(count, array.dtype)
+    runtime = xp.cuda.runtime
+    runtime.memcpyAsync(out.data.ptr, array.data.ptr, count * array.itemsize,
+                        runtime.memcpyDeviceToDevice, xp.cuda.get_current_stream().ptr)
+    return out
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,7 @@ class DeviceJob:
     symmetric: bool             # s(a, b) == s(b, a) for every pair of codes
     tuning: config.Settings
     pair_group: PairGroup | None = None   # where the job may take the grouped pair kernel
+    all_valid: bool = False     # every job row is valid (no mask where CIGARs are placed)
 
     @property
     def traceback(self) -> bool:
@@ -203,7 +218,7 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
     table = xp.empty((len(names), max(rows, 1)), np.int32)
     columns = {name: table[k] for k, name in enumerate(names)}
     job = DeviceJob(queries=queries, targets=targets, pair_query=pair_query,
-                    pair_target=pair_target, columns=columns,
+                    pair_target=pair_target, columns=columns, all_valid=all_valid,
                     **_job_constants(scoring, mode, traceback, cigar_style, clip, tuning))
     use_16bit = job.sub16 is not None   # (the packed 16-bit fill's table: where it may run)
 
@@ -212,9 +227,9 @@ def _align_on_device(queries, targets, pair_query, pair_target, query_lengths, t
                 or (use_16bit and fill_fits_16bit(scoring, longest_query, longest_target)))
 
     pairs = None if all_valid else module_of(valid).flatnonzero(valid)  # None: every row
+    if callable(longest):  # (a read of the device, which then has no work queued: the
+        longest = longest()  # driver reports the free memory faster than while it runs)
     free = free_bytes()
-    if callable(longest):
-        longest = longest()
     batches = plan_batches(pairs, query_lengths, target_lengths, traceback,
                            int(free * tuning.gpu_memory_share),
                            sort=tuning.sort_by_length,
@@ -334,22 +349,27 @@ def group_class(job: DeviceJob, longest_query: int, longest_target: int):
 
 
 def _offsets(xp, lengths):
-    """Offsets (``len(lengths) + 1``, int64, on the device) of strings of ``lengths``."""
+    """Offsets (``len(lengths) + 1``, int64, on the device) of strings of ``lengths``
+    (any integer type: summed as int64)."""
     offsets = xp.zeros(len(lengths) + 1, dtype=np.int64)
-    xp.cumsum(lengths, out=offsets[1:])
+    xp.cumsum(lengths, dtype=np.int64, out=offsets[1:])
     return offsets
 
 
-def row_offsets(xp, cigar_length, valid):
-    """CIGAR offsets of the job rows (``rows + 1``) from the device lengths."""
-    return _offsets(xp, xp.where(valid, cigar_length[:len(valid)], 0).astype(np.int64))
+def row_offsets(xp, cigar_length, valid, rows: int | None = None):
+    """CIGAR offsets of the job rows (``rows + 1``) from the device lengths; ``valid``
+    None: every one of ``rows`` rows is valid (no mask to apply)."""
+    if valid is None:
+        return _offsets(xp, cigar_length[:rows])
+    return _offsets(xp, xp.where(valid, cigar_length[:len(valid)], 0))
 
 
 def cigar_bound(run_words: int) -> int:
-    """Most CIGAR characters a batch can write: a run of L operations takes at most
-    ``digits(L) + 1 <= 2L`` characters, and a pair has at most ``len(query) + len(target)``
-    operations (``run_words`` bounds their sum)."""
-    return 2 * run_words
+    """Most CIGAR characters a batch can write, a multiple of 4 (the CIGAR kernel's
+    words): a run of L operations takes at most ``digits(L) + 1 <= 2L`` characters, and
+    a pair has at most ``len(query) + len(target)`` operations (``run_words`` bounds
+    their sum)."""
+    return -(-2 * run_words // 4) * 4
 
 
 def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
@@ -366,7 +386,9 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
     tuning = job.tuning
     columns = job.columns
 
-    def device64(values):
+    def device64(values):  # (the plan's arrays are so already: no call)
+        if type(values) is xp.ndarray and values.dtype == np.int64:
+            return values
         return xp.asarray(values, dtype=np.int64)
 
     if batch.kind == "inter":  # planned on the device
@@ -382,9 +404,11 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                 # (kept buffers and their kept byte view: the kernel writes none of them)
                 nothing, no_bytes = scratch_views("traceback", 1, np.uint32, np.uint32,
                                                   np.uint8)
+                no_starts = buffer_views("no slot starts",
+                                         scratch_buffer("slot_starts", 1, np.int64), 1,
+                                         lambda buffer: buffer[:1].reshape((1, 1)))
                 _fill_groups(job, batch, shape, slot_row, query_lengths, target_lengths,
-                             nothing, stream, (scratch("slot_starts", 1, np.int64).reshape(
-                                 (1, 1)), no_bytes, no_bytes))
+                             nothing, stream, (no_starts, no_bytes, no_bytes))
             return None
     else:  # planned on the host: one upload of every per-slot row
         shape = None
@@ -392,22 +416,23 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                                    batch.query_start, batch.target_start, batch.tb_start,
                                    batch.columns, batch.run_base]))  # (starts: SLOT_ROWS)
         slot_row, query_lengths, target_lengths = table[0], table[1], table[2]
-        starts = table[3:3 + SLOT_ROWS]
+        starts, *start_rows = _start_rows(table[3:3 + SLOT_ROWS])
     grid = blocks(batch.slots)
     query = scratch("query", batch.query_size, np.uint8)
     target = scratch("target", batch.target_size, np.uint8)
     if batch.kind == "inter":
         warps = batch.warp_table
-        starts = scratch("slot_starts", SLOT_ROWS * batch.slots, np.int64).reshape(
-            (SLOT_ROWS, batch.slots))
+        starts, *start_rows = buffer_views(
+            "slot starts", scratch_buffer("slot_starts", SLOT_ROWS * batch.slots, np.int64),
+            batch.slots, lambda buffer: _start_rows(
+                buffer[:SLOT_ROWS * batch.slots].reshape((SLOT_ROWS, batch.slots))))
         if shape is None:  # the inter fill reads the gathered residues; the grouped
             # fill reads them in place and writes the walk's copies and starts itself
             launch_kernel("gather", prepare_inter_slots, grid, THREADS_PER_BLOCK, warps,
                           starts, slot_row, job.queries.codes, job.queries.offsets,
                           job.pair_query, query_lengths, query, job.targets.codes,
                           job.targets.offsets, job.pair_target, target_lengths, target)
-    query_start, target_start, tb_start, slot_columns, run_base = (starts[row] for row in (
-        SLOT_QUERY, SLOT_TARGET, SLOT_TRACEBACK, SLOT_COLUMNS, SLOT_RUN))
+    query_start, target_start, tb_start, slot_columns, run_base = start_rows
     if batch.kind != "inter":
         for sequences, sequence_of_row, start, lengths, out in (
                 (job.queries, job.pair_query, query_start, query_lengths, query),
@@ -487,6 +512,13 @@ def run_batch(job: DeviceJob, batch: Batch, keyed: bool, direct, on_cells,
                          settle, deferred)
 
 
+def _start_rows(starts) -> tuple:
+    """The slots' starts (``SLOT_ROWS`` rows) and their rows of the query, target,
+    traceback word and run starts and of the columns."""
+    return (starts, *(starts[row] for row in (SLOT_QUERY, SLOT_TARGET, SLOT_TRACEBACK,
+                                              SLOT_COLUMNS, SLOT_RUN)))
+
+
 def _fill_groups(job: DeviceJob, batch: Batch, shape: tuple[int, int], slot_row,
                  query_lengths, target_lengths, tb, stream, walk_inputs: tuple) -> None:
     """Launch the grouped pair kernel of class ``shape`` (lanes, rows) on a packed inter
@@ -525,34 +557,39 @@ def _write_cigars(job, batch, runs, run_base, run_count, slot_row, query_lengths
     waits for a long fill still running before the host's first wait."""
     xp = array_module()
     columns = job.columns
-    used = slot_row >= 0
-    known_row = xp.maximum(slot_row, 0)
     write = tb_kernels.cigar_kernel(job.merge_matches, job.soft_clip)
 
-    def write_into(chars) -> None:
+    def write_into(offsets, chars, words) -> None:
+        # (the rows' offsets where the CIGARs go to their rows' places, else the slots')
         launch_kernel("cigar", write, blocks(batch.slots), THREADS_PER_BLOCK, runs, run_base,
                       run_count, slot_row, columns["query_start"], columns["query_end"],
-                      query_lengths, slot_offsets, chars)
+                      query_lengths, offsets, direct is not None, chars, words)
         settle()
+
+    def new_chars(count: int) -> tuple:  # (the bytes and the same as uint32 words)
+        chars = xp.empty(-(-max(count, 1) // 4) * 4, dtype=np.uint8)
+        return chars, chars.view(np.uint32)
 
     if direct is not None:  # no wait for the total: a bound sizes the buffer (one kept
         # between jobs where the caller defers the characters' copy, with the total's copy
         # to the host queued before the CIGAR kernel: see align_on_device)
-        offsets_of_rows = row_offsets(xp, columns["cigar_length"], direct)
-        slot_offsets = xp.where(used, offsets_of_rows[known_row], 0)
+        offsets_of_rows = row_offsets(xp, columns["cigar_length"],
+                                      None if job.all_valid else direct, len(direct))
         if deferred:
             total = read_later(offsets_of_rows[-1:])
-            chars = scratch("cigar_chars", cigar_bound(batch.run_words), np.uint8)
-            write_into(chars)
+            chars, words = scratch_views("cigar_chars", cigar_bound(batch.run_words),
+                                         np.uint8, np.uint8, np.uint32)
+            write_into(offsets_of_rows, chars, words)
             return chars, offsets_of_rows, total
         total = cigar_bound(batch.run_words)
     else:
-        slot_offsets = _offsets(xp, xp.where(used, columns["cigar_length"][known_row],
-                                             0).astype(np.int64))
+        slot_offsets = _offsets(xp, xp.where(slot_row >= 0,
+                                             columns["cigar_length"][xp.maximum(slot_row, 0)],
+                                             0))
         settle()
         total = int(slot_offsets[-1])
-    chars = xp.empty(max(total, 1), dtype=np.uint8)
-    write_into(chars)
+    chars, words = new_chars(total)
+    write_into(slot_offsets if direct is None else offsets_of_rows, chars, words)
     if direct is not None:
         return chars, offsets_of_rows, None
     # fresh arrays (not scratch buffers): the piece outlives this batch

@@ -55,23 +55,55 @@ def free_bytes() -> int:
 
 
 def scratch(name: str, count: int, dtype) -> object:
-    """A reusable device buffer of at least ``count`` elements on the current device (no
-    allocate/free churn)."""
-    return scratch_buffer(name, count, dtype)[:max(int(count), 1)]
+    """A reusable device buffer of exactly ``count`` elements (at least one) on the
+    current device (no allocate/free churn): a view of :func:`scratch_buffer`'s, the same
+    view object while the buffer and ``count`` stay the same (:func:`buffer_views`)."""
+    count = max(int(count), 1)
+    key = (name, current_device())
+    buffer = _scratch_buffer(key, count, dtype)
+    cached = BUFFER_VIEWS.get(key)
+    if cached is None or cached[0] is not buffer or cached[1] != count:
+        cached = BUFFER_VIEWS[key] = (buffer, count, buffer[:count])
+    return cached[2]
 
 
 def scratch_buffer(name: str, count: int, dtype) -> object:
     """:func:`scratch`'s buffer whole (at least ``count`` elements): for a kernel given
     its sizes, which needs no slice of exactly ``count`` (each slice, view or reshape of
     a CuPy array costs microseconds of host time)."""
-    count = max(int(count), 1)
-    key = (name, current_device())
+    return _scratch_buffer((name, current_device()), max(int(count), 1), dtype)
+
+
+def _scratch_buffer(key: tuple[str, int], count: int, dtype) -> object:
     buffer = SCRATCH.get(key)
     if buffer is None or buffer.size < count or buffer.dtype != np.dtype(dtype):
-        SCRATCH.pop(key, None)
+        old = SCRATCH.pop(key, None)
+        for kept, (viewed, _layout, _views) in list(BUFFER_VIEWS.items()):
+            if viewed is old:   # (its views would keep the old buffer alive)
+                del BUFFER_VIEWS[kept]
         buffer = array_module().empty(count, dtype=dtype)
         SCRATCH[key] = buffer
     return buffer
+
+
+#: Views of the buffers kept between jobs, by (name, device): the buffer, what the views
+#: depend on besides it, and the views (:func:`buffer_views`).
+BUFFER_VIEWS: dict[tuple[str, int], tuple[object, object, object]] = {}
+
+
+def buffer_views(name: str, buffer, layout, make: Callable[[object], object]) -> object:
+    """``make(buffer)``, views of a buffer kept between jobs (slices, reshapes, views as
+    other types), made once and returned again while the same ``buffer`` object comes
+    with an equal ``layout`` (what the views depend on besides it: sizes, offsets);
+    ``name`` is the views' (one ``make`` a name; :func:`scratch` takes its buffer's). Each
+    view of a CuPy array costs microseconds of host time, and a job of the size of the
+    last one then makes none. The views are of memory the next job writes: they serve
+    the job that asked for them, as the buffer does."""
+    key = (name, current_device())
+    cached = BUFFER_VIEWS.get(key)
+    if cached is None or cached[0] is not buffer or cached[1] != layout:
+        cached = BUFFER_VIEWS[key] = (buffer, layout, make(buffer))
+    return cached[2]
 
 
 def row_numbers(count: int) -> object:
@@ -173,6 +205,7 @@ def forget_buffers() -> None:
     job holds them)."""
     SCRATCH.clear()
     VIEWS.clear()
+    BUFFER_VIEWS.clear()
     TABLES.clear()
     SCORING_TABLES.clear()
     KEPT.clear()
@@ -389,9 +422,9 @@ def upload_into(device, host: np.ndarray) -> None:
 
 
 def download(device, size: int, start: int = 0) -> np.ndarray:
-    """``size`` bytes of a device ``uint8`` array from byte ``start``, as a new host
-    array: on a GPU by one synchronous copy (it waits for the default stream's work) into
-    :func:`staging`'s pinned memory."""
+    """``size`` bytes of a device array from byte ``start`` (of a ``uint8`` one under
+    the simulator), as a new host ``uint8`` array: on a GPU by one synchronous copy (it
+    waits for the default stream's work) into :func:`staging`'s pinned memory."""
     if simulator():
         return np.array(device[start:start + size])
     import cupy

@@ -98,8 +98,17 @@ def kernel_view(argument):
     interface) arrays become numba device arrays with no stream synchronize. The engine's
     work, CuPy's and cuDF's included, is ordered on the default stream, so no wait is
     needed (long kernels on :class:`gpualign_df.gpu.streams.SideStream` start after it and
-    are waited for on the host)."""
-    if simulator() or not hasattr(argument, "__cuda_array_interface__") \
+    are waited for on the host). Under the CUDA simulator a numpy array becomes the
+    simulator's device array over its memory: views of one buffer that a kernel takes as
+    two arguments (bytes and words) then share it, as on a GPU, where the simulator
+    would copy each in and back out (the later copy undoing the other's writes)."""
+    if simulator():
+        if isinstance(argument, np.ndarray) and argument.ndim > 0:
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+            return FakeCUDAArray(argument)
+        return argument
+    if not hasattr(argument, "__cuda_array_interface__") \
             or getattr(argument, "__cuda_ndarray__", False):
         return argument
     return cuda.as_cuda_array(argument, sync=False)

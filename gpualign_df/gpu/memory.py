@@ -14,6 +14,7 @@ without RMM CuPy's own pool serves.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Iterator
 
 from .. import config, libraries
@@ -55,18 +56,28 @@ def _private_allocator():
     return allocate
 
 
+#: Whether this thread is inside :func:`engine_allocations` (``inside``).
+_THREAD = threading.local()
+
+
 @contextlib.contextmanager
 def engine_allocations() -> Iterator[None]:
     """Inside, this thread's CuPy allocations come from the engine's choice of resource
-    (see the module's text); under the CUDA simulator nothing changes."""
-    if simulator():
+    (see the module's text); under the CUDA simulator nothing changes. Entered again
+    inside itself (a job's steps each enter it), it changes nothing: the choice is
+    made once, where the thread first enters."""
+    if simulator() or getattr(_THREAD, "inside", False):
         yield
         return
     import cupy
 
     allocator = _private_allocator()
-    if allocator is None:
-        yield
-        return
-    with cupy.cuda.using_allocator(allocator):
-        yield
+    _THREAD.inside = True
+    try:
+        if allocator is None:
+            yield
+        else:
+            with cupy.cuda.using_allocator(allocator):
+                yield
+    finally:
+        _THREAD.inside = False

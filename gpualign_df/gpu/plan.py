@@ -30,8 +30,8 @@ from ..job import needs_linear_space
 from ..kernels import planning, simulator
 from ..kernels.strip import WARP, lane_words
 from . import long
-from .buffers import scratch, scratch_buffer
-from .device import THREADS_PER_BLOCK, blocks, kernel_view
+from .buffers import SHARED_UPLOAD_BYTES, buffer_views, download, scratch, scratch_buffer
+from .device import THREADS_PER_BLOCK, array_module, blocks, kernel_view
 from .launch import launch, most_threads
 from .long import traceback_words
 
@@ -110,8 +110,15 @@ def module_of(array):
 
 
 def to_numpy(array) -> np.ndarray:
-    """A host copy (or the array itself) of a numpy or CuPy array."""
-    return array if isinstance(array, np.ndarray) else array.get()
+    """A host copy (or the array itself) of a numpy or CuPy array: a small C-contiguous
+    one's (the plan's totals, a job's summary) through the pinned staging buffer
+    (:func:`~gpualign_df.gpu.buffers.download`: one synchronous copy, which waits for the
+    default stream's work), where CuPy's ``get`` copies into new pageable memory."""
+    if isinstance(array, np.ndarray):
+        return array
+    if array.nbytes <= SHARED_UPLOAD_BYTES and array.flags.c_contiguous:
+        return download(array, array.nbytes).view(array.dtype).reshape(array.shape)
+    return array.get()
 
 
 def long_pair_cells(pair_count: int, inter_max_cells: int) -> int:
@@ -220,20 +227,16 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
     group_warps = 2 if packed else 1
     slot_count = (count + group_warps * WARP - 1) // (group_warps * WARP) * group_warps * WARP
     warp_count = slot_count // WARP
-    # one allocation for the plan's outputs: three per-slot rows, per-warp columns,
-    # quantities and layout table, the quantities' totals
-    quantity_rows, table_rows = planning.QUANTITIES, planning.TABLE_ROWS
-    block = xp.empty(3 * slot_count + (1 + quantity_rows + table_rows) * warp_count
-                     + quantity_rows, dtype=np.int64)
-    slot_row, slot_query, slot_target = (block[k * slot_count:(k + 1) * slot_count]
-                                         for k in range(3))
-    at = 3 * slot_count
-    columns = block[at:at + warp_count]
-    at += warp_count
-    quantities = block[at:at + quantity_rows * warp_count].reshape((quantity_rows, warp_count))
-    at += quantity_rows * warp_count
-    warp_table = block[at:at + table_rows * warp_count].reshape((table_rows, warp_count))
-    totals = block[at + table_rows * warp_count:]
+    # one buffer for the plan's outputs: on the engine's device one kept between jobs
+    # (the job's kernels read it in stream order, before a later job's plan writes it),
+    # its views made once a size
+    if xp is array_module():
+        block = scratch_buffer("plan", plan_words(slot_count), np.int64)
+        views = buffer_views("plan views", block, slot_count,
+                             lambda buffer: plan_views(buffer, slot_count))
+    else:
+        views = plan_views(xp.empty(plan_words(slot_count), np.int64), slot_count)
+    slot_row, slot_query, slot_target, columns, quantities, warp_table, above, totals = views
     launch_plan(slot_count, order, order if pairs is None else pairs,
                  pairs is not None, query_lengths, target_lengths, traceback, group_warps,
                  group_lanes, group_lanes * lane_words(group_rows),
@@ -261,22 +264,54 @@ def _inter_batches(xp, pairs, query_lengths, target_lengths, traceback, budget, 
             int(value) for value in sums)
         warps = slice(first, stop)
         slots = slice(first * WARP, stop * WARP)
-        if len(ranges) == 1:  # one batch: the table itself (no copy)
-            table = warp_table
+        if len(ranges) == 1:  # one batch: the plan's arrays themselves (no copy, no view)
+            table, row_start = warp_table, above
+            batch_rows, batch_query, batch_target = slot_row, slot_query, slot_target
         else:  # a contiguous copy (the kernels take it whole), offsets relative to the
             # batch's first warp; columns and strides as they are
             table = warp_table[:, warps].copy()
             if first:
                 offset_rows = planning.OFFSET_ROWS
                 table[:offset_rows] -= warp_table[:offset_rows, first:first + 1]
+            row_start = table[planning.ABOVE_ROW]
+            batch_rows, batch_query, batch_target = (values[slots] for values in (
+                slot_row, slot_query, slot_target))
         batches.append(Batch(
-            kind="inter", width=WARP, slot_row=slot_row[slots], query_lengths=slot_query[slots],
-            target_lengths=slot_target[slots], run_base=None, row_start=table[planning.ABOVE_ROW],
+            kind="inter", width=WARP, slot_row=batch_rows, query_lengths=batch_query,
+            target_lengths=batch_target, run_base=None, row_start=row_start,
             query_size=query_size, target_size=target_size, row_words=row_words,
             tb_words=tb_total, run_words=run_total, cells=cells, warp_table=table,
             packed=packed, group_class=group_class, longest_query=longest_query,
             longest_target=longest_target))
     return batches
+
+
+def plan_words(slot_count: int) -> int:
+    """Words (int64) of the plan's outputs for ``slot_count`` slots (:func:`plan_views`)."""
+    warp_count = slot_count // WARP
+    return 3 * slot_count + (1 + planning.QUANTITIES + planning.TABLE_ROWS) * warp_count \
+        + planning.QUANTITIES
+
+
+def plan_views(block, slot_count: int) -> tuple:
+    """The plan's outputs for ``slot_count`` slots in a buffer of at least
+    :func:`plan_words` words: three per-slot rows (job row, query and target lengths),
+    the per-warp columns, quantities (``planning.QUANTITIES`` rows) and layout table
+    (``planning.TABLE_ROWS`` rows) and its row of the rows above
+    (``planning.ABOVE_ROW``), and the quantities' totals."""
+    warp_count = slot_count // WARP
+    quantity_rows, table_rows = planning.QUANTITIES, planning.TABLE_ROWS
+    slot_row, slot_query, slot_target = (block[k * slot_count:(k + 1) * slot_count]
+                                         for k in range(3))
+    at = 3 * slot_count
+    columns = block[at:at + warp_count]
+    at += warp_count
+    quantities = block[at:at + quantity_rows * warp_count].reshape((quantity_rows, warp_count))
+    at += quantity_rows * warp_count
+    warp_table = block[at:at + table_rows * warp_count].reshape((table_rows, warp_count))
+    at += table_rows * warp_count
+    return (slot_row, slot_query, slot_target, columns, quantities, warp_table,
+            warp_table[planning.ABOVE_ROW], block[at:at + quantity_rows])
 
 
 def length_order(xp, target_lengths, query_lengths, longest_target: int, longest_query: int):
@@ -317,7 +352,7 @@ def _counting_order(target_lengths, query_lengths, longest_target: int, longest_
     launch(planning.count_keys, grid, THREADS_PER_BLOCK, (*keys, counts), kernel_view)
     launch(planning.scan_counts, 1, _one_block(planning.scan_counts, (counts, bins),
                                                planning.SCAN_THREADS), (counts, bins),
-           kernel_view)
+           kernel_view, kept=True)
     launch(planning.place_keys, grid, THREADS_PER_BLOCK, (*keys, counts, order), kernel_view)
     return order
 
@@ -413,9 +448,11 @@ def plan_sums_host(quantities, warp_columns, warp_table, totals):
 
 
 def launch_sums(*arguments):
-    """The one-block offsets-and-totals kernel (:func:`planning.plan_sums`)."""
+    """The one-block offsets-and-totals kernel (:func:`planning.plan_sums`) on views of
+    the plan's buffer kept between jobs (the launcher may keep them)."""
     launch(planning.plan_sums, 1, _one_block(planning.plan_sums, arguments,
-                                             planning.SUM_THREADS), arguments, kernel_view)
+                                             planning.SUM_THREADS), arguments, kernel_view,
+           kept=True)
 
 
 def _one_block(kernel, arguments: tuple, threads: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, int32, uint32, uint64
+from numba import cuda, int32, int64, uint8, uint32, uint64
 
 from . import common, simulator
 from ..scoring import MODE_GLOBAL, MODE_LOCAL
@@ -423,30 +423,43 @@ def write_run(chars, pos, length, symbol):
     return pos + width + 1
 
 
+def run_symbols(merge_matches: bool) -> tuple[int, int, int, int]:
+    """The CIGAR symbols of the runs' ops 0-3: ``M`` (``merge_matches``) or ``=``, ``X``,
+    ``I``, ``D``."""
+    return 77 if merge_matches else 61, 88, 73, 68
+
+
+@cuda.jit(device=True, inline=True)
+def run_at(runs, at, symbols):
+    """The length and CIGAR symbol (of ``symbols``, :func:`run_symbols`) of the run
+    stored at ``runs[at]``."""
+    packed = int32(runs[at])  # (unsigned with signed would compute in float)
+    op = packed & 3
+    symbol = symbols[0]
+    if op == 1:
+        symbol = symbols[1]
+    elif op == 2:
+        symbol = symbols[2]
+    elif op == 3:
+        symbol = symbols[3]
+    return packed >> 2, symbol
+
+
 @lru_cache(maxsize=None)
 def cigar_writer(merge_matches: bool, soft_clip: bool):
     """Device function ``write(chars, pos, runs, base, count, start_i, clip)``: a pair's
     CIGAR from its ``count`` runs at ``runs[base:]`` (stored end to start) into ``chars``
     from ``pos``, with soft clips of ``start_i`` and ``clip`` query residues; returns the
     position after its last character."""
-    symbols = (77 if merge_matches else 61, 88, 73, 68)  # M or =, X, I, D
-    match_symbol, mismatch_symbol, ins_symbol, del_symbol = symbols
+    symbols = run_symbols(merge_matches)
 
     @cuda.jit(device=True, inline=True)
     def write(chars, pos, runs, base, count, start_i, clip):
         if soft_clip and start_i > 0:
             pos = write_run(chars, pos, start_i, 83)
         for k in range(count - 1, -1, -1):
-            packed = int32(runs[base + k])  # (unsigned with signed would compute in float)
-            op = packed & 3
-            symbol = match_symbol
-            if op == 1:
-                symbol = mismatch_symbol
-            elif op == 2:
-                symbol = ins_symbol
-            elif op == 3:
-                symbol = del_symbol
-            pos = write_run(chars, pos, packed >> 2, symbol)
+            length, symbol = run_at(runs, base + k, symbols)
+            pos = write_run(chars, pos, length, symbol)
         if soft_clip and clip > 0:
             pos = write_run(chars, pos, clip, 83)
         return pos
@@ -454,20 +467,83 @@ def cigar_writer(merge_matches: bool, soft_clip: bool):
     return write
 
 
+@cuda.jit(device=True, inline=True)
+def put_bytes(chars, words, held, value, count):
+    """Append the ``count`` low bytes of ``value`` (uint64, the first lowest) to the
+    characters ``held`` = (the position of the first, the bytes as uint64, their count;
+    at most 8 with the new ones), storing each whole 4-byte word of them that begins on
+    a multiple of 4 as one uint32 (``words``: ``chars`` as uint32), the bytes before the
+    first such word (a string's first, whose word another string shares) one at a time;
+    returns what is still held. A thread storing bytes one at a time at scattered places
+    costs the L2 a sector each: words take a quarter of them."""
+    pos, bits, k = held
+    bits |= value << uint64(8 * k)
+    k += count
+    while True:
+        head = -pos & 3   # bytes before the next word boundary
+        if head == 0 and k >= 4:
+            words[pos >> 2] = uint32(bits & uint64(0xFFFFFFFF))
+            bits >>= uint64(32)
+            pos += 4
+            k -= 4
+        elif 0 < head <= k:
+            for b in range(head):
+                chars[pos + b] = uint8((bits >> uint64(8 * b)) & uint64(255))
+            bits >>= uint64(8 * head)
+            pos += head
+            k -= head
+        else:
+            return pos, bits, k
+
+
+@cuda.jit(device=True, inline=True)
+def put_run(chars, words, held, length, symbol):
+    """:func:`put_bytes` of a CIGAR run: ``length``'s digits, then ``symbol``."""
+    width = digits(length)
+    if width <= 4:  # the digits and the symbol in one value, the first digit lowest:
+        value = uint64(symbol)  # each digit, from the last, shifts the later ones up
+        rest = length
+        for _ in range(width):
+            value = (value << uint64(8)) | uint64(48 + rest % 10)
+            rest //= 10
+        return put_bytes(chars, words, held, value, width + 1)
+    scale = 1
+    for _ in range(width - 1):
+        scale *= 10
+    for _ in range(width):
+        held = put_bytes(chars, words, held, uint64(48 + (length // scale) % 10), 1)
+        scale //= 10
+    return put_bytes(chars, words, held, uint64(symbol), 1)
+
+
 @lru_cache(maxsize=None)
 def cigar_kernel(merge_matches: bool, soft_clip: bool):
-    """Runs of each slot -> CIGAR characters at ``offsets[slot]`` of a batch buffer."""
-    write_cigar = cigar_writer(merge_matches, soft_clip)
+    """Runs of each slot -> CIGAR characters of a buffer (``chars``, and ``words`` the
+    same bytes as uint32), at ``offsets[slot]``, or with ``by_row`` at ``offsets[row]``
+    of the slot's job row (the column's own offsets): as :func:`cigar_writer` writes
+    them, stored by :func:`put_bytes`."""
+    symbols = run_symbols(merge_matches)
 
     @cuda.jit
     def write(runs, run_base, run_count, slot_row, start_i, end_i, query_lengths, offsets,
-              chars):
+              by_row, chars, words):
         slot = cuda.grid(1)
         if slot >= run_count.shape[0] or query_lengths[slot] < 0:  # no pair in this slot
             return
         row = slot_row[slot]
-        write_cigar(chars, offsets[slot], runs, run_base[slot], run_count[slot], start_i[row],
-                    query_lengths[slot] - end_i[row])
+        held = (offsets[row] if by_row else offsets[slot], uint64(0), int64(0))
+        clip = query_lengths[slot] - end_i[row]
+        if soft_clip and start_i[row] > 0:
+            held = put_run(chars, words, held, start_i[row], 83)
+        base = run_base[slot]
+        for k in range(run_count[slot] - 1, -1, -1):
+            length, symbol = run_at(runs, base + k, symbols)
+            held = put_run(chars, words, held, length, symbol)
+        if soft_clip and clip > 0:
+            held = put_run(chars, words, held, clip, 83)
+        pos, bits, k = held
+        for b in range(k):  # the last bytes, short of a word
+            chars[pos + b] = uint8((bits >> uint64(8 * b)) & uint64(255))
 
     return write
 
