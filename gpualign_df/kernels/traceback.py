@@ -130,33 +130,51 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     assert not (scores and (local or probing))
     words_a_step = lane_words(group_rows)
     piece_lanes = group_lanes * piece   # a slot's words of one piece and word
+    # A thread's walk is a chain of dependent reads: reading the cell it goes to next if
+    # it keeps its state one pass ahead overlaps two links. The grouped layout's local
+    # and semi-global walks take it; global ones do not (slower with it: BENCHMARKS.md).
+    read_ahead = bool(group_lanes) and not glob and not probing
 
     @cuda.jit(device=True, inline=True)
-    def nibble_at(tb, b0, width, columns, row0, i, j):
+    def word_at(tb, b0, width, columns, row0, i, j):
+        """The traceback word that holds cell (i, j)'s nibble (:func:`nibble_of`)."""
         if group_lanes:
             lane = (i - row0 - 1) // group_rows
             lane_row = (i - row0 - 1) % group_rows
             step = j - 1 + lane
-            word = tb[uint64(b0 + ((step // piece) * words_a_step + lane_row // STRIP_ROWS)
+            return tb[uint64(b0 + ((step // piece) * words_a_step + lane_row // STRIP_ROWS)
                              * (width * piece_lanes) + lane * piece + step % piece)]
-            return (word >> uint32(4 * (lane_row % STRIP_ROWS))) & uint32(15)
         strip = (i - row0 - 1) // strip_rows
-        row = (i - row0 - 1) % strip_rows
         if skewed:
-            word = tb[uint64(b0 + skewed_word_index(strip, columns, j, row))]
-        elif wavefront:
+            return tb[uint64(b0 + skewed_word_index(strip, columns, j,
+                                                    (i - row0 - 1) % strip_rows))]
+        if wavefront:
             group = (j - 1) // wavefront
-            word = tb[uint64(b0 + ((group + strip) * columns + strip) * wavefront
+            return tb[uint64(b0 + ((group + strip) * columns + strip) * wavefront
                              + (j - 1 - group * wavefront))]
-        else:
-            word = tb[uint64(b0 + width * (strip * columns + j - 1))]
-        return (word >> uint32(4 * (strip_rows - 1 - row))) & uint32(15)
+        return tb[uint64(b0 + width * (strip * columns + j - 1))]
+
+    @cuda.jit(device=True, inline=True)
+    def nibble_of(word, row0, i):
+        """Cell (i, j)'s four bits in its word (:func:`word_at`)."""
+        if group_lanes:
+            return (word >> uint32(4 * ((i - row0 - 1) % group_rows % STRIP_ROWS))) \
+                & uint32(15)
+        return (word >> uint32(4 * (strip_rows - 1 - (i - row0 - 1) % strip_rows))) \
+            & uint32(15)
+
+    @cuda.jit(device=True, inline=True)
+    def nibble_at(tb, b0, width, columns, row0, i, j):
+        return nibble_of(word_at(tb, b0, width, columns, row0, i, j), row0, i)
 
     @cuda.jit(device=True, inline=True)
     def steps(query, target, q0, t0, width, tb, b0, columns, row0, stop_row, concrete, sub,
               alphabet_size, go, ge, runs, out, walk, lane, scratch):
         i, j, state, value, count, current, length, size, n_match, n_mismatch, n_open, \
             n_gap = walk
+        ahead_i = ahead_j = -1   # the cell read ahead (none yet), its word and residues
+        ahead_word = uint32(0)
+        ahead_code = ahead_code_t = uint8(0)
         while True:  # one operation per pass (a gap run at a border is one pass)
             if stop_row > 0 and i == stop_row:
                 break
@@ -232,13 +250,35 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
             else:
                 if local and state == 1 and value == 0:  # where H is 0 the alignment starts
                     break
-                nibble = nibble_at(tb, b0, width, columns, row0, i, j)
+                if read_ahead:
+                    if i != ahead_i or j != ahead_j:
+                        word = word_at(tb, b0, width, columns, row0, i, j)
+                        code = query[uint64(q0 + width * (i - 1))]
+                        code_t = target[uint64(t0 + width * (j - 1))]
+                    else:   # read one pass ahead
+                        word, code, code_t = ahead_word, ahead_code, ahead_code_t
+                    # the next cell the walk takes if it stays in its state (the diagonal
+                    # one in H, as along a run of matches; in I the one above, in D the
+                    # one to the left): its word and residues read now, used next pass
+                    # if the walk goes there
+                    next_i = i - 1 if state != 3 else i
+                    next_j = j - 1 if state != 2 else j
+                    if next_i >= 1 and next_j >= 1 and (stop_row == 0 or next_i > stop_row):
+                        ahead_i = next_i
+                        ahead_j = next_j
+                        ahead_word = word_at(tb, b0, width, columns, row0, next_i, next_j)
+                        ahead_code = query[uint64(q0 + width * (next_i - 1))]
+                        ahead_code_t = target[uint64(t0 + width * (next_j - 1))]
+                    nibble = nibble_of(word, row0, i)
+                else:
+                    nibble = nibble_at(tb, b0, width, columns, row0, i, j)
                 # in H, its source: bit 1, D beats max(diagonal, I); bit 0, I beats the
                 # diagonal; a gap step from H uses this same cell's extension bit
                 src = min(nibble & 3, 2) + 1 if state == 1 else state
                 if src == 1:
-                    code = query[uint64(q0 + width * (i - 1))]
-                    code_t = target[uint64(t0 + width * (j - 1))]
+                    if not read_ahead:
+                        code = query[uint64(q0 + width * (i - 1))]
+                        code_t = target[uint64(t0 + width * (j - 1))]
                     op = OP_MATCH if code == code_t and concrete[code] else OP_MISMATCH
                     if local or scores:
                         pair_score = sub[int32(code) * alphabet_size + int32(code_t)]
