@@ -1335,6 +1335,39 @@ def test_kept_values_follow_their_options_and_forget_buffers():
             constants["flags"]) == (7, False, True, (mode.code, *mode.flags(), True))
 
 
+def test_scratch_views_are_kept_while_their_buffer_is():
+    """``scratch`` and ``buffer_views`` give the very view objects again while the buffer
+    and its count or layout stay, new ones for another count or layout; a buffer that
+    grows drops every kept view of the old one (none keeps it alive), and the new views
+    see the new buffer's memory."""
+    from gpualign_df.gpu import buffers
+    from gpualign_df.gpu.device import array_module
+    from gpualign_df.gpu.plan import to_numpy
+
+    buffers.forget_buffers()
+    first = buffers.scratch("test views", 10, np.int64)
+    assert buffers.scratch("test views", 10, np.int64) is first and len(first) == 10
+    shorter = buffers.scratch("test views", 4, np.int64)
+    assert shorter is not first and len(shorter) == 4
+    old = buffers.scratch_buffer("test views", 4, np.int64)
+
+    def halves(whole):
+        return whole[:5], whole[5:10]
+
+    pair = buffers.buffer_views("test halves", old, 5, halves)
+    assert buffers.buffer_views("test halves", old, 5, halves) is pair
+    assert buffers.buffer_views("test halves", old, 4, halves) is not pair
+    grown = buffers.scratch("test views", 1000, np.int64)
+    assert all(viewed is not old for viewed, _layout, _views in buffers.BUFFER_VIEWS.values())
+    whole = buffers.scratch_buffer("test views", 1000, np.int64)
+    assert whole is not old
+    low, _high = buffers.buffer_views("test halves", whole, 5, halves)
+    grown[:5] = array_module().asarray(np.arange(5))
+    assert to_numpy(low).tolist() == [0, 1, 2, 3, 4]
+    buffers.forget_buffers()
+    assert not buffers.BUFFER_VIEWS
+
+
 def test_row_numbers_count_from_zero_as_the_buffer_grows():
     """``buffers.row_numbers`` is 0..count-1 for any count, from one buffer that grows."""
     from gpualign_df.gpu import buffers
