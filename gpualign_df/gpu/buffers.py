@@ -60,11 +60,8 @@ def scratch(name: str, count: int, dtype) -> object:
     view object while the buffer and ``count`` stay the same (:func:`buffer_views`)."""
     count = max(int(count), 1)
     key = (name, current_device())
-    buffer = _scratch_buffer(key, count, dtype)
-    cached = BUFFER_VIEWS.get(key)
-    if cached is None or cached[0] is not buffer or cached[1] != count:
-        cached = BUFFER_VIEWS[key] = (buffer, count, buffer[:count])
-    return cached[2]
+    return _kept_views(key, _scratch_buffer(key, count, dtype), count,
+                       lambda buffer: buffer[:count])
 
 
 def scratch_buffer(name: str, count: int, dtype) -> object:
@@ -99,7 +96,11 @@ def buffer_views(name: str, buffer, layout, make: Callable[[object], object]) ->
     view of a CuPy array costs microseconds of host time, and a job of the size of the
     last one then makes none. The views are of memory the next job writes: they serve
     the job that asked for them, as the buffer does."""
-    key = (name, current_device())
+    return _kept_views((name, current_device()), buffer, layout, make)
+
+
+def _kept_views(key: tuple[str, int], buffer, layout, make: Callable[[object], object]):
+    """:func:`buffer_views` by its key in ``BUFFER_VIEWS``."""
     cached = BUFFER_VIEWS.get(key)
     if cached is None or cached[0] is not buffer or cached[1] != layout:
         cached = BUFFER_VIEWS[key] = (buffer, layout, make(buffer))
