@@ -72,11 +72,15 @@ def string_buffers(series):
     ``rows + 1`` of them) and the whole characters buffer (CuPy uint8), without a copy.
     A sliced column's characters are ``chars[offsets[0]:offsets[-1]]``: its offsets stay
     absolute (no host read of the bounds). Raises ``ValueError`` for a column of
-    anything but strings."""
+    anything but strings.
+
+    The column is the one cuDF holds where its Series has one (:func:`_held_column`):
+    its buffers are read by their pointers, in cuDF's read mode (no copy-on-write copy),
+    and each CuPy array is made at once from a pointer, a type and a length."""
     import cupy
     import pylibcudf as plc
 
-    column, _ = series.to_pylibcudf()
+    column, held = _held_column(series)
     rows = column.size()
     if rows and column.type().id() != plc.TypeId.STRING:
         raise ValueError(f"sequences must be strings, got a cuDF column of {series.dtype}")
@@ -84,11 +88,44 @@ def string_buffers(series):
         return column, cupy.zeros(rows + 1, dtype=cupy.int64), cupy.zeros(0, dtype=cupy.uint8)
     child = column.child(0)
     width = cupy.int32 if child.type().id() == plc.TypeId.INT32 else cupy.int64
-    offsets = cupy.asarray(child.data()).view(width)[column.offset():column.offset() + rows + 1]
     data = column.data()
-    chars = cupy.asarray(data).view(cupy.uint8) if data is not None else \
+    if not held:  # spans with the CUDA array interface
+        offsets = cupy.asarray(child.data()).view(width)[column.offset():
+                                                         column.offset() + rows + 1]
+        chars = cupy.asarray(data).view(cupy.uint8) if data is not None else \
+            cupy.zeros(0, cupy.uint8)
+        return column, offsets, chars
+    device = gpu.current_device()
+    offsets = _device_array(child.data(), width, column.offset(), rows + 1, device)
+    chars = _device_array(data, cupy.uint8, 0, None, device) if data is not None else \
         cupy.zeros(0, cupy.uint8)
     return column, offsets, chars
+
+
+def _held_column(series) -> tuple:
+    """A cuDF Series' pylibcudf column as cuDF holds it, its buffers cuDF's own (each
+    with a ``ptr``, read without a copy-on-write copy, and a ``size``), and True; else,
+    where cuDF holds none or may spill buffers to the host (whose pointers are then
+    valid only inside its spill locks), ``to_pylibcudf``'s copy of it and False."""
+    from cudf.options import get_option
+
+    held = getattr(getattr(series, "_column", None), "plc_column", None)
+    if held is None or get_option("spill"):
+        return series.to_pylibcudf()[0], False
+    return held, True
+
+
+def _device_array(buffer, dtype, first: int, count: int | None, device: int):
+    """A CuPy array of ``count`` items of ``dtype`` (None: as many as the buffer holds)
+    from item ``first`` of a cuDF buffer on ``device``, which the array keeps alive."""
+    import cupy
+
+    itemsize = np.dtype(dtype).itemsize
+    size = int(buffer.size)
+    if count is None:
+        count = size // itemsize - first
+    memory = cupy.cuda.UnownedMemory(int(buffer.ptr), size, buffer, device)
+    return cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(memory, first * itemsize))
 
 
 def encode_device(series, lut, summary, slot: int):
