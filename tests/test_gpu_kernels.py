@@ -1299,10 +1299,10 @@ def test_column_encoding_flags_a_code_past_t():
 
 
 def test_kept_values_follow_their_options_and_forget_buffers():
-    """``buffers.kept_for`` gives the value made for the same options again (a Scoring or
-    Settings object by identity, plain values by equality), makes it anew for other
-    options, and forgets it with the other kept buffers; the job constants built on it
-    follow the job's scoring and settings."""
+    """``buffers.kept_for`` gives the value made for the same options again (a Scoring by
+    identity, plain values and settings by equality: each override block makes a new
+    settings object), makes it anew for other options, and forgets it with the other
+    kept buffers; the job constants built on it follow the job's scoring and settings."""
     from gpualign_df.gpu import batches, buffers
     from gpualign_df.scoring import make_scoring, parse_mode
 
@@ -1331,6 +1331,13 @@ def test_kept_values_follow_their_options_and_forget_buffers():
                                                tuning),
                         batches._job_constants(dna, mode, True, "M", None, tuning)):
             assert changed is not constants
+    default = config.settings()
+    constants = batches._job_constants(dna, mode, True, "=", "soft", default)
+    with config.override() as same:
+        assert same is not default
+        assert batches._job_constants(dna, mode, True, "=", "soft", same) is constants
+    with config.override(pair_groups=((8, 19),)) as changed:
+        assert batches._job_constants(dna, mode, True, "=", "soft", changed) is not constants
     assert (constants["gap_open"], constants["merge_matches"], constants["soft_clip"],
             constants["flags"]) == (7, False, True, (mode.code, *mode.flags(), True))
 

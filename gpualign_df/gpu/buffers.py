@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
+from .. import config
 from ..encode import EncodedSequences, in_pieces
 from ..kernels import simulator
 from ..kernels.encoding import NO_BAD_BYTE, map_bytes
@@ -177,13 +178,15 @@ def device_table(name: str, host: np.ndarray) -> object:
     return cached[1]
 
 
-#: Option types compared by value in :func:`_same_options` (others by identity).
-_PLAIN = (bool, int, float, str, tuple, frozenset)
+#: Option types compared by value in :func:`_same_options` (others by identity). The
+#: settings are plain values too: each ``config.override`` block makes a new object.
+_PLAIN = (bool, int, float, str, tuple, frozenset, config.Settings)
 
 
 def _same_options(options: tuple, kept: tuple) -> bool:
     """Whether two option tuples are the same: item by item the same object, or equal
-    plain values (objects such as a Scoring, which holds arrays, only by identity)."""
+    plain values or settings (objects such as a Scoring, which holds arrays, only by
+    identity)."""
     return len(options) == len(kept) and all(
         new is old or (type(new) is type(old) and isinstance(new, _PLAIN) and new == old)
         for new, old in zip(options, kept))
@@ -192,7 +195,7 @@ def _same_options(options: tuple, kept: tuple) -> bool:
 def kept_for(name: str, options: tuple, make) -> object:
     """``make()`` for these ``options``, kept on the current device and returned again
     while later calls of the same ``name`` pass the same options (:func:`_same_options`:
-    a Scoring or Settings object by identity, as repeated options share one); values that
+    a Scoring by identity, as repeated options share one, settings by value); values that
     hold device tables follow :func:`forget_buffers`."""
     key = (name, current_device())
     kept = KEPT.get(key)
