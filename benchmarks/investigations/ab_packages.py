@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib
 import importlib.util
 import shutil
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     def call(variant, job):
         _label, package, config, settings = variant
         mode, traceback = JOBS[job]
-        with config.override(**settings):
+        # (an override block only where a variant changes settings: a user's call has none)
+        with config.override(**settings) if settings else contextlib.nullcontext():
             return package.align(queries, targets, how="rowwise", mode=mode,
                                  traceback=traceback, **options)
 
