@@ -92,34 +92,35 @@ TRACEBACK_VALUES = 0x0FFF
 TRACEBACK_ROWS = 20
 
 
-@lru_cache(maxsize=None)
-def direction_bits(use_dpx: bool):
-    """``bits(h_left, h_up, e_new, f_new, match, neg, one)``: both halves' four
-    traceback bits of a cell in the shifted form (gaps + go), as
-    :func:`gpualign_df.kernels.strip.append_sign` appends them, at bits 12-15 of each
-    half (from the high bit: D extends, I extends, D is H's source, I beats the
-    diagonal; ties to opening, the diagonal, then I); bits 0-11 hold anything. Each is
-    one difference ``x - y + 2**b - 1`` (b = 15, 14, 13, 12) whose bit ``b`` holds
-    ``x > y`` and whose bits above it are 0 where ``|x - y| < 2**b``, so three bit
-    selects merge them: exact where every operand lies in ``[0, TRACEBACK_VALUES]``, so
-    that no half borrows from the other. A gap extends where its new value passes the
-    H it would open from (``E*_new = max(E*_old - ge, H_left)`` is above ``H_left``
-    exactly where ``E*_old - ge`` is), so the old gap values die with the cell's update
-    (no register keeps them). The two source bits are multiply-adds by ``neg`` = -1 and
-    ``one`` = 1, values the compiler cannot see (IMADs on the FMA pipe, beside the
-    subtractions, bit selects and DPX instructions that keep the ALU pipe the fill's
-    busiest)."""
-    max2 = dpx.functions16(use_dpx)[1]
+def direction_bits():
+    """``bits(h_left, h_up, e_new, f_new, match, top, neg, one)``: both halves' four
+    traceback bits of a cell in the shifted form (gaps + go; ``top`` = max(``match``,
+    E*_new, F*_new), H before the floor), at bits 12-15 of each half (from the high
+    bit: D extends, I extends, the diagonal is not H's source, I is not; so H's source
+    is the diagonal where bit 13 is 0, else I where bit 12 is 0, else D: ties to the
+    diagonal, then I, as :func:`gpualign_df.kernels.strip.append_sign`'s bits say it;
+    :func:`gpualign_df.kernels.traceback.walk_functions` reads both forms); bits 0-11
+    hold anything. Each is one difference ``x - y + 2**b - 1`` (b = 15, 14, 13, 12)
+    whose bit ``b`` holds ``x > y`` and whose bits above it are 0 where ``|x - y| <
+    2**b``, so three bit selects merge them: exact where every operand lies in ``[0,
+    TRACEBACK_VALUES]``, so that no half borrows from the other. A gap extends where its
+    new value passes the H it would open from (``E*_new = max(E*_old - ge, H_left)`` is
+    above ``H_left`` exactly where ``E*_old - ge`` is), so the old gap values die with
+    the cell's update (no register keeps them); H's source compares ``top``, which the
+    cell computes anyway, with two of its operands (no max of its own). The two source
+    bits are multiply-adds by ``neg`` = -1 and ``one`` = 1, values the compiler cannot
+    see (IMADs on the FMA pipe, beside the subtractions, bit selects and DPX
+    instructions that keep the ALU pipe the fill's busiest)."""
 
     @inlined
-    def bits(h_left, h_up, e_new, f_new, match, neg, one):
+    def bits(h_left, h_up, e_new, f_new, match, top, neg, one):
         d_ext = int64(e_new) - int64(h_left) + 0x7FFF7FFF      # E*_new > H_left
         i_ext = int64(f_new) - int64(h_up) + 0x3FFF3FFF        # F*_new > H_up
-        d_src = (int64(max2(match, f_new)) * neg + int64(e_new)) * one + 0x1FFF1FFF
-        i_src = (int64(match) * neg + int64(f_new)) * one + 0x0FFF0FFF
+        not_diagonal = (int64(match) * neg + int64(top)) * one + 0x1FFF1FFF  # top > match
+        not_i = (int64(f_new) * neg + int64(top)) * one + 0x0FFF0FFF         # top > F*_new
         merged = (d_ext & 0x80008000) | (i_ext & 0x7FFF7FFF)
-        merged = (merged & 0xC000C000) | (d_src & 0x3FFF3FFF)
-        return uint32((merged & 0xE000E000) | (i_src & 0x1FFF1FFF))
+        merged = (merged & 0xC000C000) | (not_diagonal & 0x3FFF3FFF)
+        return uint32((merged & 0xE000E000) | (not_i & 0x1FFF1FFF))
 
     return bits
 
@@ -231,7 +232,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
     # a group of unrolled steps holds whole pieces; a piece is one step or four words
     assert unroll % piece == 0 and piece in (1, PIECE_STEPS)
     max3_2, cell, table, shuffles, scratch_size = group_parts(use_dpx)
-    flag_bits = direction_bits(use_dpx)
+    flag_bits = direction_bits()
     pick_entries = dpx.byte_perm(use_dpx)
     assert not (profile and top_aligned(mode))
     store_words = word_storer(use_dpx)
@@ -315,9 +316,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 entry = pick_entries(column_a, column_b, held[r])
             else:
                 entry = table_at(shared, int32(row + held[r]))
-            value, f, e_r = cell(diag, entry, f, e[r], h_up, h_left, go2, ge2)
+            value, f, e_r, top = cell(diag, entry, f, e[r], h_up, h_left, go2, ge2)
             if traceback:
-                flags = flag_bits(h_left, h_up, e_r, f, int32(diag + entry), neg, one)
+                flags = flag_bits(h_left, h_up, e_r, f, int32(diag + entry), top, neg, one)
                 # four rows' nibbles a half, entering at its top: the earlier shift down
                 if r % STRIP_ROWS < 4:
                     upper = uint32(((upper >> 4) & 0x0FFF0FFF) | (flags & 0xF000F000))

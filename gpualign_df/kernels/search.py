@@ -341,15 +341,15 @@ def shifted_cell(use_dpx: bool):
     ``entry`` = score + go): the gap that flows along a lane's registers from the cell
     before it (H ``h_flowing``) and the gap a register keeps from the step before (H
     ``h_held``), each opened or extended, then H = max(max(diag + entry, both gaps) - go,
-    0). Returns (H, flowing gap, held gap)."""
+    0). Returns (H, flowing gap, held gap, the largest of the three before the floor)."""
     add_max2, max3_2, add_max_zero2 = dpx.functions16_search(use_dpx)
 
     @inlined
     def cell(diag, entry, flowing, held, h_flowing, h_held, go2, ge2):
         flowing = add_max2(flowing, ge2, h_flowing)
         held = add_max2(held, ge2, h_held)
-        value = add_max_zero2(max3_2(diag + entry, flowing, held), go2, int32(0))
-        return value, flowing, held
+        top = max3_2(diag + entry, flowing, held)
+        return add_max_zero2(top, go2, int32(0)), flowing, held, top
 
     return cell
 
@@ -492,8 +492,8 @@ def group_search_kernel(lanes: int, columns: int, use_dpx: bool = False, unroll:
         diag = diag_first
         for r in range(width):
             h_up = h[r]
-            value, e, f_r = cell(diag, table_at(shared, int32(row + codes[r])), e, f[r],
-                                 h_left, h_up, go2, ge2)
+            value, e, f_r, _top = cell(diag, table_at(shared, int32(row + codes[r])), e,
+                                       f[r], h_left, h_up, go2, ge2)
             if r % 2 == 1:
                 best = max3_2(best, h_left, value)
             elif r == width - 1:

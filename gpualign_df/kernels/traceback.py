@@ -79,9 +79,10 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     """``(steps, finish)`` device functions of the traceback walk for one mode / free-starts
     / CIGAR-style / layout combination, over the fill kernels' words
     (:func:`gpualign_df.kernels.strip.append_sign`: row ``r`` of a strip at bits ``4 * (7 -
-    r)``). H's source comes from two bits and there is no start bit: a local walk tracks H
-    back from the score and stops where it is 0 (the CPU engine's source 0: a cell whose
-    best is <= 0).
+    r)``; the grouped pair kernel's own source bits:
+    :func:`~gpualign_df.kernels.pairs16.direction_bits`). H's source comes from two bits
+    and there is no start bit: a local walk tracks H back from the score and stops where
+    it is 0 (the CPU engine's source 0: a cell whose best is <= 0).
 
     ``steps`` walks from a cell and state until the alignment's start, or until it reaches
     row ``stop_row`` > 0 (the top of a block of rows whose words ``tb`` holds from
@@ -273,8 +274,13 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                 else:
                     nibble = nibble_at(tb, b0, width, columns, row0, i, j)
                 # in H, its source: bit 1, D beats max(diagonal, I); bit 0, I beats the
-                # diagonal; a gap step from H uses this same cell's extension bit
-                src = min(nibble & 3, 2) + 1 if state == 1 else state
+                # diagonal (the grouped kernel's bits: bit 1, the diagonal is not the
+                # source; bit 0, I is not); a gap step from H uses this same cell's
+                # extension bit
+                if group_lanes:
+                    src = max(nibble & 3, 1) if state == 1 else state
+                else:
+                    src = min(nibble & 3, 2) + 1 if state == 1 else state
                 if src == 1:
                     if not read_ahead:
                         code = query[uint64(q0 + width * (i - 1))]
