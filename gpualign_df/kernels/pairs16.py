@@ -68,19 +68,19 @@ def group_rows_fit(lanes: int, rows: int) -> bool:
 def _twice(steps, offset: int):
     """``steps`` on step s, then on step s + ``offset`` (unrolled: two calls, so the rows'
     registers change roles by renaming instead of moves); ``phase``, the first step's
-    place in its group of unrolled steps, a constant once inlined."""
+    place in its group of unrolled steps, and ``freeze`` are constants once inlined."""
     offset32 = int32(offset)
 
     @inlined
-    def twice(s, phase, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
-              shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words,
-              ends):
-        carried = steps(s, phase, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair,
-                        base, shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2,
-                        unit, words, ends)
-        return steps(int32(s + offset32), phase + offset, lane, n_a, n_b, t0_a, t0_b, target,
-                     pad, codes, target_pair, base, shared, held, h, e, carried, starts,
-                     scratch, warp_lane, go2, ge2, unit, words, ends)
+    def twice(s, phase, freeze, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair,
+              base, shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit,
+              words, ends):
+        carried = steps(s, phase, freeze, lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
+                        target_pair, base, shared, held, h, e, carried, starts, scratch,
+                        warp_lane, go2, ge2, unit, words, ends)
+        return steps(int32(s + offset32), phase + offset, freeze, lane, n_a, n_b, t0_a, t0_b,
+                     target, pad, codes, target_pair, base, shared, held, h, e, carried,
+                     starts, scratch, warp_lane, go2, ge2, unit, words, ends)
 
     return twice
 
@@ -261,9 +261,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         return best, best_j
 
     @inlined
-    def step(s, phase, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base,
-             shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit, words,
-             ends):
+    def step(s, phase, freeze, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair,
+             base, shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit,
+             words, ends):
         """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
         H the first row takes as diagonal) before and after. ``words`` (traceback): the
@@ -272,7 +272,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         a kernel argument), the array's address and the piece's words so far
         (``phase`` = ``s % unroll``: ``s``'s words go to place ``phase % piece`` of
         their pieces, stored with the piece's last step; in pieces of one step, each
-        word is stored as the step completes it).
+        word is stored as the step completes it). ``freeze`` (where the end cell may be
+        in the last column): a half past its target's end keeps its column n's H; the
+        caller passes False for steps where every column is within both targets.
         ``ends`` (global and semi-global): the lane rows of both halves' last query
         rows, the ends of their rows in this lane (exclusive), the bias, the gap costs
         and the starts of their rows in this lane; the best keys are then the first and
@@ -306,6 +308,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
             at = uint64(s) * uint64(words_a_step) * stride
         # end_column: the halves whose target still runs at this column take its H
         kept = (int32(0xFFFF) if j < n_a else zero) | (int32(-65536) if j < n_b else zero)
+        frozen = end_column and freeze
         upper = uint32(0)   # rows 0-3 of a word, both halves (row 0 lowest)
         lower = uint32(0)   # rows 4-7
         last_row_a = zero   # H of the halves' last query rows (where this lane holds them)
@@ -361,7 +364,7 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                     last_row_b = value
             e[r] = e_r
             diag = h_left
-            if end_column:   # a half past its target's end keeps column n's H
+            if frozen:   # a half past its target's end keeps column n's H
                 h[r] = (value & kept) | (h_left & ~kept)
             else:
                 h[r] = value
@@ -546,9 +549,22 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                                    bias if free_col0 or above_b < 0
                                    else bias - go - above_b * ge), int32(-1))
         # the warp's columns hold both targets; steps past them read padding only
-        for s in range(0, int32(columns) + group - 1, unroll):
-            carried = steps(int32(s), 0, lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes,
-                            pairs_of_target, base, shared, held, h, e, carried, starts,
+        last_step = int32(columns) + group - 1
+        plain = int32(0)   # steps where no half freezes its H (a multiple of unroll)
+        if end_column:   # the first of them: columns within the warp's shortest target
+            # for every lane (a step's column is at most its own), a warp-wide minimum
+            shortest = min(n_a, n_b)
+            for offset in (1, 2, 4, 8, 16):
+                shortest = min(shortest, shuffle_across(shortest, offset, scratch, warp_lane))
+            plain = shortest // unroll * unroll
+            for s in range(0, plain, unroll):
+                carried = steps(int32(s), 0, False, lane, n_a, n_b, t0_a, t0_b, target_codes,
+                                pad, codes, pairs_of_target, base, shared, held, h, e, carried,
+                                starts, scratch, warp_lane, go2, ge2, int32(key_unit), words,
+                                ends)
+        for s in range(plain, last_step, unroll):
+            carried = steps(int32(s), 0, True, lane, n_a, n_b, t0_a, t0_b, target_codes, pad,
+                            codes, pairs_of_target, base, shared, held, h, e, carried, starts,
                             scratch, warp_lane, go2, ge2, int32(key_unit), words, ends)
         best, j_a, j_b, best_b = carried[0], carried[1], carried[2], carried[6]
         if end_column:   # column n: the query's rows (lane rows first ..< last), whose H
