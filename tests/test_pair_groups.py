@@ -218,6 +218,26 @@ def test_pair_groups_global_and_semiglobal_equal_cpu(settings, kernels_run, mode
     assert mode != "nw" or (frame["score"] < 0).any()   # values below the bias's zero
 
 
+def test_pair_groups_keep_each_last_column_in_a_warp_of_many_target_lengths(settings):
+    """Semi-global with the query's ends free: the end cell is the best of a target's last
+    column, whose H a half keeps once its target ends while its group steps on. The steps
+    before the warp's shortest target ends (in whole groups of unrolled steps) run
+    without that, so the switch lies where the warp's lengths put it: targets of 2 to 18
+    residues, each a mutated start of its query, which runs on past it, in warps of many
+    lengths and one warp of unused slots; every column equals the CPU engine's (a switch
+    one group of steps late fails)."""
+    settings(pair_group_fill=True, pair_groups=((4, 5),))
+    rng = np.random.default_rng(23)
+    queries = random_sequences(rng, 70, "ACGT", 20, min_length=14)
+    targets = [mutate(rng, query[:2 + k % 17], "ACGT", 0.1) for k, query in
+               enumerate(queries)]
+    frame = both_engines(queries, targets, mode="sg", traceback=True, match=2, mismatch=-3,
+                         gap_open=3, gap_extend=1, free_ends=("query_start", "query_end"))
+    # (most alignments end before their query does: in the target's last column)
+    assert (frame["query_end"] < frame["query"].map(lambda row: len(queries[row]))).mean() \
+        > 0.5
+
+
 @pytest.mark.parametrize("shape, traceback", [((4, 3), False), ((2, 33), False),
                                               ((4, 3), True), ((2, 8), True)])
 def test_pair_groups_keep_the_row_major_first_end_cell(settings, kernels_run, shape,
