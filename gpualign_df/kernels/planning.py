@@ -213,6 +213,13 @@ def _segment(count):
 
 
 @cuda.jit(device=True, inline=True)
+def _at(first, round_, ahead, lane):
+    """The value a lane reads in a round of :func:`_segment`'s, ``ahead`` of its reads in
+    flight: a warp's width of them side by side."""
+    return first + (round_ * _AHEAD + ahead) * WARP + lane
+
+
+@cuda.jit(device=True, inline=True)
 def _scan_segments(segment_totals, rows):
     """Rows ``0 ..< rows`` of the shared ``segment_totals`` (row x warp: each warp's
     segment's sum) to their exclusive sums over the block's warps, the grand total of
@@ -246,7 +253,7 @@ def plan_sums(quantities, warp_columns, warp_table, totals):
         own[row] = 0
     for round_ in range(rounds):
         for ahead in range(_AHEAD):
-            at = first + (round_ * _AHEAD + ahead) * WARP + lane
+            at = _at(first, round_, ahead, lane)
             if at < count:
                 for row in range(QUANTITIES):
                     own[row] += quantities[row, at]
@@ -261,11 +268,11 @@ def plan_sums(quantities, warp_columns, warp_table, totals):
         own[row] = segment_totals[row + 1, warp]
     for round_ in range(rounds):
         for ahead in range(_AHEAD):
-            at = first + (round_ * _AHEAD + ahead) * WARP + lane
+            at = _at(first, round_, ahead, lane)
             for row in range(OFFSET_ROWS):
                 values[row, ahead] = quantities[row + 1, at] if at < count else 0
         for ahead in range(_AHEAD):
-            at = first + (round_ * _AHEAD + ahead) * WARP + lane
+            at = _at(first, round_, ahead, lane)
             for row in range(OFFSET_ROWS):
                 value = values[row, ahead]
                 inclusive = _inclusive(value, exchange)
@@ -312,7 +319,7 @@ def scan_counts(counts, bins):
     own = int64(0)
     for round_ in range(rounds):
         for ahead in range(_AHEAD):
-            key = first + (round_ * _AHEAD + ahead) * WARP + lane
+            key = _at(first, round_, ahead, lane)
             if key < bins:
                 own += counts[key]
     total = _last(_inclusive(own, exchange), exchange)
@@ -322,10 +329,10 @@ def scan_counts(counts, bins):
     running = segment_totals[0, warp]
     for round_ in range(rounds):
         for ahead in range(_AHEAD):
-            key = first + (round_ * _AHEAD + ahead) * WARP + lane
+            key = _at(first, round_, ahead, lane)
             values[ahead] = counts[key] if key < bins else 0
         for ahead in range(_AHEAD):
-            key = first + (round_ * _AHEAD + ahead) * WARP + lane
+            key = _at(first, round_, ahead, lane)
             value = values[ahead]
             inclusive = _inclusive(value, exchange)
             if key < bins:

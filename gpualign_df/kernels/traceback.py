@@ -492,36 +492,53 @@ def run_at(runs, at, symbols):
 
 
 @lru_cache(maxsize=None)
-def cigar_writer(merge_matches: bool, soft_clip: bool):
-    """Device function ``write(chars, pos, runs, base, count, start_i, clip)``: a pair's
-    CIGAR from its ``count`` runs at ``runs[base:]`` (stored end to start) into ``chars``
-    from ``pos``, with soft clips of ``start_i`` and ``clip`` query residues; returns the
-    position after its last character."""
+def run_writer(put, merge_matches: bool, soft_clip: bool):
+    """Device function ``write(out, state, runs, base, count, start_i, clip)``: a pair's
+    CIGAR from its ``count`` runs at ``runs[base:]`` (stored end to start), with soft
+    clips of ``start_i`` and ``clip`` query residues, each run (length, symbol) given in
+    order to ``put(out, state, length, symbol)``, which returns the state after it;
+    returns the state after the last."""
     symbols = run_symbols(merge_matches)
 
     @cuda.jit(device=True, inline=True)
-    def write(chars, pos, runs, base, count, start_i, clip):
+    def write(out, state, runs, base, count, start_i, clip):
         if soft_clip and start_i > 0:
-            pos = write_run(chars, pos, start_i, 83)
+            state = put(out, state, start_i, 83)
         for k in range(count - 1, -1, -1):
             length, symbol = run_at(runs, base + k, symbols)
-            pos = write_run(chars, pos, length, symbol)
+            state = put(out, state, length, symbol)
         if soft_clip and clip > 0:
-            pos = write_run(chars, pos, clip, 83)
-        return pos
+            state = put(out, state, clip, 83)
+        return state
 
     return write
 
 
+def cigar_writer(merge_matches: bool, soft_clip: bool):
+    """Device function ``write(chars, pos, runs, base, count, start_i, clip)``: a pair's
+    CIGAR (:func:`run_writer`) into ``chars`` from ``pos``, a byte at a time; returns the
+    position after its last character."""
+    return run_writer(write_run, merge_matches, soft_clip)
+
+
 @cuda.jit(device=True, inline=True)
-def put_bytes(chars, words, held, value, count):
+def store_bytes(chars, pos, bits, count):
+    """Store the ``count`` low bytes of ``bits`` (uint64, the first lowest) one at a time
+    into ``chars`` from ``pos``."""
+    for b in range(count):
+        chars[pos + b] = uint8((bits >> uint64(8 * b)) & uint64(255))
+
+
+@cuda.jit(device=True, inline=True)
+def put_bytes(out, held, value, count):
     """Append the ``count`` low bytes of ``value`` (uint64, the first lowest) to the
     characters ``held`` = (the position of the first, the bytes as uint64, their count;
     at most 8 with the new ones), storing each whole 4-byte word of them that begins on
-    a multiple of 4 as one uint32 (``words``: ``chars`` as uint32), the bytes before the
-    first such word (a string's first, whose word another string shares) one at a time;
-    returns what is still held. A thread storing bytes one at a time at scattered places
-    costs the L2 a sector each: words take a quarter of them."""
+    a multiple of 4 as one uint32 (``out`` = (the characters, the same as uint32)), the
+    bytes before the first such word (a string's first, whose word another string shares)
+    one at a time; returns what is still held. A thread storing bytes one at a time at
+    scattered places costs the L2 a sector each: words take a quarter of them."""
+    chars, words = out
     pos, bits, k = held
     bits |= value << uint64(8 * k)
     k += count
@@ -533,8 +550,7 @@ def put_bytes(chars, words, held, value, count):
             pos += 4
             k -= 4
         elif 0 < head <= k:
-            for b in range(head):
-                chars[pos + b] = uint8((bits >> uint64(8 * b)) & uint64(255))
+            store_bytes(chars, pos, bits, head)
             bits >>= uint64(8 * head)
             pos += head
             k -= head
@@ -543,7 +559,7 @@ def put_bytes(chars, words, held, value, count):
 
 
 @cuda.jit(device=True, inline=True)
-def put_run(chars, words, held, length, symbol):
+def put_run(out, held, length, symbol):
     """:func:`put_bytes` of a CIGAR run: ``length``'s digits, then ``symbol``."""
     width = digits(length)
     if width <= 4:  # the digits and the symbol in one value, the first digit lowest:
@@ -552,23 +568,23 @@ def put_run(chars, words, held, length, symbol):
         for _ in range(width):
             value = (value << uint64(8)) | uint64(48 + rest % 10)
             rest //= 10
-        return put_bytes(chars, words, held, value, width + 1)
+        return put_bytes(out, held, value, width + 1)
     scale = 1
     for _ in range(width - 1):
         scale *= 10
     for _ in range(width):
-        held = put_bytes(chars, words, held, uint64(48 + (length // scale) % 10), 1)
+        held = put_bytes(out, held, uint64(48 + (length // scale) % 10), 1)
         scale //= 10
-    return put_bytes(chars, words, held, uint64(symbol), 1)
+    return put_bytes(out, held, uint64(symbol), 1)
 
 
 @lru_cache(maxsize=None)
 def cigar_kernel(merge_matches: bool, soft_clip: bool):
     """Runs of each slot -> CIGAR characters of a buffer (``chars``, and ``words`` the
     same bytes as uint32), at ``offsets[slot]``, or with ``by_row`` at ``offsets[row]``
-    of the slot's job row (the column's own offsets): as :func:`cigar_writer` writes
-    them, stored by :func:`put_bytes`."""
-    symbols = run_symbols(merge_matches)
+    of the slot's job row (the column's own offsets): :func:`run_writer`'s, stored by
+    :func:`put_bytes`."""
+    write_runs = run_writer(put_run, merge_matches, soft_clip)
 
     @cuda.jit
     def write(runs, run_base, run_count, slot_row, start_i, end_i, query_lengths, offsets,
@@ -578,18 +594,10 @@ def cigar_kernel(merge_matches: bool, soft_clip: bool):
             return
         row = slot_row[slot]
         held = (offsets[row] if by_row else offsets[slot], uint64(0), int64(0))
-        clip = query_lengths[slot] - end_i[row]
-        if soft_clip and start_i[row] > 0:
-            held = put_run(chars, words, held, start_i[row], 83)
-        base = run_base[slot]
-        for k in range(run_count[slot] - 1, -1, -1):
-            length, symbol = run_at(runs, base + k, symbols)
-            held = put_run(chars, words, held, length, symbol)
-        if soft_clip and clip > 0:
-            held = put_run(chars, words, held, clip, 83)
-        pos, bits, k = held
-        for b in range(k):  # the last bytes, short of a word
-            chars[pos + b] = uint8((bits >> uint64(8 * b)) & uint64(255))
+        pos, bits, k = write_runs((chars, words), held, runs, run_base[slot],
+                                  run_count[slot], start_i[row],
+                                  query_lengths[slot] - end_i[row])
+        store_bytes(chars, pos, bits, k)   # the last bytes, short of a word
 
     return write
 
