@@ -119,27 +119,18 @@ def row_numbers(count: int) -> object:
     return buffer[:count]
 
 
-#: Views of scratch buffers as other types, by (name, device, type): (buffer, view).
-VIEWS: dict[tuple[str, int, np.dtype], tuple[object, object]] = {}
-
-
 def scratch_views(name: str, count: int, dtype, *types) -> tuple:
     """:func:`scratch_buffer` (at least ``count`` elements of ``dtype``, a multiple of
     every one of ``types``' sizes in bytes) as each of ``types`` (itself for its own
-    type), each view made once for as long as the buffer is kept."""
+    type), each view made once for as long as the buffer is kept (:func:`buffer_views`,
+    one name a type)."""
     buffer = scratch_buffer(name, count, dtype)
     device = current_device()
-    views = []
-    for kind in types:
-        if np.dtype(kind) == buffer.dtype:
-            views.append(buffer)
-            continue
-        key = (name, device, np.dtype(kind))
-        cached = VIEWS.get(key)
-        if cached is None or cached[0] is not buffer:
-            cached = VIEWS[key] = (buffer, buffer.view(kind))
-        views.append(cached[1])
-    return tuple(views)
+    return tuple(
+        buffer if np.dtype(kind) == buffer.dtype else
+        _kept_views((f"{name} as {np.dtype(kind).str}", device), buffer, None,
+                    lambda viewed, kind=kind: viewed.view(kind))
+        for kind in types)
 
 
 def device_empty(count: int, dtype) -> object:
@@ -208,7 +199,6 @@ def forget_buffers() -> None:
     """Drop every cached scratch buffer, table and pinned staging buffer (freed once no
     job holds them)."""
     SCRATCH.clear()
-    VIEWS.clear()
     BUFFER_VIEWS.clear()
     TABLES.clear()
     SCORING_TABLES.clear()
