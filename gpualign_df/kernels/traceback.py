@@ -140,11 +140,19 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     def word_at(tb, b0, width, columns, row0, i, j):
         """The traceback word that holds cell (i, j)'s nibble (:func:`nibble_of`)."""
         if group_lanes:
-            lane = (i - row0 - 1) // group_rows
-            lane_row = (i - row0 - 1) % group_rows
-            step = j - 1 + lane
-            return tb[uint64(b0 + ((step // piece) * words_a_step + lane_row // STRIP_ROWS)
-                             * (width * piece_lanes) + lane * piece + step % piece)]
+            # in 32 bits, unsigned (one multiply-high a division by a constant, where
+            # signed 64-bit floors take dozens of instructions on the walk's critical
+            # path): i > row0 and j >= 1 at every read, and a slot's words lie within
+            # 2**32 of its first (targets below 2**15 columns in this layout)
+            row = uint32(i - row0 - 1)
+            lane = row // uint32(group_rows)
+            lane_row = row - lane * uint32(group_rows)
+            step = uint32(j - 1) + lane
+            within = uint32((step // uint32(piece) * uint32(words_a_step)
+                             + lane_row // uint32(STRIP_ROWS))
+                            * (uint32(width) * uint32(piece_lanes))
+                            + lane * uint32(piece) + step % uint32(piece))
+            return tb[uint64(b0) + uint64(within)]
         strip = (i - row0 - 1) // strip_rows
         if skewed:
             return tb[uint64(b0 + skewed_word_index(strip, columns, j,
@@ -159,10 +167,21 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
     def nibble_of(word, row0, i):
         """Cell (i, j)'s four bits in its word (:func:`word_at`)."""
         if group_lanes:
-            return (word >> uint32(4 * ((i - row0 - 1) % group_rows % STRIP_ROWS))) \
+            row = uint32(i - row0 - 1)
+            return (word >> (uint32(4) * (row % uint32(group_rows) % uint32(STRIP_ROWS)))) \
                 & uint32(15)
         return (word >> uint32(4 * (strip_rows - 1 - (i - row0 - 1) % strip_rows))) \
             & uint32(15)
+
+    @cuda.jit(device=True, inline=True)
+    def residues_at(query, target, q0, t0, width, i, j):
+        """Cell (i, j)'s query and target codes (i, j >= 1): the slot's residues lie
+        ``width`` bytes apart from ``q0`` and ``t0``; in the grouped layout an offset
+        within a slot is below 2**32 (32-bit products, one 64-bit add each)."""
+        if group_lanes:
+            return (query[uint64(q0) + uint64(uint32(width) * uint32(i - 1))],
+                    target[uint64(t0) + uint64(uint32(width) * uint32(j - 1))])
+        return query[uint64(q0 + width * (i - 1))], target[uint64(t0 + width * (j - 1))]
 
     @cuda.jit(device=True, inline=True)
     def nibble_at(tb, b0, width, columns, row0, i, j):
@@ -193,8 +212,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                     cell_i = max(cell_i, row0 + 1)
                     cell_j = max(cell_j, 1)
                     nibble = nibble_at(tb, b0, width, columns, row0, cell_i, cell_j)
-                    code = query[uint64(q0 + width * (cell_i - 1))]
-                    code_t = target[uint64(t0 + width * (cell_j - 1))]
+                    code, code_t = residues_at(query, target, q0, t0, width, cell_i, cell_j)
                     diagonal = uint32(inside & ((nibble & uint32(3)) == 0))
                     same = uint32(code == code_t) & uint32(concrete[code])
                     diagonals |= diagonal << uint32(t)
@@ -254,8 +272,7 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                 if read_ahead:
                     if i != ahead_i or j != ahead_j:
                         word = word_at(tb, b0, width, columns, row0, i, j)
-                        code = query[uint64(q0 + width * (i - 1))]
-                        code_t = target[uint64(t0 + width * (j - 1))]
+                        code, code_t = residues_at(query, target, q0, t0, width, i, j)
                     else:   # read one pass ahead
                         word, code, code_t = ahead_word, ahead_code, ahead_code_t
                     # the next cell the walk takes if it stays in its state (the diagonal
@@ -268,8 +285,8 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                         ahead_i = next_i
                         ahead_j = next_j
                         ahead_word = word_at(tb, b0, width, columns, row0, next_i, next_j)
-                        ahead_code = query[uint64(q0 + width * (next_i - 1))]
-                        ahead_code_t = target[uint64(t0 + width * (next_j - 1))]
+                        ahead_code, ahead_code_t = residues_at(query, target, q0, t0,
+                                                               width, next_i, next_j)
                     nibble = nibble_of(word, row0, i)
                 else:
                     nibble = nibble_at(tb, b0, width, columns, row0, i, j)
@@ -283,11 +300,11 @@ def walk_functions(mode: int, fqs: bool, fts: bool, merge_matches: bool, skewed:
                     src = min(nibble & 3, 2) + 1 if state == 1 else state
                 if src == 1:
                     if not read_ahead:
-                        code = query[uint64(q0 + width * (i - 1))]
-                        code_t = target[uint64(t0 + width * (j - 1))]
+                        code, code_t = residues_at(query, target, q0, t0, width, i, j)
                     op = OP_MATCH if code == code_t and concrete[code] else OP_MISMATCH
                     if local or scores:
-                        pair_score = sub[int32(code) * alphabet_size + int32(code_t)]
+                        pair_score = sub[uint32(code) * uint32(alphabet_size)
+                                         + uint32(code_t)]
                         value += -pair_score if local else pair_score
                     i -= 1
                     j -= 1
