@@ -1440,16 +1440,18 @@ def test_download_pinned_copies_device_arrays():
 def test_digits_counts_decimal_digits():
     """The digit count the walks and the CPU engine size CIGARs by (comparisons below
     10,000, divisions above) equals the length of the number written out, at every
-    power of ten and beside it."""
-    from gpualign_df.kernels.common import digits
-    from gpualign_df.kernels.cpu import _digits
+    power of ten and beside it, in Python and compiled as the engines compile it."""
+    from numba import njit
 
+    from gpualign_df.kernels.common import digits
+
+    compiled = njit(digits)
     values = {1, 2, 2**31 - 1, 2**62}
     for power in range(19):
         values |= {10**power - 1, 10**power, 10**power + 1}
     values |= set(np.random.default_rng(3).integers(1, 10**12, 200).tolist())
     for value in sorted(values - {0}):
-        assert digits(value) == _digits(value) == len(str(value)), value
+        assert digits(value) == compiled(value) == len(str(value)), value
 
 
 @pytest.mark.parametrize("by_row", [False, True])
