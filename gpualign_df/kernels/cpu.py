@@ -400,17 +400,19 @@ def build_cigars(ops, op_offsets, op_counts, valid, query_start, query_end, quer
         pos = offsets[p]
         runs = _run_length(ops, op_offsets[p], op_counts[p], merge_matches, run_ops, run_lengths)
         if soft_clip and query_start[p] > 0:
-            pos = _write_run(chars, pos, query_start[p], ord("S"))
+            pos = write_run(chars, pos, query_start[p], ord("S"))
         for r in range(runs):
-            pos = _write_run(chars, pos, run_lengths[r], symbols[run_ops[r]])
+            pos = write_run(chars, pos, run_lengths[r], symbols[run_ops[r]])
         if soft_clip and query_length[p] - query_end[p] > 0:
-            pos = _write_run(chars, pos, query_length[p] - query_end[p], ord("S"))
+            pos = write_run(chars, pos, query_length[p] - query_end[p], ord("S"))
     length = matches + mismatches + gaps
     return chars, offsets, matches, mismatches, gap_opens, gaps, length
 
 
 @njit(cache=True, inline="always")
-def _write_run(chars, pos, length, symbol):
+def write_run(chars, pos, length, symbol):
+    """A CIGAR run into ``chars`` from ``pos``: ``length``'s digits, then the byte
+    ``symbol``; returns the position after it."""
     width = _digits(length)
     value = length
     for d in range(width - 1, -1, -1):

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from ..scoring import OVERHANGS
+from .cpu import write_run
 
 #: The overhang strategies (GATK's ``SWOverhangStrategy``), by the option's names.
 SOFTCLIP, INDEL, LEADING_INDEL, IGNORE = range(4)
@@ -430,16 +431,5 @@ def row_of(count, offset, best, ops, lengths, reference, alternate, concrete, me
     values[10, k] = length
     at = 0
     for e in range(written):
-        first = at
-        run = out_lengths[e]
-        while True:  # the digits, last first, then turned round
-            text[at] = 48 + run % 10
-            at += 1
-            run //= 10
-            if run == 0:
-                break
-        for d in range((at - first) // 2):
-            text[first + d], text[at - 1 - d] = text[at - 1 - d], text[first + d]
-        text[at] = DESCRIBED_BYTES[out_ops[e]]
-        at += 1
+        at = write_run(text, at, out_lengths[e], DESCRIBED_BYTES[out_ops[e]])
     return at
