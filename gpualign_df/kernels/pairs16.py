@@ -72,15 +72,9 @@ def _twice(steps, offset: int):
     offset32 = int32(offset)
 
     @inlined
-    def twice(s, phase, freeze, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair,
-              base, shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit,
-              words, ends):
-        carried = steps(s, phase, freeze, lane, n_a, n_b, t0_a, t0_b, target, pad, codes,
-                        target_pair, base, shared, held, h, e, carried, starts, scratch,
-                        warp_lane, go2, ge2, unit, words, ends)
-        return steps(int32(s + offset32), phase + offset, freeze, lane, n_a, n_b, t0_a, t0_b,
-                     target, pad, codes, target_pair, base, shared, held, h, e, carried,
-                     starts, scratch, warp_lane, go2, ge2, unit, words, ends)
+    def twice(s, phase, freeze, carried, lane_state):
+        carried = steps(s, phase, freeze, carried, lane_state)
+        return steps(int32(s + offset32), phase + offset, freeze, carried, lane_state)
 
     return twice
 
@@ -261,12 +255,12 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         return best, best_j
 
     @inlined
-    def step(s, phase, freeze, lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair,
-             base, shared, held, h, e, carried, starts, scratch, warp_lane, go2, ge2, unit,
-             words, ends):
+    def step(s, phase, freeze, carried, lane_state):
         """Step ``s`` of a lane: column ``s - lane`` of both targets (padding outside them)
         down its rows; ``carried`` = (best key, its columns, the last row's H and F*, the
-        H the first row takes as diagonal) before and after. ``words`` (traceback): the
+        H the first row takes as diagonal) before and after. ``lane_state``: what every
+        step of the lane reads (the kernel's tuple; the rows' arrays ``held``, ``h`` and
+        ``e`` are written in place). Of it, ``words`` (traceback): the
         traceback array, the lane's piece 0 of each half, the words between two pieces of
         a lane, the warp's columns, :func:`direction_bits`' -1 and 1 (from ``key_unit``,
         a kernel argument), the array's address and the piece's words so far
@@ -279,6 +273,8 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
         rows, the ends of their rows in this lane (exclusive), the bias, the gap costs
         and the starts of their rows in this lane; the best keys are then the first and
         last of ``carried``."""
+        lane, n_a, n_b, t0_a, t0_b, target, pad, codes, target_pair, base, shared, held, h, \
+            e, starts, scratch, warp_lane, go2, ge2, unit, words, ends = lane_state
         best, j_a, j_b, h_last, f_last, diag_first, best_b = carried
         zero = int32(0)
         h_in, f_in = receive(h_last, f_last, starts, scratch, warp_lane)
@@ -548,6 +544,10 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                                    else bias - go - above_a * ge,
                                    bias if free_col0 or above_b < 0
                                    else bias - go - above_b * ge), int32(-1))
+        # what every step reads (:func:`step`)
+        lane_state = (lane, n_a, n_b, t0_a, t0_b, target_codes, pad, codes, pairs_of_target,
+                      base, shared, held, h, e, starts, scratch, warp_lane, go2, ge2,
+                      int32(key_unit), words, ends)
         # the warp's columns hold both targets; steps past them read padding only
         last_step = int32(columns) + group - 1
         plain = int32(0)   # steps where no half freezes its H (a multiple of unroll)
@@ -558,14 +558,9 @@ def pair_group_kernel(lanes: int, rows: int, use_dpx: bool = False, unroll: int 
                 shortest = min(shortest, shuffle_across(shortest, offset, scratch, warp_lane))
             plain = shortest // unroll * unroll
             for s in range(0, plain, unroll):
-                carried = steps(int32(s), 0, False, lane, n_a, n_b, t0_a, t0_b, target_codes,
-                                pad, codes, pairs_of_target, base, shared, held, h, e, carried,
-                                starts, scratch, warp_lane, go2, ge2, int32(key_unit), words,
-                                ends)
+                carried = steps(int32(s), 0, False, carried, lane_state)
         for s in range(plain, last_step, unroll):
-            carried = steps(int32(s), 0, True, lane, n_a, n_b, t0_a, t0_b, target_codes, pad,
-                            codes, pairs_of_target, base, shared, held, h, e, carried, starts,
-                            scratch, warp_lane, go2, ge2, int32(key_unit), words, ends)
+            carried = steps(int32(s), 0, True, carried, lane_state)
         best, j_a, j_b, best_b = carried[0], carried[1], carried[2], carried[6]
         if end_column:   # column n: the query's rows (lane rows first ..< last), whose H
             # the lane's rows kept since (after every candidate of row m: ties as before)
