@@ -13,6 +13,24 @@ def digits(value):
     return count
 
 
+def run_writer_of(digits):
+    """``write_run(chars, pos, length, symbol)`` for an engine whose compiled
+    :func:`digits` is ``digits``: a CIGAR run into ``chars`` from ``pos`` (``length``'s
+    digits, then the byte ``symbol``), returning the position after it. A factory, since
+    each engine compiles the function with its own ``digits``."""
+
+    def write_run(chars, pos, length, symbol):
+        width = digits(length)
+        value = length
+        for d in range(width - 1, -1, -1):
+            chars[pos + d] = 48 + value % 10
+            value //= 10
+        chars[pos + width] = symbol
+        return pos + width + 1
+
+    return write_run
+
+
 def empty_semiglobal(m, n, go, ge, fqs, fqe, fts, fte):
     """(score, end_i, end_j) of a semi-global alignment where one sequence is empty."""
     if m == 0 and n == 0:

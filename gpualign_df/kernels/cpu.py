@@ -409,17 +409,8 @@ def build_cigars(ops, op_offsets, op_counts, valid, query_start, query_end, quer
     return chars, offsets, matches, mismatches, gap_opens, gaps, length
 
 
-@njit(cache=True, inline="always")
-def write_run(chars, pos, length, symbol):
-    """A CIGAR run into ``chars`` from ``pos``: ``length``'s digits, then the byte
-    ``symbol``; returns the position after it."""
-    width = _digits(length)
-    value = length
-    for d in range(width - 1, -1, -1):
-        chars[pos + d] = ord("0") + value % 10
-        value //= 10
-    chars[pos + width] = symbol
-    return pos + width + 1
+#: :func:`gpualign_df.kernels.common.run_writer_of` for the CPU engine.
+write_run = njit(cache=True, inline="always")(common.run_writer_of(_digits))
 
 
 @njit(cache=True)

@@ -475,15 +475,8 @@ def finish_walk_kernel(mode: int, fqs: bool, fts: bool, merge_matches: bool, sof
     return finish_walk
 
 
-@cuda.jit(device=True, inline=True)
-def write_run(chars, pos, length, symbol):
-    width = digits(length)
-    value = length
-    for d in range(width - 1, -1, -1):
-        chars[pos + d] = 48 + value % 10
-        value //= 10
-    chars[pos + width] = symbol
-    return pos + width + 1
+#: :func:`gpualign_df.kernels.common.run_writer_of` for the GPU.
+write_run = cuda.jit(device=True, inline=True)(common.run_writer_of(digits))
 
 
 def run_symbols(merge_matches: bool) -> tuple[int, int, int, int]:
