@@ -37,6 +37,8 @@ TILE_ROWS = 19
 #: The probe's forms (see the module's docstring).
 FORMS = {"computed": 1, "alone": 3, "walked": 4}
 _CIGAR_RUN = re.compile(r"(\d+)([=XIDM])")
+#: W1's pair scores: A, C, G, T against themselves, and any other pair.
+MATCH, MISMATCH = W1_OPTIONS["match"], W1_OPTIONS["mismatch"]
 
 
 def path_tiles(cigar: str, end_i: int, end_j: int, columns: int) -> list[tuple[int, int]]:
@@ -59,10 +61,10 @@ def path_tiles(cigar: str, end_i: int, end_j: int, columns: int) -> list[tuple[i
 
 def band_shares(frame, widths=(4, 8, 16, 32)) -> dict[int, float]:
     """The share of a frame's pairs whose exact band half-width (module docstring) is at
-    most each of ``widths`` (W1's scoring: best pair score 1, gaps 7 + 1)."""
+    most each of ``widths`` (W1's scoring: best pair score :data:`MATCH`)."""
     import numpy as np
 
-    slack = frame["query_end"].to_numpy() * 1 - frame["score"].to_numpy()
+    slack = frame["query_end"].to_numpy() * MATCH - frame["score"].to_numpy()
     gap_open, gap_extend = W1_OPTIONS["gap_open"], W1_OPTIONS["gap_extend"]
     half = np.where(slack >= gap_open, (slack - gap_open) // gap_extend + 1, 0)
     return {width: float((half <= width).mean()) for width in widths}
@@ -74,6 +76,7 @@ def make_probe(columns: int, form: int):
 
     rows = TILE_ROWS
     edge = columns + 1
+    match, mismatch = int32(MATCH), int32(MISMATCH)
 
     @cuda.jit
     def probe(query, target, query_at, target_at, target_lengths, tile_at, tiles, sub, go, ge,
@@ -113,7 +116,7 @@ def make_probe(columns: int, form: int):
                     if form == 1:
                         diagonal = h_diag + sub[code * 5 + codes[c]]
                     else:
-                        diagonal = h_diag + (int32(1) if code == codes[c] else int32(-4))
+                        diagonal = h_diag + (match if code == codes[c] else mismatch)
                     h = max(diagonal, max(i_value, d_value))
                     source = 0 if diagonal == h else (1 if i_value == h else 2)
                     nibble = (source | (4 if i_extend > i_open else 0)
@@ -155,8 +158,10 @@ def probe_times(frame, queries, targets, columns: int, repeat: int) -> dict[str,
     order = np.argsort([len(t) for t in targets], kind="stable")
     lut = np.full(256, 4, np.uint8)
     lut[np.frombuffer(b"ACGT", np.uint8)] = np.arange(4)
-    tile_lists = [path_tiles(frame["cigar"].iloc[k], int(frame["query_end"].iloc[k]),
-                             int(frame["target_end"].iloc[k]), columns) for k in order]
+    cigars, end_i, end_j = (frame[name].to_numpy() for name in ("cigar", "query_end",
+                                                                "target_end"))
+    tile_lists = [path_tiles(cigars[k], int(end_i[k]), int(end_j[k]), columns)
+                  for k in order]
     tile_at = np.zeros(len(order) + 1, np.int64)
     np.cumsum([len(tiles) for tiles in tile_lists], out=tile_at[1:])
     tiles = np.array([lane << 16 | group for pair in tile_lists for lane, group in pair],
@@ -169,8 +174,8 @@ def probe_times(frame, queries, targets, columns: int, repeat: int) -> dict[str,
         return lut[np.frombuffer(b"".join(data), np.uint8)], at
 
     (query, query_at), (target, target_at) = encoded(queries), encoded(targets)
-    sub = np.full(25, -4, np.int32)
-    sub[[0, 6, 12, 18]] = 1
+    sub = np.full(25, MISMATCH, np.int32)
+    sub[[0, 6, 12, 18]] = MATCH
     arrays = [cuda.to_device(x) for x in (query, target, query_at, target_at,
                                           np.diff(target_at).astype(np.int32), tile_at, tiles,
                                           sub)]
